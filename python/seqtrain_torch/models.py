@@ -1,0 +1,110 @@
+"""PyTorch modules that mirror seqtrain's models, parameter for parameter.
+
+A seqtrain ``model.safetensors`` holds exactly the state_dict of the matching module here, so
+``load_seqtrain(path, module)`` (``load_state_dict(strict=True)`` underneath) gives a PyTorch
+model that predicts what seqtrain predicts, and ``save_seqtrain(module, path)`` hands weights
+trained in PyTorch back to seqtrain. Works with torch 1.13 and 2.x.
+
+Parameter names (the contract with seqtrain's C++ models):
+
+Forecaster (seqtrain model type ``lstm`` / ``gru``)::
+
+    rnn.weight_ih_l{k}[_reverse]   [G*hidden, in_k]   in_0 = input_size, in_k = hidden*dirs
+    rnn.weight_hh_l{k}[_reverse]   [G*hidden, hidden]
+    rnn.bias_ih_l{k}[_reverse]     [G*hidden]
+    rnn.bias_hh_l{k}[_reverse]     [G*hidden]
+    head.weight                    [output_size, hidden*dirs]
+    head.bias                      [output_size]
+
+  G = 4 for LSTM (gate order i, f, g, o) and 3 for GRU (r, z, n), PyTorch's own order;
+  dirs = 2 when bidirectional. The forecast reads the RNN output at the last time step,
+  ``out[:, -1, :]`` (for a bidirectional RNN that is [forward, backward] there, the backward
+  half having seen only the last step), applies dropout, then ``head``.
+
+MLPForecaster (seqtrain model type ``mlp``)::
+
+    body.{3*j}.weight   j = 0: [hidden, lookback*input_size]; j >= 1: [hidden, hidden]
+    body.{3*j}.bias     [hidden]                                  for j in 0 .. layers-1
+    head.weight         [output_size, hidden]
+    head.bias           [output_size]
+
+  ``body`` is nn.Sequential(Linear, ReLU, Dropout, Linear, ReLU, Dropout, ...): ReLU and
+  Dropout occupy indices 3j+1 and 3j+2, so the Linear layers are body.0, body.3, body.6, ...
+  The window [B, T, F] is flattened time-major: feature f of step t is column t*F + f.
+"""
+
+import torch
+from torch import nn
+
+from .safetensors_io import read_file, save_file
+
+__all__ = ["Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain"]
+
+
+class Forecaster(nn.Module):
+    """LSTM/GRU stack + linear head on the last time step's output."""
+
+    def __init__(self, cell, input_size, hidden, layers=1, bidirectional=False, dropout=0.0, output_size=1):
+        super().__init__()
+        cells = {"lstm": nn.LSTM, "gru": nn.GRU}
+        if cell not in cells:
+            raise ValueError(f"cell must be 'lstm' or 'gru', got {cell!r}")
+        self.cell = cell
+        # PyTorch applies RNN dropout only between layers (and warns when there is just one).
+        self.rnn = cells[cell](input_size, hidden, num_layers=layers, batch_first=True,
+                               dropout=dropout if layers > 1 else 0.0, bidirectional=bidirectional)
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(hidden * (2 if bidirectional else 1), output_size)
+
+    def forward(self, x):
+        """x: [batch, lookback, input_size] -> [batch, output_size]."""
+        out, _ = self.rnn(x)
+        return self.head(self.dropout(out[:, -1, :]))
+
+
+class MLPForecaster(nn.Module):
+    """Flattened window -> (Linear, ReLU, Dropout) x layers -> linear head."""
+
+    def __init__(self, input_size, lookback, hidden, layers=1, dropout=0.0, output_size=1):
+        super().__init__()
+        if layers < 1:
+            raise ValueError(f"layers must be at least 1, got {layers}")
+        self.input_size, self.lookback = input_size, lookback
+        mods = []
+        for j in range(layers):
+            mods += [nn.Linear(lookback * input_size if j == 0 else hidden, hidden), nn.ReLU(), nn.Dropout(dropout)]
+        self.body = nn.Sequential(*mods)
+        self.head = nn.Linear(hidden, output_size)
+
+    def forward(self, x):
+        """x: [batch, lookback, input_size] -> [batch, output_size]."""
+        if tuple(x.shape[1:]) != (self.lookback, self.input_size):
+            raise ValueError(f"expected input [batch, {self.lookback}, {self.input_size}], got {list(x.shape)}")
+        return self.head(self.body(x.reshape(x.shape[0], -1)))
+
+
+def from_spec(spec):
+    """Builds the mirror of a seqtrain ModelSpec given as a dict (keys as in the config's model
+    section: type, input_size, lookback, hidden, layers, bidirectional, dropout, output_size)."""
+    kind = spec.get("type", "lstm")
+    common = dict(hidden=int(spec.get("hidden", 64)), layers=int(spec.get("layers", 1)),
+                  dropout=float(spec.get("dropout", 0.0)), output_size=int(spec.get("output_size", 1)))
+    if kind in ("lstm", "gru"):
+        return Forecaster(kind, int(spec.get("input_size", 1)), bidirectional=bool(spec.get("bidirectional", False)),
+                          **common)
+    if kind == "mlp":
+        return MLPForecaster(int(spec.get("input_size", 1)), int(spec.get("lookback", 1)), **common)
+    raise ValueError(f"unknown model type {kind!r}; expected lstm, gru or mlp")
+
+
+def load_seqtrain(path, module, strict=True):
+    """Loads a seqtrain model.safetensors into module (strict by default); returns the metadata."""
+    arrays, metadata = read_file(path)
+    state = {k: torch.from_numpy(v) for k, v in arrays.items()}
+    module.load_state_dict(state, strict=strict)
+    return metadata
+
+
+def save_seqtrain(module, path, metadata=None):
+    """Writes module's state_dict as safetensors that seqtrain's load_params accepts."""
+    save_file(dict(module.state_dict()), path, metadata=metadata)

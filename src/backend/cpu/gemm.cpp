@@ -1,0 +1,34 @@
+// gemm over dnnl_sgemm: see gemm.h.
+#include "backend/cpu/gemm.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace seqtrain {
+
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  ST_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M={} N={} K={}", M, N, K);
+  // Empty batches (a last partial batch, a zero-length layer) are legal and must be a no-op.
+  if (M == 0 || N == 0) return;
+  ST_CHECK(ldc >= std::max<int64_t>(1, N), "gemm: ldc={} is smaller than N={}", ldc, N);
+  if (K == 0) {
+    // Nothing to multiply; dnnl rejects K=0 on some versions, so apply beta by hand.
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
+    return;
+  }
+  // Stored column counts: A is [M, K] or, transposed, [K, M]; likewise B.
+  const int64_t a_cols = ta ? M : K, b_cols = tb ? K : N;
+  ST_CHECK(lda >= a_cols, "gemm: lda={} is smaller than the {} columns of A (ta={})", lda, a_cols, ta);
+  ST_CHECK(ldb >= b_cols, "gemm: ldb={} is smaller than the {} columns of B (tb={})", ldb, b_cols, tb);
+  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  ST_CHECK(st == dnnl_success, "gemm: dnnl_sgemm(M={}, N={}, K={}, lda={}, ldb={}, ldc={}) failed: {}", M, N, K,
+           lda, ldb, ldc, dnnl_status2str(st));
+}
+
+}  // namespace seqtrain

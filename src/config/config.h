@@ -1,0 +1,134 @@
+// Config: the fully resolved settings of one job (data, model, training, runtime).
+// Every public YAML key maps to exactly one field here; the defaults below are the documented
+// defaults (docs/CONFIG.md). load_config() reads a YAML file plus "key=value" overrides and
+// validates every value, so code downstream can trust the ranges stated next to each field.
+// Choices (loss, optimizer, ...) are kept as their YAML spelling because they are validated
+// against a fixed list at load time and ModelSpec already speaks strings.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace seqtrain {
+
+struct SyntheticConfig {
+  int64_t rows = 20000;  // >= 1; rows of the generated battery series
+  uint64_t seed = 0;     // the data's own seed, so changing `seed` does not change the data
+  double noise = 1.0;    // >= 0; multiplies every measurement-noise level (0 = noiseless)
+  bool operator==(const SyntheticConfig&) const = default;
+};
+
+struct DataConfig {
+  std::string source = "synthetic";        // csv | synthetic
+  std::string path;                        // csv file; made absolute by load_config
+  std::vector<std::string> features;       // input columns; empty = every column of the source
+  std::vector<std::string> targets = {"voltage"};  // predicted columns, at least one
+  int64_t lookback = 64;                   // >= 1; input time steps per window
+  int64_t horizon = 1;                     // >= 1; predicted time steps per window
+  int64_t stride = 1;                      // >= 1; rows between consecutive window starts
+  std::array<double, 3> split = {0.8, 0.1, 0.1};  // train/val/test fractions, see docs/DATA.md
+  std::string normalize = "zscore";        // zscore | minmax | none
+  std::string nan_policy = "error";        // error | drop | ffill
+  SyntheticConfig synthetic;
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct ModelConfig {
+  std::string type = "lstm";   // lstm | gru | mlp
+  int64_t hidden = 64;         // >= 1
+  int64_t layers = 1;          // >= 1
+  bool bidirectional = false;
+  double dropout = 0.0;        // [0, 1)
+  std::string init_from;       // checkpoint directory to start from; empty = fresh init
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct EarlyStoppingConfig {
+  int64_t patience = 0;     // >= 0; validations without improvement before stopping; 0 = off
+  double min_delta = 0.0;   // >= 0; improvement smaller than this does not count
+  bool operator==(const EarlyStoppingConfig&) const = default;
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw";  // adamw | sgd
+  double lr = 1e-3;            // > 0; peak learning rate
+  double beta1 = 0.9;          // [0, 1), adamw
+  double beta2 = 0.999;        // [0, 1), adamw
+  double eps = 1e-8;           // > 0, adamw
+  double weight_decay = 0.0;   // >= 0; decoupled for adamw, L2 for sgd
+  double momentum = 0.0;       // [0, 1), sgd
+  bool nesterov = false;       // sgd; needs momentum > 0
+  bool operator==(const OptimizerConfig&) const = default;
+};
+
+struct ScheduleConfig {
+  std::string name = "constant";  // constant | step | cosine | plateau
+  int64_t warmup_steps = 0;       // >= 0; linear warmup from 0 to lr
+  int64_t step_size = 1000;       // >= 1; step: optimizer steps between decays
+  double gamma = 0.1;             // (0, 1]; step: lr multiplier per decay
+  double min_lr = 0.0;            // >= 0; cosine floor and plateau floor
+  double factor = 0.5;            // (0, 1); plateau: lr multiplier on a plateau
+  int64_t patience = 5;           // >= 0; plateau: validations without improvement
+  bool operator==(const ScheduleConfig&) const = default;
+};
+
+struct TrainConfig {
+  int64_t epochs = 10;            // >= 1
+  int64_t max_steps = 0;          // >= 0; optimizer steps cap; 0 = no cap
+  int64_t batch_size = 64;        // >= 1; windows per micro-batch
+  bool shuffle = true;            // permute training windows each epoch (see epoch_order)
+  std::string loss = "mse";       // mse | mae | huber
+  double huber_delta = 1.0;       // > 0
+  double grad_clip = 1.0;         // >= 0; max global gradient L2 norm; 0 = off
+  int64_t grad_accum = 1;         // >= 1; micro-batches per optimizer step
+  int64_t log_every = 50;         // >= 1; optimizer steps between train log records
+  int64_t checkpoint_every = 0;   // >= 0; optimizer steps between checkpoints; 0 = per epoch
+  int64_t keep_last = 3;          // >= 0; step checkpoints kept; 0 = keep all
+  EarlyStoppingConfig early_stopping;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct RuntimeConfig {
+  int64_t threads = 0;              // >= 0; 0 = all cores
+  std::string precision = "auto";   // fp32 | bf16 | fp16 | auto
+  bool deterministic = false;       // bitwise-repeatable runs at some speed cost
+  bool operator==(const RuntimeConfig&) const = default;
+};
+
+struct Config {
+  uint64_t seed = 0;
+  DataConfig data;
+  ModelConfig model;
+  TrainConfig train;
+  RuntimeConfig runtime;
+  bool operator==(const Config&) const = default;
+};
+
+// Reads the YAML file at `path` (which may be empty: all defaults), then applies each
+// override "dotted.key=value" in order; the value is a YAML scalar or flow sequence
+// ("data.split=[0.7,0.2,0.1]"). Relative data.path / model.init_from written in the file are
+// resolved against the file's directory, those given as overrides against the working
+// directory; both are stored absolute. Throws Error naming file:line:col (or the override)
+// and the key for every unknown key, bad type, out-of-range value or YAML syntax error.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Same as load_config for YAML text held in memory; `name` is used in messages and `base_dir`
+// resolves relative paths found in the text.
+Config load_config_text(const std::string& text, const std::string& name, const std::string& base_dir,
+                        const std::vector<std::string>& overrides = {});
+
+// The fully resolved config, every key, in canonical order and formatting: reloading it gives
+// an equal Config. Written to the run directory as config.yaml.
+std::string to_yaml(const Config& config);
+
+// 16 lowercase hex digits: FNV-1a 64 over to_yaml(config). Stable across platforms and
+// builds as long as the key set is unchanged; checkpoints store it to detect config drift.
+std::string config_hash(const Config& config);
+
+// Every valid dotted key, in canonical order (for help text and tests).
+std::vector<std::string> config_keys();
+
+}  // namespace seqtrain

@@ -1,0 +1,126 @@
+// The config schema: one list of every public key with its field, type and allowed range.
+// Loading, writing (to_yaml) and the list of valid keys all walk this one list, so a key
+// added here is parsed, validated, written and suggested without touching anything else.
+// Keys of one section must stay contiguous, with sub-sections after the section's own keys:
+// to_yaml opens each section once, in the order met here.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace seqtrain::config_detail {
+
+// A closed or open interval for numeric keys; describe() turns it into the
+// "expected ..." half of an error message.
+struct Range {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false;
+  bool hi_open = false;
+
+  bool contains(double v) const {
+    if (lo_open ? !(v > lo) : !(v >= lo)) return false;
+    if (hi_open ? !(v < hi) : !(v <= hi)) return false;
+    return true;
+  }
+};
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline Range any() { return {}; }
+inline Range at_least(double lo) { return {lo, kInf, false, false}; }
+inline Range positive() { return {0, kInf, true, false}; }
+inline Range unit_right_open() { return {0, 1, false, true}; }   // [0, 1)
+inline Range unit_left_open() { return {0, 1, true, false}; }    // (0, 1]
+inline Range unit_open() { return {0, 1, true, true}; }          // (0, 1)
+
+using Choices = std::initializer_list<const char*>;
+
+// Calls v.field(key, member, ...) once per key. C is Config or const Config, so the same list
+// serves readers and writers. Visitor overloads:
+//   field(key, int64_t&, Range)            integer
+//   field(key, uint64_t&)                  non-negative integer (seeds)
+//   field(key, double&, Range)             finite number
+//   field(key, bool&)                      true/false
+//   field(key, std::string&, Choices)      one of a fixed set of words
+//   field(key, std::string&, PathTag)      a file path (empty allowed)
+//   field(key, std::vector<std::string>&)  list of column names
+//   field(key, std::array<double, 3>&)     split fractions
+struct PathTag {};
+
+template <typename C, typename V>
+void visit_fields(C& c, V&& v) {
+  v.field("seed", c.seed);
+
+  auto& d = c.data;
+  v.field("data.source", d.source, Choices{"csv", "synthetic"});
+  v.field("data.path", d.path, PathTag{});
+  v.field("data.features", d.features);
+  v.field("data.targets", d.targets);
+  v.field("data.lookback", d.lookback, at_least(1));
+  v.field("data.horizon", d.horizon, at_least(1));
+  v.field("data.stride", d.stride, at_least(1));
+  v.field("data.split", d.split);
+  v.field("data.normalize", d.normalize, Choices{"zscore", "minmax", "none"});
+  v.field("data.nan_policy", d.nan_policy, Choices{"error", "drop", "ffill"});
+  v.field("data.synthetic.rows", d.synthetic.rows, at_least(1));
+  v.field("data.synthetic.seed", d.synthetic.seed);
+  v.field("data.synthetic.noise", d.synthetic.noise, at_least(0));
+
+  auto& m = c.model;
+  v.field("model.type", m.type, Choices{"lstm", "gru", "mlp"});
+  v.field("model.hidden", m.hidden, at_least(1));
+  v.field("model.layers", m.layers, at_least(1));
+  v.field("model.bidirectional", m.bidirectional);
+  v.field("model.dropout", m.dropout, unit_right_open());
+  v.field("model.init_from", m.init_from, PathTag{});
+
+  auto& t = c.train;
+  v.field("train.epochs", t.epochs, at_least(1));
+  v.field("train.max_steps", t.max_steps, at_least(0));
+  v.field("train.batch_size", t.batch_size, at_least(1));
+  v.field("train.shuffle", t.shuffle);
+  v.field("train.loss", t.loss, Choices{"mse", "mae", "huber"});
+  v.field("train.huber_delta", t.huber_delta, positive());
+  v.field("train.grad_clip", t.grad_clip, at_least(0));
+  v.field("train.grad_accum", t.grad_accum, at_least(1));
+  v.field("train.log_every", t.log_every, at_least(1));
+  v.field("train.checkpoint_every", t.checkpoint_every, at_least(0));
+  v.field("train.keep_last", t.keep_last, at_least(0));
+  v.field("train.early_stopping.patience", t.early_stopping.patience, at_least(0));
+  v.field("train.early_stopping.min_delta", t.early_stopping.min_delta, at_least(0));
+  auto& o = t.optimizer;
+  v.field("train.optimizer.name", o.name, Choices{"adamw", "sgd"});
+  v.field("train.optimizer.lr", o.lr, positive());
+  v.field("train.optimizer.beta1", o.beta1, unit_right_open());
+  v.field("train.optimizer.beta2", o.beta2, unit_right_open());
+  v.field("train.optimizer.eps", o.eps, positive());
+  v.field("train.optimizer.weight_decay", o.weight_decay, at_least(0));
+  v.field("train.optimizer.momentum", o.momentum, unit_right_open());
+  v.field("train.optimizer.nesterov", o.nesterov);
+  auto& s = t.schedule;
+  v.field("train.schedule.name", s.name, Choices{"constant", "step", "cosine", "plateau"});
+  v.field("train.schedule.warmup_steps", s.warmup_steps, at_least(0));
+  v.field("train.schedule.step_size", s.step_size, at_least(1));
+  v.field("train.schedule.gamma", s.gamma, unit_left_open());
+  v.field("train.schedule.min_lr", s.min_lr, at_least(0));
+  v.field("train.schedule.factor", s.factor, unit_open());
+  v.field("train.schedule.patience", s.patience, at_least(0));
+
+  auto& r = c.runtime;
+  v.field("runtime.threads", r.threads, at_least(0));
+  v.field("runtime.precision", r.precision, Choices{"fp32", "bf16", "fp16", "auto"});
+  v.field("runtime.deterministic", r.deterministic);
+}
+
+// "data.synthetic.rows" -> "data.synthetic"; "seed" -> "".
+inline std::string section_of(const std::string& key) {
+  auto dot = key.rfind('.');
+  return dot == std::string::npos ? std::string() : key.substr(0, dot);
+}
+
+}  // namespace seqtrain::config_detail

@@ -1,0 +1,382 @@
+// load_config: YAML file + overrides -> validated Config.
+// Values are assigned key by key through the schema in fields.h; each assignment records
+// where the value came from ("file:line:col" or "override 'k=v'") so that the cross-key
+// checks at the end can point at the line the user has to change.
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "config/config.h"
+#include "config/fields.h"
+#include "config/scalar.h"
+#include "config/suggest.h"
+#include "core/error.h"
+
+namespace seqtrain {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace config_detail;
+
+std::string mark_str(const std::string& file, const YAML::Mark& m) {
+  if (m.is_null()) return file;
+  return fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
+}
+
+// How a node looks to the user, for the "got ..." half of a message.
+std::string describe_node(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar: return "'" + n.Scalar() + "'";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    default: return "nothing (null)";
+  }
+}
+
+std::string fmt_bound(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{}", v);
+}
+
+std::string describe_range(const Range& r, bool integer) {
+  const char* what = integer ? "an integer" : "a number";
+  bool has_lo = !std::isinf(r.lo), has_hi = !std::isinf(r.hi);
+  if (!has_lo && !has_hi) return what;
+  if (has_lo && !has_hi) return fmt::format("{} {} {}", what, r.lo_open ? ">" : ">=", fmt_bound(r.lo));
+  if (!has_lo) return fmt::format("{} {} {}", what, r.hi_open ? "<" : "<=", fmt_bound(r.hi));
+  return fmt::format("{} in {}{}, {}{}", what, r.lo_open ? "(" : "[", fmt_bound(r.lo), fmt_bound(r.hi),
+                     r.hi_open ? ")" : "]");
+}
+
+// Visitor that only records key names.
+struct CollectKeys {
+  std::vector<std::string> keys;
+  template <typename... Rest> void field(const char* key, Rest&&...) { keys.emplace_back(key); }
+};
+
+std::vector<std::string> all_keys() {
+  CollectKeys c;
+  const Config cfg;
+  visit_fields(cfg, c);
+  return c.keys;
+}
+
+std::set<std::string> all_sections() {
+  std::set<std::string> out;
+  for (const auto& k : all_keys())
+    for (std::string s = section_of(k); !s.empty(); s = section_of(s)) out.insert(s);
+  return out;
+}
+
+// Keys and sections directly inside `section`, for "valid keys in 'train' are ..." hints.
+std::vector<std::string> children_of(const std::string& section) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& k : all_keys()) {
+    std::string prefix = section.empty() ? "" : section + ".";
+    if (k.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string rest = k.substr(prefix.size());
+    std::string child = rest.substr(0, rest.find('.'));
+    if (seen.insert(child).second) out.push_back(child);
+  }
+  return out;
+}
+
+std::vector<std::string> suggestion_pool() {
+  std::vector<std::string> pool = all_keys();
+  for (const auto& s : all_sections()) pool.push_back(s);
+  return pool;
+}
+
+[[noreturn]] void unknown_key(const std::string& where, const std::string& key) {
+  std::string section = section_of(key);
+  fail("{}: unknown config key '{}'{}; valid keys{} are: {}. Fix the spelling or remove the key "
+       "(docs/CONFIG.md lists every key)",
+       where, key, did_you_mean(key, suggestion_pool()),
+       section.empty() ? std::string(" at the top level") : " in '" + section + "'",
+       quoted_list(children_of(section)));
+}
+
+// Visitor that assigns one YAML node to the field named `key`.
+class Assign {
+ public:
+  // `file` is the config file the node comes from ("" for overrides): list items then get
+  // their own line:col.
+  Assign(const std::string& key, const YAML::Node& node, const std::string& where, const fs::path& base_dir,
+         const std::string& file)
+      : key_(key), node_(node), where_(where), base_dir_(base_dir), file_(file) {}
+
+  bool found() const { return found_; }
+
+  void field(const char* key, int64_t& x, Range r) {
+    if (!match(key)) return;
+    auto v = parse_int64(scalar(describe_range(r, true)));
+    if (!v || !r.contains(static_cast<double>(*v))) bad(describe_range(r, true));
+    x = *v;
+  }
+  void field(const char* key, uint64_t& x) {
+    if (!match(key)) return;
+    auto v = parse_uint64(scalar("a non-negative integer"));
+    if (!v) bad("a non-negative integer below 2^64");
+    x = *v;
+  }
+  void field(const char* key, double& x, Range r) {
+    if (!match(key)) return;
+    auto v = parse_double(scalar(describe_range(r, false)));
+    if (!v || !std::isfinite(*v) || !r.contains(*v)) bad(describe_range(r, false));
+    x = *v;
+  }
+  void field(const char* key, bool& x) {
+    if (!match(key)) return;
+    auto v = parse_bool(scalar("true or false"));
+    if (!v) bad("true or false");
+    x = *v;
+  }
+  void field(const char* key, std::string& x, Choices choices) {
+    if (!match(key)) return;
+    std::vector<std::string> options(choices.begin(), choices.end());
+    std::string expected = "one of " + quoted_list(options);
+    std::string v = scalar(expected);
+    for (const auto& o : options)
+      if (v == o) { x = v; return; }
+    fail("{}: config key '{}' expects {}, got '{}'{}", where_, key_, expected, v, did_you_mean(v, options));
+  }
+  void field(const char* key, std::string& x, PathTag) {
+    if (!match(key)) return;
+    if (node_.IsNull()) { x.clear(); return; }
+    std::string v = scalar("a file path");
+    // Stored absolute so a resolved config.yaml in a run directory means the same file.
+    x = v.empty() ? v : (fs::path(v).is_absolute() ? fs::path(v) : fs::absolute(base_dir_ / v)).lexically_normal().string();
+  }
+  void field(const char* key, std::vector<std::string>& x) {
+    if (!match(key)) return;
+    const char* expected = "a list of column names like [voltage, current]";
+    std::vector<std::string> out;
+    if (node_.IsScalar()) {
+      out.push_back(node_.Scalar());  // a single name is a one-element list
+    } else if (node_.IsSequence()) {
+      for (size_t i = 0; i < node_.size(); ++i) {
+        const YAML::Node item = node_[i];
+        if (!item.IsScalar())
+          fail("{}: config key '{}' expects {}; item {} is {}", item_where(item), key_, expected, i,
+               describe_node(item));
+        out.push_back(item.Scalar());
+      }
+    } else if (!node_.IsNull()) {
+      bad(expected);
+    }
+    std::set<std::string> seen;
+    for (const auto& name : out) {
+      if (name.empty()) fail("{}: config key '{}' has an empty column name; remove it", where_, key_);
+      if (!seen.insert(name).second)
+        fail("{}: config key '{}' names column '{}' twice; list each column once", where_, key_, name);
+    }
+    x = std::move(out);
+  }
+  void field(const char* key, std::array<double, 3>& x) {
+    if (!match(key)) return;
+    const char* expected = "a list of three fractions [train, val, test], e.g. [0.8, 0.1, 0.1]";
+    if (!node_.IsSequence() || node_.size() != 3) bad(expected);
+    std::array<double, 3> out{};
+    for (size_t i = 0; i < 3; ++i) {
+      const YAML::Node item = node_[i];
+      std::optional<double> v;
+      if (item.IsScalar()) v = parse_double(item.Scalar());
+      if (!v || !std::isfinite(*v) || *v < 0 || *v > 1)
+        fail("{}: config key '{}' item {} expects a number in [0, 1], got {}", item_where(item), key_, i,
+             describe_node(item));
+      out[i] = *v;
+    }
+    x = out;
+  }
+
+ private:
+  bool match(const char* key) {
+    if (key_ != key) return false;
+    found_ = true;
+    return true;
+  }
+  // The node's text, or an error when it is not a scalar at all.
+  std::string scalar(const std::string& expected) {
+    if (!node_.IsScalar()) bad(expected);
+    return node_.Scalar();
+  }
+  [[noreturn]] void bad(const std::string& expected) {
+    fail("{}: config key '{}' expects {}, got {}", where_, key_, expected, describe_node(node_));
+  }
+  // List items carry their own marks inside a file; overrides have no finer location.
+  std::string item_where(const YAML::Node& item) const {
+    return file_.empty() || item.Mark().is_null() ? where_ : mark_str(file_, item.Mark());
+  }
+
+  const std::string& key_;
+  const YAML::Node& node_;
+  const std::string& where_;
+  const fs::path& base_dir_;
+  const std::string& file_;
+  bool found_ = false;
+};
+
+class Loader {
+ public:
+  Loader(const std::string& name, const fs::path& base_dir) : name_(name), base_dir_(base_dir) {
+    for (const auto& k : all_keys()) leaves_.insert(k);
+    sections_ = all_sections();
+  }
+
+  void load_text(const std::string& text) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      fail("{}: YAML syntax error: {}. Fix the YAML at that position (indentation, a missing ':' "
+           "or an unclosed bracket or quote are the usual causes)",
+           mark_str(name_, e.mark), e.msg);
+    }
+    if (root.IsNull()) return;  // an empty file means all defaults
+    if (!root.IsMap())
+      fail("{}: the config must be a mapping of keys (like 'train:' and 'data:'), got {}",
+           mark_str(name_, root.Mark()), describe_node(root));
+    walk(root, "");
+  }
+
+  void apply_override(const std::string& text) {
+    auto eq = text.find('=');
+    std::string where = "override '" + text + "'";
+    if (eq == std::string::npos || eq == 0)
+      fail("{}: an override must look like key=value, e.g. train.optimizer.lr=0.01", where);
+    std::string key = trim(text.substr(0, eq));
+    std::string value = text.substr(eq + 1);
+    if (sections_.count(key))
+      fail("{}: '{}' is a section, not a key; set one of its keys instead: {}", where, key,
+           quoted_list(children_of(key)));
+    if (!leaves_.count(key)) unknown_key(where, key);
+    YAML::Node node;
+    try {
+      node = YAML::Load(value);
+    } catch (const YAML::Exception& e) {
+      fail("{}: the value '{}' is not valid YAML ({}); quote it or write a list as [a, b]", where, value, e.msg);
+    }
+    if (node.IsMap())
+      fail("{}: the value of an override must be a scalar or a list like [a, b], got a mapping", where);
+    // Relative paths given on the command line mean the working directory.
+    assign(key, node, where, fs::current_path(), "");
+  }
+
+  // Checks that involve more than one key, after the file and all overrides are in.
+  void check(const Config& c) const {
+    const auto& d = c.data;
+    double sum = d.split[0] + d.split[1] + d.split[2];
+    if (sum > 1 + 1e-9)
+      fail("{}: config key 'data.split' fractions [{}, {}, {}] sum to {}, more than 1; make them sum to "
+           "at most 1",
+           origin("data.split"), d.split[0], d.split[1], d.split[2], sum);
+    if (d.split[0] <= 0)
+      fail("{}: config key 'data.split' gives the train split a fraction of 0; training needs a "
+           "positive first fraction, e.g. [0.8, 0.1, 0.1]",
+           origin("data.split"));
+    if (d.source == "csv" && d.path.empty())
+      fail("{}: config key 'data.path' is empty but data.source is 'csv'; set data.path to the CSV file",
+           origin("data.path"));
+    if (d.targets.empty())
+      fail("{}: config key 'data.targets' is empty; name at least one column to predict", origin("data.targets"));
+    const auto& t = c.train;
+    if (t.early_stopping.patience > 0 && d.split[1] <= 0)
+      fail("{}: config key 'train.early_stopping.patience' is {} but the validation split (data.split[1]) "
+           "is 0; give validation a fraction or set patience to 0",
+           origin("train.early_stopping.patience"), t.early_stopping.patience);
+    if (t.schedule.name == "plateau" && d.split[1] <= 0)
+      fail("{}: config key 'train.schedule.name' is 'plateau', which watches the validation loss, but "
+           "the validation split (data.split[1]) is 0; give validation a fraction or pick another schedule",
+           origin("train.schedule.name"));
+    if (t.optimizer.name == "sgd" && t.optimizer.nesterov && t.optimizer.momentum <= 0)
+      fail("{}: config key 'train.optimizer.nesterov' is true but train.optimizer.momentum is 0; Nesterov "
+           "needs momentum > 0 (e.g. 0.9)",
+           origin("train.optimizer.nesterov"));
+  }
+
+  Config config;
+
+ private:
+  void walk(const YAML::Node& map, const std::string& prefix) {
+    std::set<std::string> seen;
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const YAML::Node k = it->first;  // copies: it-> yields a temporary proxy
+      const YAML::Node v = it->second;
+      std::string where = mark_str(name_, k.Mark());
+      if (!k.IsScalar()) fail("{}: config keys must be plain words, got {}", where, describe_node(k));
+      std::string key = prefix.empty() ? k.Scalar() : prefix + "." + k.Scalar();
+      if (!seen.insert(k.Scalar()).second)
+        fail("{}: config key '{}' appears twice; keep one", where, key);
+      if (leaves_.count(key)) {
+        // Point at the value when it has a position, since the value is what is wrong.
+        YAML::Mark m = v.Mark().is_null() ? k.Mark() : v.Mark();
+        assign(key, v, mark_str(name_, m), base_dir_, name_);
+      } else if (sections_.count(key)) {
+        if (v.IsNull()) continue;  // "train:" with nothing under it
+        if (!v.IsMap())
+          fail("{}: '{}' is a section and expects a mapping of its keys ({}), got {}", where, key,
+               quoted_list(children_of(key)), describe_node(v));
+        walk(v, key);
+      } else {
+        unknown_key(where, key);
+      }
+    }
+  }
+
+  void assign(const std::string& key, const YAML::Node& node, const std::string& where, const fs::path& base,
+              const std::string& file) {
+    Assign a(key, node, where, base, file);
+    visit_fields(config, a);
+    if (!a.found()) unknown_key(where, key);
+    origins_[key] = where;
+  }
+
+  std::string origin(const std::string& key) const {
+    auto it = origins_.find(key);
+    return it == origins_.end() ? name_ + " (default value)" : it->second;
+  }
+
+  static std::string trim(const std::string& s) {
+    size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  }
+
+  std::string name_;
+  fs::path base_dir_;
+  std::set<std::string> leaves_;
+  std::set<std::string> sections_;
+  std::map<std::string, std::string> origins_;
+};
+
+}  // namespace
+
+std::vector<std::string> config_keys() { return all_keys(); }
+
+Config load_config_text(const std::string& text, const std::string& name, const std::string& base_dir,
+                        const std::vector<std::string>& overrides) {
+  Loader loader(name, base_dir.empty() ? fs::current_path() : fs::path(base_dir));
+  loader.load_text(text);
+  for (const auto& o : overrides) loader.apply_override(o);
+  loader.check(loader.config);
+  return loader.config;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return load_config_text("", "<defaults>", "", overrides);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read the config file ({}); check the path", path, std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  fs::path dir = fs::absolute(fs::path(path)).parent_path();
+  return load_config_text(text.str(), path, dir.string(), overrides);
+}
+
+}  // namespace seqtrain

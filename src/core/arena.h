@@ -1,0 +1,41 @@
+// Arena: bump allocator for activations and workspaces.
+// The first training step sizes it; later steps reset() and carve the same blocks again, so the
+// steady-state step makes no system allocation. os_allocations() counts real allocations so a
+// test can prove that.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace seqtrain {
+
+class Arena {
+ public:
+  static constexpr size_t kAlign = 64;
+
+  // Memory is uninitialised; zeros() is the variant that clears it.
+  void* alloc(size_t bytes);
+  Tensor tensor(Shape shape, DType t = DType::f32);
+  Tensor zeros(Shape shape, DType t = DType::f32);
+
+  // Forget every block handed out. If the last cycle overflowed into extra chunks, they are
+  // merged into one chunk big enough for the whole cycle (one allocation, then none).
+  void reset();
+
+  size_t used() const { return used_; }
+  size_t capacity() const;
+  size_t high_water() const { return high_water_; }
+  static uint64_t os_allocations();
+
+ private:
+  struct Chunk { std::unique_ptr<std::byte[], void (*)(std::byte*)> mem{nullptr, nullptr}; size_t size = 0; size_t top = 0; };
+  void add_chunk(size_t bytes);
+  std::vector<Chunk> chunks_;
+  size_t used_ = 0;
+  size_t high_water_ = 0;
+};
+
+}  // namespace seqtrain

@@ -1,0 +1,150 @@
+#include "data/csv.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "config/scalar.h"
+#include "config/suggest.h"
+#include "core/error.h"
+
+namespace seqtrain {
+namespace {
+
+struct Cell {
+  std::string text;  // unquoted, trimmed
+  int64_t column;    // 1-based character position where the value starts, for messages
+};
+
+bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+// Splits one line on commas, honouring "quoted, cells" with "" as an escaped quote.
+std::vector<Cell> split_line(const std::string& line, const std::string& path, int64_t line_no) {
+  std::vector<Cell> cells;
+  size_t i = 0;
+  while (true) {
+    while (i < line.size() && is_space(line[i])) ++i;
+    Cell cell{"", static_cast<int64_t>(i) + 1};
+    if (i < line.size() && line[i] == '"') {
+      size_t j = i + 1;
+      while (true) {
+        if (j >= line.size())
+          fail("{}:{}:{}: unterminated quoted cell; close it with '\"' on the same line", path, line_no, i + 1);
+        if (line[j] == '"') {
+          if (j + 1 < line.size() && line[j + 1] == '"') { cell.text += '"'; j += 2; continue; }
+          break;
+        }
+        cell.text += line[j++];
+      }
+      i = j + 1;
+      while (i < line.size() && is_space(line[i])) ++i;
+      if (i < line.size() && line[i] != ',')
+        fail("{}:{}:{}: unexpected text after a quoted cell; put a ',' after the closing quote", path, line_no,
+             i + 1);
+    } else {
+      size_t j = line.find(',', i);
+      if (j == std::string::npos) j = line.size();
+      size_t e = j;
+      while (e > i && is_space(line[e - 1])) --e;
+      cell.text = line.substr(i, e - i);
+      i = j;
+    }
+    cells.push_back(std::move(cell));
+    if (i >= line.size()) break;
+    ++i;  // the comma
+  }
+  return cells;
+}
+
+}  // namespace
+
+Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy) {
+  ST_CHECK(nan_policy == "error" || nan_policy == "drop" || nan_policy == "ffill",
+           "read_csv: nan_policy must be error, drop or ffill, got '{}'", nan_policy);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open the CSV file ({}); check data.path", path, std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+
+  std::istringstream lines(text);
+  std::string line;
+  int64_t line_no = 0;
+  auto next_line = [&]() -> bool {
+    while (std::getline(lines, line)) {
+      ++line_no;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.find_first_not_of(" \t") != std::string::npos) return true;  // blank lines are skipped
+    }
+    return false;
+  };
+
+  if (!next_line())
+    fail("{}: the file is empty; a CSV needs a header row naming the columns, then one row per time step", path);
+  std::vector<Cell> header = split_line(line, path, line_no);
+  std::vector<std::string> names;
+  for (const auto& c : header) names.push_back(c.text);
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (names[i] == names[j])
+        fail("{}:{}:{}: column name '{}' appears twice in the header (columns {} and {}); rename one", path,
+             line_no, header[i].column, names[i], j + 1, i + 1);
+
+  Series s;
+  s.columns = columns.empty() ? names : columns;
+  std::vector<size_t> picks;
+  for (const auto& want : s.columns) {
+    size_t k = 0;
+    while (k < names.size() && names[k] != want) ++k;
+    if (k == names.size())
+      fail("{}: no column named '{}'{}; the header has {}. Fix data.features / data.targets or the header",
+           path, want, did_you_mean(want, names), quoted_list(names));
+    picks.push_back(k);
+  }
+
+  const size_t n_cells = header.size();
+  const size_t n_cols = picks.size();
+  std::vector<float> row(n_cols);
+  while (next_line()) {
+    std::vector<Cell> cells = split_line(line, path, line_no);
+    if (cells.size() != n_cells)
+      fail("{}:{}: expected {} cells like the header, got {}; every row needs one value per column", path,
+           line_no, n_cells, cells.size());
+    bool drop = false;
+    for (size_t c = 0; c < n_cols; ++c) {
+      const Cell& cell = cells[picks[c]];
+      std::optional<double> v;
+      if (!cell.text.empty()) {
+        v = parse_double(cell.text);
+        if (!v)
+          fail("{}:{}:{}: cell in column '{}' is not a number: '{}'; write a plain number like 3.7 or -1e-3",
+               path, line_no, cell.column, s.columns[c], cell.text);
+      }
+      // Empty cells and nan/inf are missing values; so is a finite double that overflows float.
+      bool missing = !v || !std::isfinite(static_cast<float>(*v));
+      if (!missing) { row[c] = static_cast<float>(*v); continue; }
+      std::string shown = cell.text.empty() ? "an empty cell" : "'" + cell.text + "'";
+      if (nan_policy == "error")
+        fail("{}:{}:{}: column '{}' has a missing or non-finite value ({}); fix the file, or set "
+             "data.nan_policy to 'drop' (skip such rows) or 'ffill' (repeat the previous value)",
+             path, line_no, cell.column, s.columns[c], shown);
+      if (nan_policy == "drop") { drop = true; break; }
+      if (s.rows == 0)
+        fail("{}:{}:{}: column '{}' has a missing value ({}) in the first data row, so data.nan_policy "
+             "'ffill' has no previous value to repeat; fix the row or use 'drop'",
+             path, line_no, cell.column, s.columns[c], shown);
+      row[c] = s.at(s.rows - 1, static_cast<int64_t>(c));
+    }
+    if (drop) continue;
+    s.values.insert(s.values.end(), row.begin(), row.end());
+    ++s.rows;
+  }
+  if (s.rows == 0)
+    fail("{}: no data rows{}; add rows of numbers below the header", path,
+         nan_policy == "drop" ? " left after dropping rows with missing values (data.nan_policy: drop)" : "");
+  return s;
+}
+
+}  // namespace seqtrain

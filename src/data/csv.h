@@ -1,0 +1,19 @@
+// CSV source: a header row of column names, then one row of numbers per time step.
+// Only the requested columns are parsed, so a file may carry text columns (timestamps, ids)
+// that the job does not use. Missing values (empty cells, nan, inf) follow nan_policy.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "data/series.h"
+
+namespace seqtrain {
+
+// Reads `columns` (in that order; every column of the header when empty) from the CSV at
+// `path`. nan_policy: "error" (fail naming file:line:col), "drop" (skip the row), "ffill"
+// (repeat the previous kept row's value; fails on the first data row). Cells may be quoted
+// with '"'; spaces around cells are ignored; blank lines are skipped; "\r\n" endings are fine.
+// Throws Error naming file:line[:col] for ragged rows, non-numeric cells and missing columns.
+Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy);
+
+}  // namespace seqtrain

@@ -1,0 +1,93 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+
+#include "config/suggest.h"
+#include "core/error.h"
+#include "data/csv.h"
+#include "data/synthetic.h"
+
+namespace seqtrain {
+namespace {
+
+// The features (all source columns when none are named), then targets not already listed.
+std::vector<std::string> used_columns(const std::vector<std::string>& features,
+                                      const std::vector<std::string>& targets) {
+  std::vector<std::string> out = features;
+  for (const auto& t : targets)
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  return out;
+}
+
+Series select_columns(const Series& src, const std::vector<std::string>& names, const DataConfig& d) {
+  Series out;
+  out.columns = names;
+  out.rows = src.rows;
+  std::vector<int64_t> picks;
+  for (const auto& name : names) {
+    int64_t k = src.column_index(name);
+    if (k < 0) {
+      bool is_target = std::find(d.targets.begin(), d.targets.end(), name) != d.targets.end();
+      fail("config key 'data.{}' names column '{}'{}, which the {} source does not have; it has {}",
+           is_target ? "targets" : "features", name, did_you_mean(name, src.columns), d.source,
+           quoted_list(src.columns));
+    }
+    picks.push_back(k);
+  }
+  out.values.resize(static_cast<size_t>(out.rows) * names.size());
+  for (int64_t r = 0; r < out.rows; ++r)
+    for (size_t c = 0; c < names.size(); ++c) out.at(r, static_cast<int64_t>(c)) = src.at(r, picks[c]);
+  return out;
+}
+
+}  // namespace
+
+Series load_series(const DataConfig& d) {
+  if (d.source == "csv") {
+    if (d.features.empty()) {
+      // Every column is a feature: read them all, then make sure the targets are among them.
+      Series all = read_csv(d.path, {}, d.nan_policy);
+      return select_columns(all, used_columns(all.columns, d.targets), d);
+    }
+    return read_csv(d.path, used_columns(d.features, d.targets), d.nan_policy);
+  }
+  ST_CHECK(d.source == "synthetic", "config key 'data.source' must be csv or synthetic, got '{}'", d.source);
+  Series all = make_synthetic(d.synthetic);
+  return select_columns(all, used_columns(d.features.empty() ? all.columns : d.features, d.targets), d);
+}
+
+void Dataset::denormalize_targets(float* y, int64_t batch) const {
+  const int64_t nt = n_targets();
+  for (int64_t t = 0; t < nt; ++t) {
+    int64_t col = normalizer.index_of(targets[t]);
+    // Target t of every step of every row sits every n_targets floats.
+    normalizer.invert(col, y + t, batch * train.horizon(), nt);
+  }
+}
+
+Dataset load_dataset(const Config& config, const Normalizer* stats) {
+  const DataConfig& d = config.data;
+  auto series = std::make_shared<Series>(load_series(d));
+
+  Dataset ds;
+  // With no features named, load_series kept every source column and the targets had to be
+  // among them, so the table's columns are exactly the features.
+  ds.features = d.features.empty() ? series->columns : d.features;
+  ds.targets = d.targets;
+  ds.splits = split_rows(series->rows, d.split);
+  check_split(series->rows, ds.splits, d.split, d.lookback, d.horizon);
+
+  ds.normalizer = stats ? *stats : Normalizer::fit(d.normalize, *series, ds.splits[0].begin, ds.splits[0].end);
+  ds.normalizer.apply(*series);
+  ds.table = series;
+
+  std::vector<int64_t> fcols, tcols;
+  for (const auto& f : ds.features) fcols.push_back(series->column_index(f));
+  for (const auto& t : ds.targets) tcols.push_back(series->column_index(t));
+  ds.train = WindowDataset(series, ds.splits[0], fcols, tcols, d.lookback, d.horizon, d.stride);
+  ds.val = WindowDataset(series, ds.splits[1], fcols, tcols, d.lookback, d.horizon, d.stride);
+  ds.test = WindowDataset(series, ds.splits[2], fcols, tcols, d.lookback, d.horizon, d.stride);
+  return ds;
+}
+
+}  // namespace seqtrain

@@ -1,0 +1,43 @@
+// load_dataset: everything the trainer needs from the `data:` section, in one call.
+// Source (CSV or synthetic) -> the used columns (features, then targets not already among
+// them) -> chronological split -> normalizer fitted on the train rows -> one WindowDataset
+// per split over the shared normalized table.
+#pragma once
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "data/normalizer.h"
+#include "data/series.h"
+#include "data/split.h"
+#include "data/window_dataset.h"
+
+namespace seqtrain {
+
+struct Dataset {
+  WindowDataset train, val, test;       // val / test have size() 0 when their fraction is 0
+  Normalizer normalizer;                // one entry per column of `table`
+  std::vector<std::string> features;    // input columns, in x's last-axis order
+  std::vector<std::string> targets;     // predicted columns, in y's order within a step
+  std::array<RowRange, 3> splits;       // rows of train, val, test in the source series
+  std::shared_ptr<const Series> table;  // normalized used columns, every row of the source
+
+  int64_t n_features() const { return static_cast<int64_t>(features.size()); }
+  int64_t n_targets() const { return static_cast<int64_t>(targets.size()); }
+  // Maps `batch` rows of normalized outputs laid out like y ([B, horizon * n_targets]) back
+  // to the data's units, in place.
+  void denormalize_targets(float* y, int64_t batch) const;
+};
+
+// Reads the source and the columns named by config.data (features empty = every column of
+// the source), unnormalized, features first then targets not already among them.
+Series load_series(const DataConfig& data);
+
+// When `stats` is given (e.g. from a checkpoint's state.json) it is used instead of fitting,
+// so evaluation scales data exactly as training did. Throws Error naming the config key or
+// file:line for bad data, missing columns and splits too short for one window.
+Dataset load_dataset(const Config& config, const Normalizer* stats = nullptr);
+
+}  // namespace seqtrain

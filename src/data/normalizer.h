@@ -1,0 +1,47 @@
+// Normalizer: per-column affine scaling, z = (x - shift) / scale, fitted on training rows only
+// so that no statistic of validation or test data leaks into training. Saved in checkpoints'
+// state.json so eval/predict scale new data exactly as training did and can map predictions
+// back to the original units.
+//   zscore: shift = mean, scale = population std (ddof 0); a constant column gets scale 1.
+//   minmax: shift = min, scale = max - min (so min -> 0, max -> 1); range 0 gets scale 1.
+//   none:   shift = 0, scale = 1.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/series.h"
+
+namespace seqtrain {
+
+struct Normalizer {
+  std::string method = "none";          // zscore | minmax | none
+  std::vector<std::string> columns;     // column names, in the order of shift/scale
+  std::vector<double> shift;
+  std::vector<double> scale;
+
+  // Statistics of every column of `s` over rows [row_begin, row_end) (non-empty).
+  static Normalizer fit(const std::string& method, const Series& s, int64_t row_begin, int64_t row_end);
+
+  // Scales every column of `s` in place. Columns are matched by name, so the series may order
+  // them differently; a column of `s` the normalizer does not know is an Error.
+  void apply(Series& s) const;
+
+  // Column `col` (index into columns): one value forward or back.
+  float apply(int64_t col, float x) const { return static_cast<float>((x - shift[col]) / scale[col]); }
+  float invert(int64_t col, float z) const { return static_cast<float>(z * scale[col] + shift[col]); }
+  // In place over n values spaced `stride` floats apart, e.g. one target in a batch of outputs.
+  void invert(int64_t col, float* values, int64_t n, int64_t stride = 1) const;
+
+  // Index of `name` in columns; throws Error listing the known columns when absent.
+  int64_t index_of(const std::string& name) const;
+
+  // {"method": ..., "columns": [...], "shift": [...], "scale": [...]}; doubles round-trip exactly.
+  nlohmann::json to_json() const;
+  // Throws Error naming the bad field (e.g. "normalizer.scale[2]") for malformed input.
+  static Normalizer from_json(const nlohmann::json& j);
+
+  bool operator==(const Normalizer&) const = default;
+};
+
+}  // namespace seqtrain

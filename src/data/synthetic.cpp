@@ -1,0 +1,110 @@
+#include "data/synthetic.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace seqtrain {
+namespace {
+
+// Cell model constants, in units of one row of time. A 1 A discharge from 90% to 20% takes
+// about 420 rows, so one full cycle spans roughly 800-1200 rows and the default 20000 rows
+// hold about twenty cycles.
+constexpr double kCapacity = 600.0;  // ampere-rows
+constexpr double kR0 = 0.04;         // ohmic resistance [ohm] at 25 degC
+constexpr double kR1 = 0.03;         // polarisation resistance [ohm]
+constexpr double kTau = 30.0;        // polarisation time constant [rows]
+constexpr double kHeat = 0.08;       // degC per row per A^2: Joule heating
+constexpr double kCool = 0.02;       // per row: relaxation towards ambient (lag ~50 rows)
+
+enum class Phase { charge, rest_after_charge, discharge, rest_after_discharge };
+
+}  // namespace
+
+double synthetic_ocv(double soc) {
+  soc = std::clamp(soc, 0.0, 1.0);
+  // Steep knee near empty, flat middle, gentle rise near full: the usual Li-ion shape.
+  return 3.2 + 0.7 * soc + 0.2 * (1.0 - std::exp(-10.0 * soc)) + 0.1 * std::pow(soc, 8);
+}
+
+Series make_synthetic(const SyntheticConfig& cfg) {
+  ST_CHECK(cfg.rows >= 1, "data.synthetic.rows must be >= 1, got {}", cfg.rows);
+  Rng rng(cfg.seed, /*stream=*/0x5eed);
+  const double noise = cfg.noise;
+
+  Series s;
+  s.columns = {"voltage", "current", "temperature", "soc"};
+  s.rows = cfg.rows;
+  s.values.resize(static_cast<size_t>(cfg.rows) * 4);
+
+  double soc = rng.uniform(0.3f, 0.7f);
+  double v_rc = 0.0;        // polarisation voltage
+  double temp = 25.0;       // cell temperature
+  double ambient_walk = 0.0;
+  Phase phase = Phase::discharge;
+  double current = 0.0;
+  int64_t rows_left = 0;    // rows until the next load change (discharge, rest)
+  double soc_goal = rng.uniform(0.1f, 0.25f);
+
+  for (int64_t t = 0; t < cfg.rows; ++t) {
+    // Phase machine: charge to a random upper bound at constant current, rest, discharge
+    // through piecewise-constant loads to a random lower bound, rest, repeat.
+    switch (phase) {
+      case Phase::charge:
+        if (soc >= soc_goal) {
+          phase = Phase::rest_after_charge;
+          current = 0.0;
+          rows_left = 20 + static_cast<int64_t>(rng.below(41));
+        }
+        break;
+      case Phase::rest_after_charge:
+        if (--rows_left <= 0) {
+          phase = Phase::discharge;
+          soc_goal = rng.uniform(0.1f, 0.25f);
+          rows_left = 0;
+        }
+        break;
+      case Phase::discharge:
+        if (soc <= soc_goal) {
+          phase = Phase::rest_after_discharge;
+          current = 0.0;
+          rows_left = 20 + static_cast<int64_t>(rng.below(41));
+        } else if (rows_left <= 0) {
+          current = rng.uniform(0.5f, 2.0f);
+          rows_left = 40 + static_cast<int64_t>(rng.below(81));
+        } else {
+          --rows_left;
+        }
+        break;
+      case Phase::rest_after_discharge:
+        if (--rows_left <= 0) {
+          phase = Phase::charge;
+          soc_goal = rng.uniform(0.85f, 0.95f);
+          current = -rng.uniform(0.8f, 1.5f);
+        }
+        break;
+    }
+
+    // Cell dynamics, explicit Euler with a one-row step.
+    soc = std::clamp(soc - current / kCapacity, 0.0, 1.0);
+    v_rc += (current * kR1 - v_rc) / kTau;
+    // Ambient: a slow day-like swing plus a bounded random walk.
+    ambient_walk = std::clamp(ambient_walk + 0.01 * rng.normal(), -2.0, 2.0);
+    double ambient = 25.0 + 3.0 * std::sin(2.0 * M_PI * static_cast<double>(t) / 5000.0) + ambient_walk;
+    temp += kHeat * current * current - kCool * (temp - ambient);
+    // Resistance rises as the cell cools, about 1% per degree.
+    double r0 = kR0 * (1.0 + 0.01 * (25.0 - temp));
+    double voltage = synthetic_ocv(soc) - current * r0 - v_rc;
+
+    float* row = &s.values[static_cast<size_t>(t) * 4];
+    row[0] = static_cast<float>(voltage + noise * 0.002 * rng.normal());
+    row[1] = static_cast<float>(current + noise * 0.005 * rng.normal());
+    row[2] = static_cast<float>(temp + noise * 0.05 * rng.normal());
+    row[3] = static_cast<float>(soc);
+  }
+  return s;
+}
+
+}  // namespace seqtrain

@@ -1,0 +1,67 @@
+#include "data/window_dataset.h"
+
+#include <utility>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace seqtrain {
+
+WindowDataset::WindowDataset(std::shared_ptr<const Series> table, RowRange rows, std::vector<int64_t> feature_cols,
+                             std::vector<int64_t> target_cols, int64_t lookback, int64_t horizon, int64_t stride)
+    : table_(std::move(table)),
+      rows_(rows),
+      features_(std::move(feature_cols)),
+      targets_(std::move(target_cols)),
+      lookback_(lookback),
+      horizon_(horizon),
+      stride_(stride) {
+  ST_CHECK(table_ != nullptr, "WindowDataset: no table");
+  ST_CHECK(0 <= rows_.begin && rows_.begin <= rows_.end && rows_.end <= table_->rows,
+           "WindowDataset: rows [{}, {}) outside the table's {} rows", rows_.begin, rows_.end, table_->rows);
+  for (int64_t c : features_) ST_CHECK(0 <= c && c < table_->cols(), "WindowDataset: feature column {}", c);
+  for (int64_t c : targets_) ST_CHECK(0 <= c && c < table_->cols(), "WindowDataset: target column {}", c);
+  size_ = window_count(rows_.size(), lookback_, horizon_, stride_);
+}
+
+void WindowDataset::fill_one(int64_t k, float* x, float* y) const {
+  ST_CHECK(0 <= k && k < size_, "window index {} out of range: this split has {} windows", k, size_);
+  const int64_t cols = table_->cols();
+  const int64_t start = rows_.begin + k * stride_;
+  const float* base = table_->values.data();
+  if (x) {
+    for (int64_t t = 0; t < lookback_; ++t) {
+      const float* row = base + (start + t) * cols;
+      for (size_t f = 0; f < features_.size(); ++f) *x++ = row[features_[f]];
+    }
+  }
+  if (y) {
+    for (int64_t h = 0; h < horizon_; ++h) {
+      const float* row = base + (start + lookback_ + h) * cols;
+      for (size_t t = 0; t < targets_.size(); ++t) *y++ = row[targets_[t]];
+    }
+  }
+}
+
+void WindowDataset::fill_batch(std::span<const int64_t> indices, float* x, float* y) const {
+  for (size_t b = 0; b < indices.size(); ++b)
+    fill_one(indices[b], x ? x + b * x_size() : nullptr, y ? y + b * y_size() : nullptr);
+}
+
+void WindowDataset::fill_batch(int64_t begin, int64_t count, float* x, float* y) const {
+  ST_CHECK(count >= 0, "fill_batch: negative count {}", count);
+  for (int64_t b = 0; b < count; ++b)
+    fill_one(begin + b, x ? x + b * x_size() : nullptr, y ? y + b * y_size() : nullptr);
+}
+
+std::vector<int64_t> epoch_order(size_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int64_t>(i);
+  if (!shuffle || n < 2) return order;
+  Rng rng(mix_seed(seed, static_cast<uint64_t>(epoch)));
+  // Fisher-Yates from the back: position i takes a uniform pick among the first i + 1.
+  for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+  return order;
+}
+
+}  // namespace seqtrain

@@ -1,0 +1,63 @@
+// WindowDataset: the (input window, target window) pairs of one split, cut on demand from a
+// shared normalized table instead of materialised, so a stride-1 dataset costs no more memory
+// than the series itself. Window k of a split starting at row b covers
+//   inputs:  feature columns of rows [b + k*stride, b + k*stride + lookback)
+//   targets: target columns of rows  [b + k*stride + lookback, ... + horizon)
+// Also epoch_order(), which fixes the batch order of an epoch from (seed, epoch) alone, so a
+// resumed run replays exactly the batches an uninterrupted run would have seen.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "data/series.h"
+#include "data/split.h"
+
+namespace seqtrain {
+
+class WindowDataset {
+ public:
+  WindowDataset() = default;
+  // feature_cols / target_cols index columns of `table`; rows are the split's rows.
+  WindowDataset(std::shared_ptr<const Series> table, RowRange rows, std::vector<int64_t> feature_cols,
+                std::vector<int64_t> target_cols, int64_t lookback, int64_t horizon, int64_t stride);
+
+  int64_t size() const { return size_; }  // number of windows
+  bool empty() const { return size_ == 0; }
+  RowRange rows() const { return rows_; }
+  int64_t lookback() const { return lookback_; }
+  int64_t horizon() const { return horizon_; }
+  int64_t stride() const { return stride_; }
+  int64_t n_features() const { return static_cast<int64_t>(features_.size()); }
+  int64_t n_targets() const { return static_cast<int64_t>(targets_.size()); }
+  int64_t x_size() const { return lookback_ * n_features(); }  // floats per window of x
+  int64_t y_size() const { return horizon_ * n_targets(); }    // floats per window of y
+
+  // Writes the windows `indices` (each in [0, size())) as a batch:
+  //   x: [B, lookback, n_features], y: [B, horizon * n_targets] time-major
+  //   (y[b][h * n_targets + t] = target t at step h). Either pointer may be null to skip it.
+  void fill_batch(std::span<const int64_t> indices, float* x, float* y) const;
+  // Windows begin, begin + 1, ..., begin + count - 1.
+  void fill_batch(int64_t begin, int64_t count, float* x, float* y) const;
+
+ private:
+  void fill_one(int64_t k, float* x, float* y) const;
+
+  std::shared_ptr<const Series> table_;
+  RowRange rows_;
+  std::vector<int64_t> features_;
+  std::vector<int64_t> targets_;
+  int64_t lookback_ = 1, horizon_ = 1, stride_ = 1;
+  int64_t size_ = 0;
+};
+
+// The order in which an epoch visits n windows: 0..n-1 without shuffle; with shuffle a
+// Fisher-Yates permutation drawn from Rng(mix_seed(seed, epoch)), so it depends on
+// (seed, epoch) only. Batches are consecutive chunks of this order; the last may be partial.
+std::vector<int64_t> epoch_order(size_t n, bool shuffle, uint64_t seed, int64_t epoch);
+
+// ceil(n / batch_size): batches in an epoch of n windows, the last partial one included.
+inline int64_t batch_count(int64_t n, int64_t batch_size) { return (n + batch_size - 1) / batch_size; }
+
+}  // namespace seqtrain

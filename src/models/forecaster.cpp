@@ -1,0 +1,38 @@
+#include "models/forecaster.h"
+
+#include <cstring>
+
+namespace seqtrain {
+
+Forecaster::Forecaster(const ModelSpec& spec)
+    : Model(spec),
+      rnn_(params_, "rnn", spec.type == "gru" ? RnnCell::gru : RnnCell::lstm, spec.input_size, spec.hidden,
+           spec.layers, spec.bidirectional, spec.dropout),
+      drop_(spec.dropout),
+      head_(params_, "head", rnn_.output_size(), spec.output_size) {
+  params_.finalize();
+}
+
+void Forecaster::init(Rng& rng) {
+  rnn_.init(rng);
+  head_.init(rng);
+}
+
+Tensor Forecaster::forward(const Tensor& x, Arena& arena, bool training) {
+  Tensor top = rnn_.forward(x, arena, training, dropout_seed_);
+  top_shape_ = top.shape;
+  Tensor last = top.slice0(top.shape[0] - 1, top.shape[0]).reshape({top.shape[1], top.shape[2]});
+  Tensor h = drop_.forward(last, arena, training, mix_seed(dropout_seed_, 0x4ead));
+  return head_.forward(h, arena);
+}
+
+void Forecaster::backward(const Tensor& dy, Arena& arena) {
+  Tensor dlast = drop_.backward(head_.backward(dy, arena), arena);
+  // Only the last time step feeds the head; every earlier step's output gradient is zero.
+  Tensor dtop = arena.zeros(top_shape_);
+  const int64_t step = top_shape_[1] * top_shape_[2];
+  std::memcpy(dtop.f32() + (top_shape_[0] - 1) * step, dlast.f32(), step * sizeof(float));
+  rnn_.backward(dtop, arena, false);
+}
+
+}  // namespace seqtrain

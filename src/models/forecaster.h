@@ -1,0 +1,25 @@
+// Forecaster: RNN over the window -> output at the last time step -> dropout -> Linear to
+// horizon*targets. Mirrors python/seqtrain_torch/models.py::Forecaster (names rnn.*, head.*).
+#pragma once
+#include "models/model.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/rnn.h"
+
+namespace seqtrain {
+
+class Forecaster : public Model {
+ public:
+  explicit Forecaster(const ModelSpec& spec);
+  Tensor forward(const Tensor& x, Arena& arena, bool training) override;
+  void backward(const Tensor& dy, Arena& arena) override;
+  void init(Rng& rng) override;
+
+ private:
+  RnnStack rnn_;
+  Dropout drop_;
+  Linear head_;
+  Shape top_shape_;  // [T, N, H*D] of the last forward
+};
+
+}  // namespace seqtrain

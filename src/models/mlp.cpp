@@ -1,0 +1,41 @@
+#include "models/mlp.h"
+
+namespace seqtrain {
+
+MlpForecaster::MlpForecaster(const ModelSpec& spec)
+    : Model(spec), head_(params_, "head", spec.hidden, spec.output_size) {
+  const int64_t flat = spec.lookback * spec.input_size;
+  body_.reserve(spec.layers);
+  for (int64_t k = 0; k < spec.layers; ++k) {
+    body_.emplace_back(params_, "body." + std::to_string(3 * k), k == 0 ? flat : spec.hidden, spec.hidden);
+    relus_.emplace_back(ActKind::relu);
+    drops_.emplace_back(spec.dropout);
+  }
+  params_.finalize();
+}
+
+void MlpForecaster::init(Rng& rng) {
+  for (auto& l : body_) l.init(rng);
+  head_.init(rng);
+}
+
+Tensor MlpForecaster::forward(const Tensor& x, Arena& arena, bool training) {
+  ST_CHECK(x.shape.size() == 3 && x.shape[1] * x.shape[2] == spec_.lookback * spec_.input_size,
+           "MLP input must be [batch, {}, {}], got {}", spec_.lookback, spec_.input_size, shape_str(x.shape));
+  Tensor h = x.reshape({x.shape[0], x.shape[1] * x.shape[2]});
+  for (size_t k = 0; k < body_.size(); ++k) {
+    h = relus_[k].forward(body_[k].forward(h, arena), arena);
+    h = drops_[k].forward(h, arena, training, mix_seed(dropout_seed_, k));
+  }
+  return head_.forward(h, arena);
+}
+
+void MlpForecaster::backward(const Tensor& dy, Arena& arena) {
+  Tensor d = head_.backward(dy, arena);
+  for (size_t k = body_.size(); k-- > 0;) {
+    d = relus_[k].backward(drops_[k].backward(d, arena), arena);
+    d = body_[k].backward(d, arena);
+  }
+}
+
+}  // namespace seqtrain

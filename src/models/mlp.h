@@ -1,0 +1,28 @@
+// MlpForecaster: the "FNN" baseline. Flattens the window time-major ([N, T*F], index t*F+f),
+// then (Linear -> ReLU -> Dropout) x layers, then Linear to horizon*targets. Parameter names
+// follow python/seqtrain_torch/models.py::MLPForecaster: body.{3k}.weight/bias, head.*.
+#pragma once
+#include <vector>
+
+#include "models/model.h"
+#include "nn/activation.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+
+namespace seqtrain {
+
+class MlpForecaster : public Model {
+ public:
+  explicit MlpForecaster(const ModelSpec& spec);
+  Tensor forward(const Tensor& x, Arena& arena, bool training) override;
+  void backward(const Tensor& dy, Arena& arena) override;
+  void init(Rng& rng) override;
+
+ private:
+  std::vector<Linear> body_;
+  std::vector<Dropout> drops_;
+  std::vector<Activation> relus_;
+  Linear head_;
+};
+
+}  // namespace seqtrain

@@ -1,0 +1,50 @@
+// Model: a fixed list of layers over one ParamStore. forward() maps a batch of windows to
+// predictions; backward() takes d(loss)/d(predictions) and accumulates every parameter's
+// gradient into the ParamStore's gradient buffer. Activations live in the caller's Arena,
+// which must not be reset between forward() and backward().
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/arena.h"
+#include "core/rng.h"
+#include "nn/params.h"
+
+namespace seqtrain {
+
+struct ModelSpec {
+  std::string type = "lstm";  // lstm | gru | mlp
+  int64_t input_size = 1;     // features per time step
+  int64_t lookback = 1;       // time steps per window (the MLP flattens them)
+  int64_t hidden = 64;
+  int64_t layers = 1;
+  bool bidirectional = false;
+  float dropout = 0.f;        // between RNN layers and before the head, training only
+  int64_t output_size = 1;    // horizon * targets
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // x: [batch, lookback, input_size] f32, contiguous. Returns [batch, output_size].
+  virtual Tensor forward(const Tensor& x, Arena& arena, bool training) = 0;
+  // dy: [batch, output_size]. Adds into params().grads().
+  virtual void backward(const Tensor& dy, Arena& arena) = 0;
+  // PyTorch default initialisation, drawn from rng.
+  virtual void init(Rng& rng) = 0;
+  // Seeds the dropout masks of the next forward pass.
+  void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
+
+  ParamStore& params() { return params_; }
+  const ModelSpec& spec() const { return spec_; }
+
+ protected:
+  explicit Model(ModelSpec spec) : spec_(std::move(spec)) {}
+  ModelSpec spec_;
+  ParamStore params_;
+  uint64_t dropout_seed_ = 0;
+};
+
+std::unique_ptr<Model> make_model(const ModelSpec& spec);
+
+}  // namespace seqtrain

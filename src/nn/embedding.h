@@ -1,0 +1,31 @@
+// Embedding: a lookup table, as torch.nn.Embedding. ids (int64, any shape, e.g. [N] or [B, T])
+// map to rows of "<prefix>.weight" [num, dim]; the output is ids.shape + [dim].
+// Backward scatter-adds dy rows into the weight gradient; ids are integers, so there is no
+// input gradient and backward returns nothing.
+#pragma once
+#include <string>
+
+#include "core/arena.h"
+#include "core/rng.h"
+#include "nn/params.h"
+
+namespace seqtrain {
+
+struct Embedding {
+  Embedding(ParamStore& params, const std::string& prefix, int64_t num, int64_t dim);
+
+  // PyTorch default: weight ~ N(0, 1).
+  void init(Rng& rng);
+  // Throws seqtrain::Error naming the offending id and the vocabulary size if any id is outside
+  // [0, num), before anything is written.
+  Tensor forward(const Tensor& ids, Arena& arena);
+  // Adds into params.grad(weight); dy must be shaped like the last forward's output.
+  void backward(const Tensor& dy, Arena& arena);
+
+  ParamStore& params;
+  int64_t num, dim;
+  size_t weight = 0;
+  Tensor ids_saved;  // i64 copy of the last forward's ids, in the arena
+};
+
+}  // namespace seqtrain

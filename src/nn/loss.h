@@ -1,0 +1,38 @@
+// Losses with mean reduction, as torch.nn's: MSE, MAE (L1), Huber, and cross-entropy fused with
+// log-softmax. loss_forward returns the scalar; loss_backward writes d(loss)/d(pred) (it
+// overwrites dpred, it does not accumulate), times `scale`, which the trainer sets to
+// 1/accum_steps for gradient accumulation or to the loss-scaling factor.
+// Sums run in double so the mean of a large batch does not lose the small terms.
+//
+// Shapes: regression losses take pred and target of the same shape (f32). Cross-entropy takes
+// logits [..., C] (f32) and int64 class targets with logits.numel()/C elements (e.g. [N] for
+// [N, C], [B, T] for [B, T, C]); targets equal to ignore_index contribute nothing and are left
+// out of the mean, like torch. If every target is ignored the loss and gradient are 0, where
+// torch returns NaN: a masked-pretraining batch with no masked token must not poison the weights.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/tensor.h"
+
+namespace seqtrain {
+
+enum class LossKind : uint8_t { mse, mae, huber, cross_entropy };
+
+struct LossOptions {
+  float huber_delta = 1.0f;      // torch.nn.HuberLoss(delta=1.0); must be > 0
+  int64_t ignore_index = -100;   // torch.nn.CrossEntropyLoss(ignore_index=-100)
+};
+
+// Names: "mse", "mae" (alias "l1"), "huber", "cross_entropy" (alias "ce"); anything else
+// throws an Error listing them.
+LossKind parse_loss(const std::string& name);
+std::string_view loss_name(LossKind k);
+
+float loss_forward(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt = {});
+// dpred must have pred's shape. MAE's gradient at an exact tie (pred == target) is 0, torch's sign().
+void loss_backward(LossKind kind, const Tensor& pred, const Tensor& target, Tensor dpred, float scale = 1.f,
+                   const LossOptions& opt = {});
+
+}  // namespace seqtrain

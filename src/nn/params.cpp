@@ -1,0 +1,30 @@
+#include "nn/params.h"
+
+#include <algorithm>
+
+namespace seqtrain {
+
+size_t ParamStore::add(std::string name, Shape shape) {
+  ST_CHECK(!finalized_, "parameter '{}' registered after the model was built", name);
+  ST_CHECK(!index_.count(name), "parameter '{}' registered twice", name);
+  size_t offset = entries_.empty() ? 0 : entries_.back().offset + numel_of(entries_.back().shape);
+  index_[name] = entries_.size();
+  entries_.push_back({std::move(name), std::move(shape), offset, true});
+  return entries_.size() - 1;
+}
+
+void ParamStore::finalize() {
+  size_t total = entries_.empty() ? 0 : entries_.back().offset + numel_of(entries_.back().shape);
+  params_.assign(total, 0.f);
+  grads_.assign(total, 0.f);
+  finalized_ = true;
+}
+
+const ParamEntry* ParamStore::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+void ParamStore::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.f); }
+
+}  // namespace seqtrain

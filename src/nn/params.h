@@ -1,0 +1,47 @@
+// ParamStore: every trainable parameter of a model in one contiguous f32 buffer, and every
+// gradient in a second buffer of the same layout. Layers register named tensors (named and
+// shaped exactly like the equivalent PyTorch state_dict entry) before finalize(); afterwards
+// the optimizer, clipping, all-reduce and checkpointing each make one pass over one buffer.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace seqtrain {
+
+struct ParamEntry {
+  std::string name;  // PyTorch state_dict key, e.g. "rnn.weight_ih_l0"
+  Shape shape;
+  size_t offset = 0; // in elements, into params() and grads()
+  bool decay = true; // whether weight decay applies (biases too, like torch.optim.AdamW's default)
+};
+
+class ParamStore {
+ public:
+  // Returns the entry index; the tensor's memory exists only after finalize().
+  size_t add(std::string name, Shape shape);
+  void finalize();
+  bool finalized() const { return finalized_; }
+
+  Tensor param(size_t i) { return Tensor(params_.data() + entries_.at(i).offset, entries_[i].shape); }
+  Tensor grad(size_t i) { return Tensor(grads_.data() + entries_.at(i).offset, entries_[i].shape); }
+  const std::vector<ParamEntry>& entries() const { return entries_; }
+  const ParamEntry* find(const std::string& name) const;
+
+  float* params() { return params_.data(); }
+  float* grads() { return grads_.data(); }
+  const float* params() const { return params_.data(); }
+  const float* grads() const { return grads_.data(); }
+  size_t size() const { return params_.size(); }
+  void zero_grad();
+
+ private:
+  std::vector<ParamEntry> entries_;
+  std::unordered_map<std::string, size_t> index_;
+  std::vector<float> params_, grads_;
+  bool finalized_ = false;
+};
+
+}  // namespace seqtrain

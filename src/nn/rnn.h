@@ -1,0 +1,62 @@
+// RnnStack: a multi-layer, optionally bidirectional LSTM or GRU with PyTorch's semantics
+// (GRU "linear before reset"), parameters named and shaped like nn.LSTM / nn.GRU's state_dict
+// (<prefix>.weight_ih_l{k}[_reverse], weight_hh, bias_ih, bias_hh; gates i,f,g,o / r,z,n),
+// and dropout between layers in training, as nn.LSTM(dropout=p) does.
+//
+// Each layer runs as one oneDNN primitive (both directions at once). oneDNN wants weights as
+// ldigo with its own gate order and one summed bias per gate (plus the GRU's recurrent
+// new-gate bias) for forward, and ldgoi (PyTorch's [gate*hidden, input] with oneDNN's gate
+// order) for backward, so forward() and backward() pack the PyTorch-layout parameters and
+// backward() unpacks the ldigo gradients back; each is one pass over the weights, small next
+// to the recurrence itself.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/rnn_primitive.h"
+#include "core/rng.h"
+#include "nn/dropout.h"
+#include "nn/params.h"
+
+namespace seqtrain {
+
+class RnnStack {
+ public:
+  RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
+           int64_t hidden, int64_t layers, bool bidirectional, float dropout);
+
+  void init(Rng& rng);  // uniform(-1/sqrt(hidden), 1/sqrt(hidden)) for every parameter
+
+  // x: [N, T, C] (batch first). Returns the top layer's output, [T, N, H*D] (time major),
+  // so the last time step is the contiguous block out[T-1].
+  Tensor forward(const Tensor& x, Arena& arena, bool training, uint64_t seed);
+  // dy: [T, N, H*D]. Accumulates parameter gradients. Returns dx [N, T, C] when want_dx.
+  Tensor backward(const Tensor& dy, Arena& arena, bool want_dx);
+
+  int64_t output_size() const { return hidden_ * dirs_; }
+
+ private:
+  struct Layer {
+    int64_t in = 0;
+    std::vector<size_t> w_ih, w_hh, b_ih, b_hh;    // ParamStore indices, one per direction
+    std::vector<float> w_layer, w_iter, bias;       // oneDNN layout (ldigo), packed each forward
+    std::vector<float> w_layer_t, w_iter_t;         // ldgoi copies for backward
+    std::vector<float> dw_layer, dw_iter, dbias;    // oneDNN layout gradients
+    std::unique_ptr<RnnPrimitive> prim;
+    Dropout drop;                                   // applied to this layer's output
+    Tensor src, dst;                                // saved for backward
+    void* workspace = nullptr;
+  };
+  RnnPrimitive& primitive(Layer& l, int64_t T, int64_t N, bool training);
+  void pack(Layer& l);
+  void pack_backward(Layer& l);
+  void unpack_grads(Layer& l);
+
+  ParamStore& params_;
+  RnnCell cell_;
+  int64_t hidden_, dirs_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace seqtrain

@@ -1,0 +1,22 @@
+// AdamW: Adam with decoupled weight decay (Loshchilov & Hutter), computed exactly as
+// torch.optim.AdamW (amsgrad=False, maximize=False) does for each element:
+//   p  *= 1 - lr*wd                      (only where the decay mask allows)
+//   m   = beta1*m + (1-beta1)*g
+//   v   = beta2*v + (1-beta2)*g*g
+//   p  -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps)
+// with t the 1-based step. State buffers: "exp_avg" (m) and "exp_avg_sq" (v).
+#pragma once
+#include "optim/optimizer.h"
+
+namespace seqtrain {
+
+class AdamW : public Optimizer {
+ public:
+  // Throws Error when a hyperparameter is outside the range torch accepts.
+  explicit AdamW(OptimizerOptions opts);
+  std::string_view name() const override { return "adamw"; }
+  void step(float* params, const float* grads, size_t n, double lr) override;
+  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+};
+
+}  // namespace seqtrain

@@ -1,0 +1,101 @@
+// Optimizer: updates one flat parameter buffer from one flat gradient buffer in a single fused
+// pass. Its state (moments, momentum) is itself a set of flat buffers of the same length, named
+// like the entries of torch.optim's per-parameter state ("exp_avg", "exp_avg_sq",
+// "momentum_buffer"), so a checkpoint writes each as one tensor and a resumed run continues
+// bit for bit. AdamW and SGD match torch.optim.AdamW / torch.optim.SGD (tests/test_optim.cpp).
+//
+// The learning rate is an argument of step() rather than a setting, because the schedule
+// (optim/schedule.h) owns it; the optimizer itself never changes it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace seqtrain {
+
+// Buffers shorter than this are updated by one thread: starting an OpenMP team costs more than
+// the whole pass over a few thousand floats.
+inline constexpr size_t kOptimParallelMin = size_t{1} << 15;
+
+// What make_optimizer() builds. Fields a given optimizer does not use are ignored.
+struct OptimizerOptions {
+  std::string name = "adamw";   // "adamw" or "sgd"
+  double lr = 1e-3;             // the base learning rate; schedules start from it
+  double beta1 = 0.9;           // adamw
+  double beta2 = 0.999;         // adamw
+  double eps = 1e-8;            // adamw
+  // Unset means torch's default for the chosen optimizer: 0.01 for adamw, 0 for sgd.
+  std::optional<double> weight_decay;
+  double momentum = 0.0;        // sgd
+  double dampening = 0.0;       // sgd
+  bool nesterov = false;        // sgd; needs momentum > 0 and dampening == 0 (as torch)
+};
+
+// A copy of an optimizer's state for checkpoints. `step` counts completed step() calls;
+// each buffer has the length of the parameter buffer. A freshly made optimizer has step 0 and
+// no buffers.
+struct OptimizerState {
+  int64_t step = 0;
+  std::map<std::string, std::vector<float>> buffers;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  virtual std::string_view name() const = 0;
+
+  // One update of params[0, n) from grads[0, n) with learning rate lr. The first call fixes n;
+  // later calls (and load_state) must agree with it.
+  virtual void step(float* params, const float* grads, size_t n, double lr) = 0;
+
+  // Completed step() calls (AdamW's bias corrections depend on it).
+  int64_t step_count() const { return step_; }
+
+  // The names of the state buffers this optimizer keeps, in a fixed order (may be empty, e.g.
+  // SGD without momentum).
+  virtual std::vector<std::string> buffer_names() const = 0;
+
+  OptimizerState state() const;
+  // Replaces the state. The buffer names must be exactly buffer_names() (or none at step 0)
+  // and all of one length; anything else throws Error and leaves the optimizer untouched.
+  void load_state(const OptimizerState& s);
+  // Back to step 0 with no buffers, as if freshly made.
+  void reset();
+
+  // Per-element weight decay switch: mask[i] != 0 decays element i. Empty (the default) decays
+  // every element, which is what torch does with a single parameter group. The trainer builds
+  // the mask from ParamStore entries' `decay` flags.
+  void set_decay_mask(std::vector<uint8_t> mask);
+  const std::vector<uint8_t>& decay_mask() const { return decay_mask_; }
+
+  const OptimizerOptions& options() const { return opts_; }
+
+ protected:
+  explicit Optimizer(OptimizerOptions opts) : opts_(std::move(opts)) {}
+
+  // Checks the arguments of step() and allocates the zeroed state buffers on the first call.
+  void begin_step(const float* params, const float* grads, size_t n, double lr);
+  float* buffer(size_t i) { return buffers_[i].data(); }
+  bool has_buffers() const { return !buffers_.empty(); }
+  const uint8_t* mask_or_null() const { return decay_mask_.empty() ? nullptr : decay_mask_.data(); }
+
+  OptimizerOptions opts_;
+  int64_t step_ = 0;
+
+ private:
+  size_t n_ = 0;                          // parameter count, fixed by the first step or load
+  std::vector<std::vector<float>> buffers_; // in buffer_names() order
+  std::vector<uint8_t> decay_mask_;
+};
+
+// Validates opts (ranges as torch checks them, and the name) and builds the optimizer.
+// Throws Error naming the bad option and its allowed range.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts);
+
+}  // namespace seqtrain

@@ -1,0 +1,80 @@
+"""PyTorch reference for tests/test_layers.cpp: reads a case's inputs (.npy) from a directory,
+runs the matching torch.nn layer forward and backward in float64, writes the results back.
+
+usage: layers_ref.py linear DIR       x, weight, bias, dy       -> y_ref, dx_ref, dweight_ref, dbias_ref
+       layers_ref.py embedding DIR    ids, weight, dy           -> y_ref, dweight_ref
+       layers_ref.py act KIND DIR     x, dy (KIND: relu tanh sigmoid gelu gelu_tanh) -> y_ref, dx_ref
+The layers are real torch.nn modules loaded through load_state_dict(strict=True) from the
+names seqtrain registered, so a parameter-name or shape mismatch fails here too.
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def load(d, name, dtype=torch.float64):
+    return torch.from_numpy(np.load(os.path.join(d, name + ".npy"))).to(dtype)
+
+
+def save(d, name, t):
+    np.save(os.path.join(d, name + "_ref.npy"), t.detach().to(torch.float64).numpy())
+
+
+def linear(d):
+    x = load(d, "x").requires_grad_(True)
+    w, b, dy = load(d, "weight"), load(d, "bias"), load(d, "dy")
+    layer = torch.nn.Linear(w.shape[1], w.shape[0]).double()
+    layer.load_state_dict({"weight": w, "bias": b}, strict=True)
+    y = layer(x)
+    y.backward(dy)
+    save(d, "y", y)
+    save(d, "dx", x.grad)
+    save(d, "dweight", layer.weight.grad)
+    save(d, "dbias", layer.bias.grad)
+
+
+def embedding(d):
+    ids = load(d, "ids", torch.int64)
+    w, dy = load(d, "weight"), load(d, "dy")
+    layer = torch.nn.Embedding(w.shape[0], w.shape[1]).double()
+    layer.load_state_dict({"weight": w}, strict=True)
+    y = layer(ids)
+    y.backward(dy)
+    save(d, "y", y)
+    save(d, "dweight", layer.weight.grad)
+
+
+ACTS = {
+    "relu": torch.relu,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "gelu": lambda x: F.gelu(x, approximate="none"),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+def act(kind, d):
+    x = load(d, "x").requires_grad_(True)
+    y = ACTS[kind](x)
+    y.backward(load(d, "dy"))
+    save(d, "y", y)
+    save(d, "dx", x.grad)
+
+
+def main(argv):
+    torch.set_num_threads(1)
+    if argv[0] == "linear":
+        linear(argv[1])
+    elif argv[0] == "embedding":
+        embedding(argv[1])
+    elif argv[0] == "act":
+        act(argv[1], argv[2])
+    else:
+        sys.exit("unknown case " + argv[0])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,132 @@
+// Shared helpers for the test suite: temporary directories, .npy exchange with the PyTorch
+// reference scripts in tests/py/, and a skip when python3-torch is missing.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace seqtrain::testing {
+
+namespace fs = std::filesystem;
+
+inline std::string source_dir() { return SEQTRAIN_SOURCE_DIR; }
+inline std::string seqtrain_binary() { return SEQTRAIN_BINARY; }
+
+// A fresh directory under the system temp dir, removed when the object dies.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "seqtrain_test_XXXXXX").string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::error_code ec; fs::remove_all(path, ec); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+inline int run_command(const std::string& cmd) {
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// True when Debian's python3 with torch and numpy can run the reference scripts.
+inline bool torch_available() {
+  static int ok = -1;
+  if (ok < 0) ok = run_command("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0;
+  return ok == 1;
+}
+
+#define SEQTRAIN_REQUIRE_TORCH()                                                       \
+  do {                                                                                 \
+    if (!::seqtrain::testing::torch_available())                                       \
+      GTEST_SKIP() << "python3-torch is not installed (run scripts/setup.sh); skipped"; \
+  } while (0)
+
+// Runs tests/py/<script> with args; the script's stderr is shown on failure by the caller.
+inline int run_python(const std::string& script, const std::string& args) {
+  std::string cmd = "OMP_NUM_THREADS=1 PYTHONPATH=" + source_dir() + "/python /usr/bin/python3 " +
+                    source_dir() + "/tests/py/" + script + " " + args;
+  return run_command(cmd);
+}
+
+// Minimal .npy v1 writer/reader (little-endian, C order) for exchanging arrays with numpy.
+template <typename T> inline const char* npy_descr();
+template <> inline const char* npy_descr<float>() { return "<f4"; }
+template <> inline const char* npy_descr<double>() { return "<f8"; }
+template <> inline const char* npy_descr<int64_t>() { return "<i8"; }
+
+template <typename T>
+inline void write_npy(const std::string& path, const T* data, const std::vector<int64_t>& shape) {
+  std::string sh = "(";
+  size_t n = 1;
+  for (auto d : shape) { sh += std::to_string(d) + ","; n *= d; }
+  sh += ")";
+  std::string header = std::string("{'descr': '") + npy_descr<T>() + "', 'fortran_order': False, 'shape': " + sh + ", }";
+  size_t total = 10 + header.size() + 1;
+  header += std::string((64 - total % 64) % 64, ' ') + "\n";
+  std::ofstream f(path, std::ios::binary);
+  f.write("\x93NUMPY\x01\x00", 8);
+  uint16_t hl = static_cast<uint16_t>(header.size());
+  f.write(reinterpret_cast<const char*>(&hl), 2);
+  f << header;
+  f.write(reinterpret_cast<const char*>(data), n * sizeof(T));
+}
+template <typename T>
+inline void write_npy(const std::string& path, const std::vector<T>& v, const std::vector<int64_t>& shape) {
+  write_npy(path, v.data(), shape);
+}
+
+// Reads a float32 or float64 .npy (as written by numpy.save) into doubles.
+inline std::vector<double> read_npy(const std::string& path, std::vector<int64_t>* shape = nullptr) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open " + path);
+  char magic[8];
+  f.read(magic, 8);
+  uint32_t hl = 0;
+  if (magic[6] == 1) { uint16_t h; f.read(reinterpret_cast<char*>(&h), 2); hl = h; }
+  else f.read(reinterpret_cast<char*>(&hl), 4);
+  std::string header(hl, '\0');
+  f.read(header.data(), hl);
+  bool f8 = header.find("<f8") != std::string::npos;
+  auto p = header.find("'shape': (") + 10;
+  auto q = header.find(")", p);
+  std::vector<int64_t> sh;
+  size_t n = 1;
+  std::string dims = header.substr(p, q - p);
+  for (size_t i = 0; i < dims.size();) {
+    size_t j = dims.find(',', i);
+    if (j == std::string::npos) j = dims.size();
+    std::string tok = dims.substr(i, j - i);
+    if (tok.find_first_of("0123456789") != std::string::npos) { sh.push_back(std::stoll(tok)); n *= sh.back(); }
+    i = j + 1;
+  }
+  std::vector<double> out(n);
+  if (f8) f.read(reinterpret_cast<char*>(out.data()), n * 8);
+  else {
+    std::vector<float> tmp(n);
+    f.read(reinterpret_cast<char*>(tmp.data()), n * 4);
+    for (size_t i = 0; i < n; ++i) out[i] = tmp[i];
+  }
+  if (shape) *shape = sh;
+  return out;
+}
+
+// max |a - b| / max |b|: the relative error measure used by every parity test.
+template <typename A, typename B>
+inline double rel_err(const A& a, const B& b) {
+  double num = 0, den = 0;
+  
+  for (size_t i = 0; i < std::size(a) && i < std::size(b); ++i) {
+    num = std::max(num, std::abs(double(a[i]) - double(b[i])));
+    den = std::max(den, std::abs(double(b[i])));
+  }
+  return den == 0 ? num : num / den;
+}
+
+}  // namespace seqtrain::testing
