@@ -133,6 +133,9 @@ std::vector<double> linear_ref(const std::vector<double>& x, const std::vector<d
 }
 
 struct LinearCase { Shape xshape; int64_t out; bool bias; };
+void PrintTo(const LinearCase& c, std::ostream* os) {
+  *os << "x" << shape_str(c.xshape) << " out=" << c.out << (c.bias ? " bias" : " no bias");
+}
 
 class LayersLinearGrad : public ::testing::TestWithParam<LinearCase> {};
 
@@ -180,7 +183,15 @@ TEST_P(LayersLinearGrad, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Layers, LayersLinearGrad,
                          ::testing::Values(LinearCase{{5, 7}, 4, true}, LinearCase{{2, 3, 6}, 5, true},
-                                           LinearCase{{4, 3}, 1, false}, LinearCase{{1, 1}, 3, true}));
+                                           LinearCase{{4, 3}, 1, false}, LinearCase{{1, 1}, 3, true}),
+                         [](const auto& info) {
+                           std::string name;
+                           for (int64_t d : info.param.xshape) {
+                             if (!name.empty()) name += 'x';
+                             name += std::to_string(d);
+                           }
+                           return name + "_to" + std::to_string(info.param.out) + (info.param.bias ? "" : "_nobias");
+                         });
 
 // The checker itself must be able to fail: a gradient off by 1% in its largest entry is caught.
 TEST(LayersLinear, GradCheckDetectsAWrongGradient) {
@@ -525,6 +536,11 @@ TEST(LayersTorch, ActivationsMatchTorch) {
   xf[0] = 0.f;  // torch's ReLU gradient at 0 is 0, as ours
   xf[1] = 30.f;
   xf[2] = -30.f;
+  TempDir dir;
+  write_npy(dir / "x.npy", xf, {n});
+  write_npy(dir / "dy.npy", rf, {n});
+  // One interpreter start for all kinds: it is most of this test's time.
+  ASSERT_EQ(run_python("layers_ref.py", "act " + dir.path.string()), 0);
   for (ActKind k : kAllActs) {
     Activation act(k);
     Arena arena;
@@ -534,12 +550,9 @@ TEST(LayersTorch, ActivationsMatchTorch) {
     Tensor dy = arena.tensor({n});
     copy_into(dy, rf);
     Tensor dx = act.backward(dy, arena);
-    TempDir dir;
-    write_npy(dir / "x.npy", xf, {n});
-    write_npy(dir / "dy.npy", rf, {n});
-    ASSERT_EQ(run_python("layers_ref.py", "act " + std::string(activation_name(k)) + " " + dir.path.string()), 0);
-    EXPECT_LT(rel_err(to_double(y.f32(), n), read_npy(dir / "y_ref.npy")), 1e-5) << activation_name(k);
-    EXPECT_LT(rel_err(to_double(dx.f32(), n), read_npy(dir / "dx_ref.npy")), 1e-5) << activation_name(k);
+    const std::string name(activation_name(k));
+    EXPECT_LT(rel_err(to_double(y.f32(), n), read_npy(dir / ("y_" + name + "_ref.npy"))), 1e-5) << name;
+    EXPECT_LT(rel_err(to_double(dx.f32(), n), read_npy(dir / ("dx_" + name + "_ref.npy"))), 1e-5) << name;
   }
 }
 

@@ -3,6 +3,8 @@
 // and parity with torch.nn's losses (float64) through tests/py/loss_ref.py.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -66,6 +68,7 @@ double ce_ref(const std::vector<double>& z, const std::vector<int64_t>& t, int64
 }
 
 struct RegCase { LossKind kind; float delta; };
+void PrintTo(const RegCase& c, std::ostream* os) { *os << loss_name(c.kind) << " delta=" << c.delta; }
 
 class LossRegressionGrad : public ::testing::TestWithParam<RegCase> {};
 
@@ -245,58 +248,73 @@ TEST(LossParse, NamesAndAliases) {
 // ---------------------------------------------------------------------------------------------
 // Parity with torch.nn
 
-struct TorchCase { std::string name; LossKind kind; std::string arg; float delta; };
+struct TorchCase { std::string name; LossKind kind; float delta; int64_t ignore_index; };
 
-class LossTorch : public ::testing::TestWithParam<TorchCase> {};
-
-TEST_P(LossTorch, MatchesTorch) {
+// All cases share one Python start (most of the time here): each case gets its own directory
+// holding pred.npy, target.npy and spec.txt ("<loss> <delta or ignore_index>").
+TEST(LossTorch, AllKindsMatchTorch) {
   SEQTRAIN_REQUIRE_TORCH();
-  const auto& c = GetParam();
-  Rng rng(51);
+  const std::vector<TorchCase> cases = {
+      {"mse", LossKind::mse, 1.f, -100},
+      {"mae", LossKind::mae, 1.f, -100},
+      {"huber_1", LossKind::huber, 1.f, -100},
+      {"huber_0p3", LossKind::huber, 0.3f, -100},
+      {"cross_entropy", LossKind::cross_entropy, 1.f, -100},
+      {"cross_entropy_ignore2", LossKind::cross_entropy, 1.f, 2},  // an ignore_index inside [0, C)
+  };
   TempDir dir;
-  std::vector<float> g;
-  float loss = 0;
-  if (c.kind == LossKind::cross_entropy) {
-    const int64_t B = 4, T = 6, C = 7, N = B * T;
-    auto z = randn(rng, N * C, 3.f);
-    std::vector<int64_t> t(N);
-    for (auto& v : t) v = static_cast<int64_t>(rng.below(C));
-    t[0] = t[9] = t[17] = -100;
-    Tensor logits(z.data(), {B, T, C}), target(t.data(), {B, T}, DType::i64);
-    g.assign(N * C, 0.f);
-    loss = loss_forward(c.kind, logits, target);
-    loss_backward(c.kind, logits, target, Tensor(g.data(), logits.shape));
-    write_npy(dir / "pred.npy", z, {B, T, C});
-    write_npy(dir / "target.npy", t, {B, T});
-  } else {
-    const int64_t N = 16, H = 3;
-    auto p = randn(rng, N * H, 2.f), y = randn(rng, N * H);
-    p[4] = y[4];  // an exact tie: MAE's gradient there is 0 in both
+  std::vector<std::vector<float>> grads;
+  std::vector<float> losses;
+  std::string args;
+  Rng rng(51);
+  for (const auto& c : cases) {
+    const std::string d = dir / c.name;
+    std::filesystem::create_directory(d);
     LossOptions opt;
     opt.huber_delta = c.delta;
-    Tensor pred(p.data(), {N, H}), target(y.data(), {N, H});
-    g.assign(N * H, 0.f);
-    loss = loss_forward(c.kind, pred, target, opt);
-    loss_backward(c.kind, pred, target, Tensor(g.data(), pred.shape), 1.f, opt);
-    write_npy(dir / "pred.npy", p, {N, H});
-    write_npy(dir / "target.npy", y, {N, H});
+    opt.ignore_index = c.ignore_index;
+    std::vector<float> g;
+    std::ofstream spec(d + "/spec.txt");
+    if (c.kind == LossKind::cross_entropy) {
+      const int64_t B = 4, T = 6, C = 7, N = B * T;
+      auto z = randn(rng, N * C, 3.f);
+      std::vector<int64_t> t(N);
+      for (auto& v : t) v = static_cast<int64_t>(rng.below(C));
+      t[0] = t[9] = t[17] = c.ignore_index;
+      Tensor logits(z.data(), {B, T, C}), target(t.data(), {B, T}, DType::i64);
+      g.assign(N * C, 0.f);
+      losses.push_back(loss_forward(c.kind, logits, target, opt));
+      loss_backward(c.kind, logits, target, Tensor(g.data(), logits.shape), 1.f, opt);
+      write_npy(d + "/pred.npy", z, {B, T, C});
+      write_npy(d + "/target.npy", t, {B, T});
+      spec << loss_name(c.kind) << " " << c.ignore_index << "\n";
+    } else {
+      const int64_t N = 16, H = 3;
+      auto p = randn(rng, N * H, 2.f), y = randn(rng, N * H);
+      p[4] = y[4];  // an exact tie: MAE's gradient there is 0 in both
+      Tensor pred(p.data(), {N, H}), target(y.data(), {N, H});
+      g.assign(N * H, 0.f);
+      losses.push_back(loss_forward(c.kind, pred, target, opt));
+      loss_backward(c.kind, pred, target, Tensor(g.data(), pred.shape), 1.f, opt);
+      write_npy(d + "/pred.npy", p, {N, H});
+      write_npy(d + "/target.npy", y, {N, H});
+      // The f32 delta's exact decimal value, so torch uses the same number.
+      spec << loss_name(c.kind) << " " << fmt::format("{:.9g}", c.delta) << "\n";
+    }
+    grads.push_back(std::move(g));
+    args += " " + d;
   }
-  ASSERT_EQ(run_python("loss_ref.py", std::string(loss_name(c.kind)) + " " + dir.path.string() + " " + c.arg), 0);
-  const auto loss_ref = read_npy(dir / "loss_ref.npy");
-  ASSERT_EQ(loss_ref.size(), 1u);
-  EXPECT_NEAR(loss, loss_ref[0], 1e-5 * std::abs(loss_ref[0])) << c.name;
-  std::vector<int64_t> shape;
-  auto grad_ref = read_npy(dir / "grad_ref.npy", &shape);
-  EXPECT_LT(rel_err(g, grad_ref), 1e-5) << c.name;
+  ASSERT_EQ(run_python("loss_ref.py", args), 0);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].name);
+    const std::string d = dir / cases[i].name;
+    const auto loss_ref = read_npy(d + "/loss_ref.npy");
+    ASSERT_EQ(loss_ref.size(), 1u);
+    EXPECT_NEAR(losses[i], loss_ref[0], 1e-5 * std::abs(loss_ref[0]));
+    std::vector<int64_t> shape;
+    EXPECT_LT(rel_err(grads[i], read_npy(d + "/grad_ref.npy", &shape)), 1e-5);
+  }
 }
-
-INSTANTIATE_TEST_SUITE_P(Loss, LossTorch,
-                         ::testing::Values(TorchCase{"mse", LossKind::mse, "", 1.f},
-                                           TorchCase{"mae", LossKind::mae, "", 1.f},
-                                           TorchCase{"huber_1", LossKind::huber, "1.0", 1.f},
-                                           TorchCase{"huber_0p3", LossKind::huber, "0.3", 0.3f},
-                                           TorchCase{"cross_entropy", LossKind::cross_entropy, "-100", 1.f}),
-                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace seqtrain

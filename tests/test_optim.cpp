@@ -384,6 +384,12 @@ TEST(OptimClip, NormIsAccurateInDouble) {
   EXPECT_EQ(clip_grad_norm(h.data(), 2, 1.0), 5.0);
   EXPECT_FLOAT_EQ(h[0], float(3.0 / (5.0 + 1e-6)));
   EXPECT_FLOAT_EQ(h[1], float(4.0 / (5.0 + 1e-6)));
+  // A norm comparable to torch's 1e-6 guard shows it: 5e-6 clipped to 1e-6 gives 1/6, not 1/5.
+  std::vector<float> tiny = {3e-6f, 4e-6f};
+  double norm = clip_grad_norm(tiny.data(), 2, 1e-6);
+  EXPECT_NEAR(norm, 5e-6, 1e-12);
+  EXPECT_NEAR(tiny[0], 3e-6 / 6, 1e-12);
+  EXPECT_NEAR(tiny[1], 4e-6 / 6, 1e-12);
 }
 
 TEST(OptimClip, NonFiniteNormLeavesGradsAlone) {

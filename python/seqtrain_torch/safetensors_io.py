@@ -141,11 +141,11 @@ def _to_bytes(name, value):
         if t.dtype == torch.bfloat16:
             return "BF16", list(t.shape), t.view(torch.int16).numpy().astype("<i2").tobytes()
         value = t.numpy()
-    arr = np.ascontiguousarray(value)
+    arr = np.asarray(value)  # not ascontiguousarray: numpy 1.x turns 0-d arrays into shape (1,)
     dt = _BY_KIND.get((arr.dtype.kind, arr.dtype.itemsize))
     if dt is None:
         raise ValueError(f"tensor '{name}' has dtype {arr.dtype}, which safetensors cannot store")
-    return dt, list(arr.shape), arr.astype(_DTYPES[dt], copy=False).tobytes()
+    return dt, list(arr.shape), arr.astype(_DTYPES[dt], copy=False).tobytes(order="C")
 
 
 def save_file(tensors, path, metadata=None):

@@ -28,8 +28,9 @@ Series select_columns(const Series& src, const std::vector<std::string>& names, 
     int64_t k = src.column_index(name);
     if (k < 0) {
       bool is_target = std::find(d.targets.begin(), d.targets.end(), name) != d.targets.end();
-      fail("config key 'data.{}' names column '{}'{}, which the {} source does not have; it has {}",
-           is_target ? "targets" : "features", name, did_you_mean(name, src.columns), d.source,
+      std::string source = d.source == "csv" ? "the CSV file '" + d.path + "'" : "the synthetic source";
+      fail("config key 'data.{}' names column '{}'{}, which {} does not have; it has {}",
+           is_target ? "targets" : "features", name, did_you_mean(name, src.columns), source,
            quoted_list(src.columns));
     }
     picks.push_back(k);

@@ -147,7 +147,7 @@ void loss_backward(LossKind kind, const Tensor& pred, const Tensor& target, Tens
     case LossKind::mae:
       for (int64_t i = 0; i < n; ++i) {
         const float d = p[i] - y[i];
-        g[i] = d >= 0.f ? k : -k;
+        g[i] = d > 0.f ? k : (d < 0.f ? -k : 0.f);
       }
       break;
     case LossKind::huber: {

@@ -30,7 +30,7 @@ struct OptimizerOptions {
   double beta2 = 0.999;         // adamw
   double eps = 1e-8;            // adamw
   // Unset means torch's default for the chosen optimizer: 0.01 for adamw, 0 for sgd.
-  std::optional<double> weight_decay;
+  std::optional<double> weight_decay{};
   double momentum = 0.0;        // sgd
   double dampening = 0.0;       // sgd
   bool nesterov = false;        // sgd; needs momentum > 0 and dampening == 0 (as torch)

@@ -3,7 +3,8 @@ runs the matching torch.nn layer forward and backward in float64, writes the res
 
 usage: layers_ref.py linear DIR       x, weight, bias, dy       -> y_ref, dx_ref, dweight_ref, dbias_ref
        layers_ref.py embedding DIR    ids, weight, dy           -> y_ref, dweight_ref
-       layers_ref.py act KIND DIR     x, dy (KIND: relu tanh sigmoid gelu gelu_tanh) -> y_ref, dx_ref
+       layers_ref.py act DIR          x, dy -> y_KIND_ref, dx_KIND_ref for every KIND in
+                                      relu tanh sigmoid gelu (exact erf) gelu_tanh
 The layers are real torch.nn modules loaded through load_state_dict(strict=True) from the
 names seqtrain registered, so a parameter-name or shape mismatch fails here too.
 """
@@ -56,12 +57,14 @@ ACTS = {
 }
 
 
-def act(kind, d):
-    x = load(d, "x").requires_grad_(True)
-    y = ACTS[kind](x)
-    y.backward(load(d, "dy"))
-    save(d, "y", y)
-    save(d, "dx", x.grad)
+def act(d):
+    dy = load(d, "dy")
+    for kind, f in ACTS.items():
+        x = load(d, "x").requires_grad_(True)
+        y = f(x)
+        y.backward(dy)
+        save(d, "y_" + kind, y)
+        save(d, "dx_" + kind, x.grad)
 
 
 def main(argv):
@@ -71,7 +74,7 @@ def main(argv):
     elif argv[0] == "embedding":
         embedding(argv[1])
     elif argv[0] == "act":
-        act(argv[1], argv[2])
+        act(argv[1])
     else:
         sys.exit("unknown case " + argv[0])
 

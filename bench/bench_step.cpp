@@ -1,0 +1,466 @@
+// bench_step: how fast seqtrain's full training step is, and where its time goes.
+//
+//   bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K]
+//              [--profile-steps P] [--peak-gflops G] [--rev REV] [--json OUT]
+//
+// Workloads (forecaster, MSE loss, AdamW lr 1e-3, grad_clip 1.0, fixed-seed random data):
+//   W1     batch 256, lookback 150, 8 features, LSTM hidden 128, 2 layers, 1 output
+//   W1GRU  the same with a GRU
+//   W2     batch 32, lookback 256, 128 features, LSTM hidden 512, 2 layers, 1 output
+//   peak   only the f32 matmul peak below
+//
+// What is measured, in this order:
+//  1. peak: the best GFLOP/s of a 2048^3 f32 dnnl::matmul and of dnnl_sgemm with the same
+//     thread count (in a forked child, so its 48 MB of matrices stay out of this process's
+//     peak RSS). --peak-gflops G skips it and uses G (run.sh measures it once for all rows).
+//  2. step: seqtrain::TrainStep::run, the whole step, K warm-up steps then S timed ones;
+//     ms/step is the median. Peak RSS (getrusage ru_maxrss) is read right after this phase.
+//  3. profile: the same model rebuilt from its layers (RnnStack + Linear over a ParamStore,
+//     as models/forecaster.cpp wires them) and stepped like train/step.cpp, with a clock
+//     around each phase; "rnn" = RnnStack forward + backward, the RNN layers alone.
+//  4. primitive: each layer's oneDNN RNN primitive run directly on pre-packed weights; the
+//     difference to the RnnStack phases is nn/rnn.cpp's packing, transposes and unpacking.
+//
+// FLOPs (multiply-add = 2): one layer and direction of the RNN forward is
+// 2*T*N*G*H*(C+H) with G = 4 gates for LSTM, 3 for GRU, C its input width and H the hidden
+// size (the input and recurrent GEMMs; gate nonlinearities are not counted). The head forward
+// is 2*N*H*O. Backward counts 2x forward (input and weight gradients), so a step is
+// 3 * (RNN forward + head forward). Loss, clipping and AdamW are memory-bound and not counted.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/rnn_primitive.h"
+#include "core/arena.h"
+#include "core/rng.h"
+#include "models/model.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/params.h"
+#include "nn/rnn.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "train/step.h"
+
+using namespace seqtrain;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string workload = "W1";
+  int threads = 2;
+  int steps = 10;
+  int warmup = 2;
+  int profile_steps = -1;  // -1: same as steps
+  double peak_gflops = 0;  // 0: measure
+  std::string rev = "unknown";
+  std::string json_out;
+};
+
+struct Workload {
+  std::string name;
+  RnnCell cell;
+  int64_t batch, lookback, features, hidden, layers, outputs;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::cerr << "bench_step: " << why << "\n"
+            << "usage: bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K]\n"
+            << "                  [--profile-steps P] [--peak-gflops G] [--rev REV] [--json OUT]\n";
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (i + 1 >= argc) usage("missing value after " + k);
+    std::string v = argv[++i];
+    try {
+      if (k == "--workload") a.workload = v;
+      else if (k == "--threads") a.threads = std::stoi(v);
+      else if (k == "--steps") a.steps = std::stoi(v);
+      else if (k == "--warmup") a.warmup = std::stoi(v);
+      else if (k == "--profile-steps") a.profile_steps = std::stoi(v);
+      else if (k == "--peak-gflops") a.peak_gflops = std::stod(v);
+      else if (k == "--rev") a.rev = v;
+      else if (k == "--json") a.json_out = v;
+      else usage("unknown option " + k);
+    } catch (const std::logic_error&) {
+      usage("bad number '" + v + "' for " + k);
+    }
+  }
+  if (a.threads < 1 || a.steps < 1 || a.warmup < 0) usage("threads and steps must be >= 1, warmup >= 0");
+  if (a.profile_steps < 0) a.profile_steps = a.steps;
+  return a;
+}
+
+Workload workload(const std::string& name) {
+  if (name == "W1") return {name, RnnCell::lstm, 256, 150, 8, 128, 2, 1};
+  if (name == "W1GRU") return {name, RnnCell::gru, 256, 150, 8, 128, 2, 1};
+  if (name == "W2") return {name, RnnCell::lstm, 32, 256, 128, 512, 2, 1};
+  usage("unknown workload " + name + " (W1, W2, W1GRU or peak)");
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;  // Linux reports kilobytes
+}
+
+void fill(std::vector<float>& v, Rng& rng, float scale) {
+  for (float& x : v) x = scale * rng.normal();
+}
+
+// ---- 1. f32 matmul peak -------------------------------------------------------------------
+
+json measure_peak(int threads) {
+  constexpr int64_t M = 2048, N = 2048, K = 2048;
+  constexpr int kRuns = 5;
+  set_cpu_threads(threads);
+  std::vector<float> a(M * K), b(K * N), c(M * N);
+  Rng rng(7);
+  fill(a, rng, 1.f);
+  fill(b, rng, 1.f);
+  const double flops = 2.0 * M * N * K;
+
+  using md = dnnl::memory::desc;
+  auto& eng = cpu_engine();
+  md a_md({M, K}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab), b_md({K, N}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab),
+      c_md({M, N}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
+  dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), eng));
+  dnnl::memory am(a_md, eng, a.data()), bm(b_md, eng, b.data()), cm(c_md, eng, c.data());
+  double best_mm = 1e30;
+  for (int r = 0; r <= kRuns; ++r) {  // run 0 warms up
+    auto t0 = Clock::now();
+    mm.execute(cpu_stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    cpu_stream().wait();
+    if (r) best_mm = std::min(best_mm, ms_since(t0));
+  }
+  double best_sgemm = 1e30;
+  for (int r = 0; r <= kRuns; ++r) {
+    auto t0 = Clock::now();
+    dnnl_sgemm('N', 'N', M, N, K, 1.f, a.data(), K, b.data(), N, 0.f, c.data(), N);
+    if (r) best_sgemm = std::min(best_sgemm, ms_since(t0));
+  }
+  const double g_mm = flops / best_mm / 1e6, g_sg = flops / best_sgemm / 1e6;
+  return {{"shape", "2048x2048x2048 f32"},
+          {"threads", threads},
+          {"matmul_ms", best_mm},
+          {"matmul_gflops", g_mm},
+          {"sgemm_ms", best_sgemm},
+          {"sgemm_gflops", g_sg},
+          {"peak_gflops", std::max(g_mm, g_sg)}};
+}
+
+// Runs measure_peak in a child process so that the parent's ru_maxrss never sees its matrices.
+json measure_peak_forked(int threads) {
+  int fds[2];
+  if (pipe(fds) != 0) return measure_peak(threads);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string s = measure_peak(threads).dump();
+    ssize_t w = write(fds[1], s.data(), s.size());
+    (void)w;
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string s;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) s.append(buf, n);
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  return json::parse(s);
+}
+
+// ---- FLOPs ---------------------------------------------------------------------------------
+
+double rnn_forward_flops(const Workload& w) {
+  const double G = rnn_gates(w.cell), T = w.lookback, N = w.batch, H = w.hidden;
+  double f = 0;
+  for (int64_t k = 0; k < w.layers; ++k) {
+    const double C = k == 0 ? w.features : w.hidden;
+    f += 2 * T * N * G * H * (C + H);
+  }
+  return f;
+}
+
+double head_forward_flops(const Workload& w) { return 2.0 * w.batch * w.hidden * w.outputs; }
+
+// ---- 2. the full TrainStep -----------------------------------------------------------------
+
+struct Data {
+  std::vector<float> x, y;
+  Tensor xt, yt;
+};
+
+Data make_data(const Workload& w) {
+  Data d;
+  d.x.resize(w.batch * w.lookback * w.features);
+  d.y.resize(w.batch * w.outputs);
+  Rng rng(1234);
+  fill(d.x, rng, 1.f);
+  fill(d.y, rng, 1.f);
+  d.xt = Tensor(d.x.data(), {w.batch, w.lookback, w.features});
+  d.yt = Tensor(d.y.data(), {w.batch, w.outputs});
+  return d;
+}
+
+json bench_full_step(const Workload& w, const Args& a, const Data& d) {
+  ModelSpec spec;
+  spec.type = w.cell == RnnCell::lstm ? "lstm" : "gru";
+  spec.input_size = w.features;
+  spec.lookback = w.lookback;
+  spec.hidden = w.hidden;
+  spec.layers = w.layers;
+  spec.output_size = w.outputs;
+  auto model = make_model(spec);
+  Rng rng(42);
+  model->init(rng);
+  auto opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 1e-3});
+  auto sched = make_schedule(ScheduleOptions{.name = "constant", .base_lr = 1e-3});
+  StepOptions so;
+  so.loss = LossKind::mse;
+  so.grad_clip = 1.0;
+  TrainStep step(*model, *opt, *sched, so);
+
+  std::vector<double> ms;
+  double first_ms = 0;
+  for (int i = 0; i < a.warmup + a.steps; ++i) {
+    auto t0 = Clock::now();
+    step.run(d.xt, d.yt, static_cast<uint64_t>(i));
+    const double t = ms_since(t0);
+    if (i == 0) first_ms = t;
+    if (i >= a.warmup) ms.push_back(t);
+  }
+  const double loss = step.take_loss();
+  return {{"ms_median", median(ms)},
+          {"ms_min", *std::min_element(ms.begin(), ms.end())},
+          {"ms_all", ms},
+          {"first_step_ms", first_ms},
+          {"mean_loss", loss},
+          {"params", model->params().size()},
+          {"arena_high_water_mb", step.arena().high_water() / 1048576.0}};
+}
+
+// ---- 3. per-phase profile of the same step, rebuilt from its layers -------------------------
+
+json bench_profile(const Workload& w, const Args& a, const Data& d) {
+  ParamStore ps;
+  RnnStack rnn(ps, "rnn", w.cell, w.features, w.hidden, w.layers, false, 0.f);
+  Linear head(ps, "head", rnn.output_size(), w.outputs);
+  ps.finalize();
+  Rng rng(42);
+  rnn.init(rng);
+  head.init(rng);
+  auto opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 1e-3});
+  Arena arena;
+  const char* names[] = {"rnn_forward", "head_forward", "loss", "head_backward", "dtop_fill",
+                         "rnn_backward", "clip", "optimizer", "zero_grad"};
+  constexpr int P = 9;
+  std::map<std::string, std::vector<double>> t;
+  std::vector<double> total;
+  for (int i = 0; i < a.warmup + a.profile_steps; ++i) {
+    double ph[P];
+    arena.reset();
+    auto t0 = Clock::now();
+    Tensor top = rnn.forward(d.xt, arena, true, static_cast<uint64_t>(i));
+    ph[0] = ms_since(t0);
+    t0 = Clock::now();
+    const int64_t T = top.shape[0];
+    Tensor last = top.slice0(T - 1, T).reshape({top.shape[1], top.shape[2]});
+    Tensor pred = head.forward(last, arena);
+    ph[1] = ms_since(t0);
+    t0 = Clock::now();
+    loss_forward(LossKind::mse, pred, d.yt);
+    Tensor dpred = arena.tensor(pred.shape);
+    loss_backward(LossKind::mse, pred, d.yt, dpred);
+    ph[2] = ms_since(t0);
+    t0 = Clock::now();
+    Tensor dlast = head.backward(dpred, arena);
+    ph[3] = ms_since(t0);
+    t0 = Clock::now();
+    Tensor dtop = arena.zeros(top.shape);
+    const int64_t block = top.shape[1] * top.shape[2];
+    std::memcpy(dtop.f32() + (T - 1) * block, dlast.f32(), block * sizeof(float));
+    ph[4] = ms_since(t0);
+    t0 = Clock::now();
+    rnn.backward(dtop, arena, false);
+    ph[5] = ms_since(t0);
+    t0 = Clock::now();
+    clip_grad_norm(ps.grads(), ps.size(), 1.0);
+    ph[6] = ms_since(t0);
+    t0 = Clock::now();
+    opt->step(ps.params(), ps.grads(), ps.size(), 1e-3);
+    ph[7] = ms_since(t0);
+    t0 = Clock::now();
+    ps.zero_grad();
+    ph[8] = ms_since(t0);
+    if (i < a.warmup) continue;
+    double sum = 0;
+    for (int p = 0; p < P; ++p) {
+      t[names[p]].push_back(ph[p]);
+      sum += ph[p];
+    }
+    total.push_back(sum);
+  }
+  json phases = json::object();
+  for (int p = 0; p < P; ++p) phases[names[p]] = median(t[names[p]]);
+  std::vector<double> rnn_ms;
+  for (size_t i = 0; i < total.size(); ++i) rnn_ms.push_back(t["rnn_forward"][i] + t["rnn_backward"][i]);
+  return {{"phase_ms_median", phases}, {"sum_ms_median", median(total)}, {"rnn_ms_median", median(rnn_ms)}};
+}
+
+// ---- 4. the oneDNN primitives alone, weights already packed ---------------------------------
+
+json bench_primitives(const Workload& w, const Args& a) {
+  const int64_t G = rnn_gates(w.cell), Gb = w.cell == RnnCell::lstm ? G : rnn_bias_gates(w.cell);
+  const int64_t T = w.lookback, N = w.batch, H = w.hidden;
+  std::vector<double> fwd_total(a.profile_steps, 0.0), bwd_total(a.profile_steps, 0.0);
+  json layers = json::array();
+  Rng rng(5);
+  for (int64_t k = 0; k < w.layers; ++k) {
+    const int64_t C = k == 0 ? w.features : w.hidden;
+    RnnPrimitive p(RnnShape{w.cell, T, N, C, H, 1, true});
+    const float s = 1.f / std::sqrt(static_cast<float>(H));
+    std::vector<float> src(T * N * C), dst(T * N * H), wl(C * G * H), wi(H * G * H), bias(Gb * H);
+    std::vector<float> wl_t(wl.size()), wi_t(wi.size()), ddst(dst.size()), dsrc(src.size()), db(bias.size());
+    std::vector<float> dwl(p.dw_layer_layout().bytes / sizeof(float)), dwi(p.dw_iter_layout().bytes / sizeof(float));
+    fill(src, rng, 1.f);
+    fill(wl, rng, s);
+    fill(wi, rng, s);
+    fill(bias, rng, s);
+    fill(ddst, rng, 1e-3f);
+    wl_t = wl;
+    wi_t = wi;
+    std::vector<float> ws((p.workspace_bytes() + sizeof(float) - 1) / sizeof(float));
+    std::vector<double> f, b;
+    for (int i = 0; i < a.warmup + a.profile_steps; ++i) {
+      auto t0 = Clock::now();
+      p.forward(src.data(), wl.data(), wi.data(), bias.data(), dst.data(), ws.data());
+      const double tf = ms_since(t0);
+      t0 = Clock::now();
+      p.backward(src.data(), dst.data(), ddst.data(), dsrc.data(), wl_t.data(), wi_t.data(), bias.data(), dwl.data(),
+                 dwi.data(), db.data(), ws.data());
+      const double tb = ms_since(t0);
+      if (i < a.warmup) continue;
+      f.push_back(tf);
+      b.push_back(tb);
+      fwd_total[i - a.warmup] += tf;
+      bwd_total[i - a.warmup] += tb;
+    }
+    layers.push_back({{"layer", k}, {"C", C}, {"forward_ms", median(f)}, {"backward_ms", median(b)},
+                      {"forward_gflops", 2.0 * T * N * G * H * (C + H) / median(f) / 1e6},
+                      {"backward_gflops", 4.0 * T * N * G * H * (C + H) / median(b) / 1e6}});
+  }
+  return {{"layers", layers}, {"forward_ms", median(fwd_total)}, {"backward_ms", median(bwd_total)}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  json out;
+  out["engine"] = "seqtrain";
+  out["version"] = a.rev;
+  const dnnl_version_t* v = dnnl_version();
+  out["onednn"] = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+                  (v->cpu_runtime == DNNL_RUNTIME_OMP ? " (OpenMP)" : "");
+  out["workload"] = a.workload;
+  out["threads"] = a.threads;
+
+  double peak = a.peak_gflops;
+  if (peak <= 0) {
+    json pk = a.workload == "peak" ? measure_peak(a.threads) : measure_peak_forked(a.threads);
+    out["peak"] = pk;
+    peak = pk["peak_gflops"].get<double>();
+  }
+  out["peak_gflops"] = peak;
+  if (a.workload != "peak") {
+    try {
+      const Workload w = workload(a.workload);
+      set_cpu_threads(a.threads);
+      const Data d = make_data(w);
+      const double rss_start = peak_rss_mb();
+      json step = bench_full_step(w, a, d);
+      const double rss_peak = peak_rss_mb();
+
+      const double fwd = rnn_forward_flops(w), head = head_forward_flops(w);
+      const double step_flops = 3 * (fwd + head), rnn_flops = 3 * fwd;
+      const double ms = step["ms_median"].get<double>();
+      out["shape"] = {{"cell", w.cell == RnnCell::lstm ? "lstm" : "gru"}, {"batch", w.batch},
+                      {"lookback", w.lookback}, {"features", w.features}, {"hidden", w.hidden},
+                      {"layers", w.layers}, {"outputs", w.outputs}};
+      out["steps"] = a.steps;
+      out["warmup"] = a.warmup;
+      out["step"] = step;
+      out["ms_per_step"] = ms;
+      out["samples_per_s"] = w.batch / (ms / 1e3);
+      out["flops_per_step"] = step_flops;
+      out["gflops"] = step_flops / ms / 1e6;
+      out["pct_peak"] = 100.0 * step_flops / ms / 1e6 / peak;
+      out["rss_start_mb"] = rss_start;
+      out["peak_rss_mb"] = rss_peak;
+
+      json prof = bench_profile(w, a, d);
+      json prim = bench_primitives(w, a);
+      const double rnn_ms = prof["rnn_ms_median"].get<double>();
+      out["rnn"] = {{"ms", rnn_ms}, {"flops", rnn_flops}, {"gflops", rnn_flops / rnn_ms / 1e6},
+                    {"pct_peak", 100.0 * rnn_flops / rnn_ms / 1e6 / peak}};
+      const double pf = prim["forward_ms"].get<double>(), pb = prim["backward_ms"].get<double>();
+      out["primitive"] = prim;
+      out["primitive"]["gflops"] = rnn_flops / (pf + pb) / 1e6;
+      out["primitive"]["pct_peak"] = 100.0 * rnn_flops / (pf + pb) / 1e6 / peak;
+      out["profile"] = prof;
+      const auto& ph = prof["phase_ms_median"];
+      out["profile"]["rnn_forward_overhead_ms"] = ph["rnn_forward"].get<double>() - pf;
+      out["profile"]["rnn_backward_overhead_ms"] = ph["rnn_backward"].get<double>() - pb;
+    } catch (const std::exception& e) {
+      std::cerr << "bench_step: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  const std::string s = out.dump(2);
+  std::cout << s << "\n";
+  if (!a.json_out.empty()) {
+    std::ofstream f(a.json_out);
+    f << s << "\n";
+    if (!f) {
+      std::cerr << "bench_step: cannot write " << a.json_out << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,53 @@
+// TrainStep: one optimisation step, read top to bottom: forward, loss, backward into the flat
+// gradient buffer, and every grad_accum micro-batches: clip the global norm, take the
+// scheduled learning rate, update the flat parameter buffer, zero the gradients.
+// Losses are summed where they are computed and read once per log interval (take_loss()).
+#pragma once
+#include <cstdint>
+
+#include "core/arena.h"
+#include "models/model.h"
+#include "nn/loss.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+namespace seqtrain {
+
+struct StepOptions {
+  LossKind loss = LossKind::mse;
+  LossOptions loss_options;
+  double grad_clip = 0.0;  // max global L2 norm; 0 turns clipping off
+  int64_t grad_accum = 1;  // micro-batches per optimizer update
+};
+
+struct StepResult {
+  bool updated = false;      // this micro-batch completed an optimizer update
+  double grad_norm = 0.0;    // pre-clip norm of the update (when updated)
+  double lr = 0.0;           // learning rate used (when updated)
+};
+
+class TrainStep {
+ public:
+  TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, StepOptions options);
+
+  // x: [B, lookback, features], y: [B, outputs]. seed drives this step's dropout masks.
+  StepResult run(const Tensor& x, const Tensor& y, uint64_t seed);
+  // Mean loss over the micro-batches since the last call (and how many there were).
+  double take_loss(int64_t* batches = nullptr);
+  int64_t updates() const { return updates_; }
+  void set_updates(int64_t n) { updates_ = n; }
+  Arena& arena() { return arena_; }
+
+ private:
+  Model& model_;
+  Optimizer& optimizer_;
+  LrSchedule& schedule_;
+  StepOptions options_;
+  Arena arena_;
+  int64_t micro_ = 0;    // micro-batches into the current accumulation
+  int64_t updates_ = 0;  // optimizer updates taken (the schedule's step)
+  double loss_sum_ = 0.0;
+  int64_t loss_count_ = 0;
+};
+
+}  // namespace seqtrain
