@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <numeric>
 #include <set>
 
@@ -365,10 +366,11 @@ TEST(DataSynthetic, DeterministicAndPhysicallyPlausible) {
     EXPECT_LT(v, 4.4f);
     EXPECT_GT(t, 15.f);
     EXPECT_LT(t, 60.f);
-    // Current sign follows the direction of the state of charge (positive = discharge).
+    // Current sign follows the direction of the state of charge (positive = discharge);
+    // soc moves by current / 300 a row, so 1.5e-4 is 0.045 A, nine times the current noise.
     float dsoc = soc - a.at(r - 1, 3);
-    if (dsoc < 0) { EXPECT_GT(i, 0.f) << "row " << r; ++discharging; }
-    if (dsoc > 0) { EXPECT_LT(i, 0.f) << "row " << r; ++charging; }
+    if (dsoc < -1.5e-4f) { EXPECT_GT(i, 0.f) << "row " << r; ++discharging; }
+    if (dsoc > 1.5e-4f) { EXPECT_LT(i, 0.f) << "row " << r; ++charging; }
   }
   EXPECT_GT(charging, 500);
   EXPECT_GT(discharging, 500);
@@ -432,7 +434,8 @@ TEST(DataSynthetic, WindowPredictsNextVoltageFarBetterThanLastValue) {
   }
   mse_model /= a_test.size();
   mse_last /= a_test.size();
-  EXPECT_LT(mse_model, 0.5 * mse_last) << "model " << mse_model << " last-value " << mse_last;
+  std::cout << "next-voltage MSE: linear window model " << mse_model << ", last value " << mse_last << "\n";
+  EXPECT_LT(mse_model, 0.25 * mse_last) << "model " << mse_model << " last-value " << mse_last;
 }
 
 // ---------------------------------------------------------------- load_dataset
@@ -517,7 +520,7 @@ TEST(DataLoad, SyntheticShapesFollowTheConfig) {
 }
 
 TEST(DataLoad, ErrorsNameTheKeyOrFile) {
-  std::string m = error_of([] { load_dataset(load_config("", {"data.targets=[volts]"})); });
+  std::string m = error_of([] { load_dataset(load_config("", {"data.targets=[voltge]"})); });
   EXPECT_CONTAINS(m, "data.targets");
   EXPECT_CONTAINS(m, "did you mean 'voltage'?");
   m = error_of([] { load_dataset(load_config("", {"data.features=[voltage, curent]"})); });
@@ -530,9 +533,29 @@ TEST(DataLoad, ErrorsNameTheKeyOrFile) {
   std::string path = write_file(dir, "bad.csv", "a,b\n1,2\n3,oops\n");
   m = error_of([&] { load_dataset(load_config("", {"data.source=csv", "data.path=" + path, "data.targets=[b]"})); });
   EXPECT_CONTAINS(m, "bad.csv:3:3");
-  m = error_of([&] { load_dataset(load_config("", {"data.source=csv", "data.path=" + path, "data.targets=[c]"})); });
-  EXPECT_CONTAINS(m, "bad.csv");
+  std::string good = write_file(dir, "good.csv", "a,b\n1,2\n3,4\n");
+  m = error_of([&] { load_dataset(load_config("", {"data.source=csv", "data.path=" + good, "data.targets=[c]"})); });
+  EXPECT_CONTAINS(m, "data.targets");
+  EXPECT_CONTAINS(m, "good.csv");
   EXPECT_CONTAINS(m, "'c'");
+}
+
+TEST(DataLoad, QuickstartExampleLoads) {
+  Config c = load_config(testing::source_dir() + "/examples/forecast.yaml");
+  EXPECT_EQ(c.data.source, "synthetic");
+  EXPECT_EQ(c.model.type, "lstm");
+  EXPECT_EQ(c.model.hidden, 64);
+  EXPECT_EQ(c.model.layers, 2);
+  EXPECT_EQ(c.data.lookback, 64);
+  EXPECT_EQ(c.data.horizon, 1);
+  EXPECT_EQ(c.train.batch_size, 256);
+  EXPECT_GT(c.train.early_stopping.patience, 0);
+  Dataset ds = load_dataset(c);
+  EXPECT_EQ(ds.features, (std::vector<std::string>{"voltage", "current", "temperature", "soc"}));
+  EXPECT_EQ(ds.targets, std::vector<std::string>{"voltage"});
+  EXPECT_GT(ds.train.size(), 0);
+  EXPECT_GT(ds.val.size(), 0);
+  EXPECT_GT(ds.test.size(), 0);
 }
 
 }  // namespace

@@ -1,7 +1,54 @@
-// seqtrain command-line entry point.
+// seqtrain command-line entry point: parses the command line with CLI11 and hands each
+// command to its function in cli/commands.h. Every seqtrain::Error becomes one message on
+// stderr and exit code 2; nothing escapes as a crash.
+#include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "core/error.h"
 
 int main(int argc, char** argv) {
-  std::puts("seqtrain: not wired yet");
+  using namespace seqtrain;
+  CLI::App app{"seqtrain: fast, dependable training of sequence models (LSTM/GRU forecasters)"};
+  app.require_subcommand(1);
+
+  TrainArgs train_args;
+  auto* train = app.add_subcommand("train", "Train a model from a YAML config");
+  train->add_option("config", train_args.config, "YAML config file")->check(CLI::ExistingFile);
+  train->add_option("--set", train_args.overrides, "Override a config key: --set train.epochs=3 (repeatable)");
+  train->add_option("--out", train_args.out, "Run directory (default runs/<config name>)");
+  train->add_option("--resume", train_args.resume, "Continue the run in this directory from checkpoints/last");
+  train->add_flag("--overwrite", train_args.overwrite, "Replace a run already in --out");
+  train->add_option("--threads", train_args.threads, "Intra-op threads (default: runtime.threads, 0 = all cores)");
+  train->add_flag("--quiet", train_args.quiet, "Print only errors");
+
+  EvalArgs eval_args;
+  auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint (or a run directory's best) on its test split or a CSV");
+  eval->add_option("checkpoint", eval_args.checkpoint, "checkpoints/<tag> directory or run directory")->required();
+  eval->add_option("--input", eval_args.input, "CSV to evaluate on instead of the run's test split");
+
+  PredictArgs predict_args;
+  auto* predict = app.add_subcommand("predict", "Write de-normalized forecasts for every window of a CSV");
+  predict->add_option("checkpoint", predict_args.checkpoint, "checkpoints/<tag> directory or run directory")->required();
+  predict->add_option("--input", predict_args.input, "input CSV with the training columns")->required();
+  predict->add_option("--output", predict_args.output, "output CSV, columns <target>_t+<h>")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (train->parsed()) return run_train(train_args);
+    if (eval->parsed()) return run_eval(eval_args);
+    if (predict->parsed()) return run_predict(predict_args);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "seqtrain: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "seqtrain: internal error: %s\n", e.what());
+    return 3;
+  }
   return 0;
 }

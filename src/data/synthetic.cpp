@@ -10,14 +10,18 @@ namespace seqtrain {
 namespace {
 
 // Cell model constants, in units of one row of time. A 1 A discharge from 90% to 20% takes
-// about 420 rows, so one full cycle spans roughly 800-1200 rows and the default 20000 rows
-// hold about twenty cycles.
-constexpr double kCapacity = 600.0;  // ampere-rows
+// about 210 rows, so one full cycle spans roughly 400-700 rows and the default 20000 rows
+// hold about forty cycles.
+constexpr double kCapacity = 300.0;  // ampere-rows
 constexpr double kR0 = 0.04;         // ohmic resistance [ohm] at 25 degC
 constexpr double kR1 = 0.03;         // polarisation resistance [ohm]
 constexpr double kTau = 30.0;        // polarisation time constant [rows]
 constexpr double kHeat = 0.08;       // degC per row per A^2: Joule heating
 constexpr double kCool = 0.02;       // per row: relaxation towards ambient (lag ~50 rows)
+// The current follows its set point through a first-order lag of this many rows, as a real
+// load or charger ramps. Without it every load change would be an unpredictable step in
+// voltage, and those steps would dominate any forecaster's error.
+constexpr double kLoadLag = 8.0;
 
 enum class Phase { charge, rest_after_charge, discharge, rest_after_discharge };
 
@@ -45,7 +49,8 @@ Series make_synthetic(const SyntheticConfig& cfg) {
   double ambient_walk = 0.0;
   Phase phase = Phase::discharge;
   double current = 0.0;
-  int64_t rows_left = 0;    // rows until the next load change (discharge, rest)
+  double set_point = 0.0;   // where the current is heading
+  int64_t rows_left = 0;    // rows until the next load change (discharge) or end of rest
   double soc_goal = rng.uniform(0.1f, 0.25f);
 
   for (int64_t t = 0; t < cfg.rows; ++t) {
@@ -55,7 +60,7 @@ Series make_synthetic(const SyntheticConfig& cfg) {
       case Phase::charge:
         if (soc >= soc_goal) {
           phase = Phase::rest_after_charge;
-          current = 0.0;
+          set_point = 0.0;
           rows_left = 20 + static_cast<int64_t>(rng.below(41));
         }
         break;
@@ -69,23 +74,24 @@ Series make_synthetic(const SyntheticConfig& cfg) {
       case Phase::discharge:
         if (soc <= soc_goal) {
           phase = Phase::rest_after_discharge;
-          current = 0.0;
+          set_point = 0.0;
           rows_left = 20 + static_cast<int64_t>(rng.below(41));
-        } else if (rows_left <= 0) {
-          current = rng.uniform(0.5f, 2.0f);
+        } else if (--rows_left <= 0) {
+          set_point = rng.uniform(0.5f, 2.0f);
           rows_left = 40 + static_cast<int64_t>(rng.below(81));
-        } else {
-          --rows_left;
         }
         break;
       case Phase::rest_after_discharge:
         if (--rows_left <= 0) {
           phase = Phase::charge;
           soc_goal = rng.uniform(0.85f, 0.95f);
-          current = -rng.uniform(0.8f, 1.5f);
+          set_point = -rng.uniform(0.8f, 1.5f);
         }
         break;
     }
+    current += (set_point - current) / kLoadLag;
+    // Snap a decayed current to exactly zero so a resting cell really rests.
+    if (set_point == 0.0 && std::abs(current) < 0.01) current = 0.0;
 
     // Cell dynamics, explicit Euler with a one-row step.
     soc = std::clamp(soc - current / kCapacity, 0.0, 1.0);
@@ -99,7 +105,7 @@ Series make_synthetic(const SyntheticConfig& cfg) {
     double voltage = synthetic_ocv(soc) - current * r0 - v_rc;
 
     float* row = &s.values[static_cast<size_t>(t) * 4];
-    row[0] = static_cast<float>(voltage + noise * 0.002 * rng.normal());
+    row[0] = static_cast<float>(voltage + noise * 0.001 * rng.normal());
     row[1] = static_cast<float>(current + noise * 0.005 * rng.normal());
     row[2] = static_cast<float>(temp + noise * 0.05 * rng.normal());
     row[3] = static_cast<float>(soc);

@@ -2,8 +2,9 @@
 // row. Columns: voltage [V], current [A] (positive = discharge), temperature [degC], soc [0..1].
 // The point is a series with real structure for demos and tests, fully determined by the
 // seed: voltage follows an open-circuit-voltage curve of the state of charge, an ohmic drop
-// and an RC polarisation that relaxes over ~30 rows, so the recent window tells a model far
-// more about the next voltage than the last value alone does.
+// and an RC polarisation that relaxes over ~30 rows, and the current ramps towards each new
+// load instead of jumping, so the recent window tells a model far more about the next
+// voltage than the last value alone does. docs/DATA.md gives every constant.
 #pragma once
 #include "config/config.h"
 #include "data/series.h"

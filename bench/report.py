@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""report.py: turns the JSON files of one bench/run.sh run into a Markdown table and a CSV.
+
+    python3 bench/report.py RAW_DIR OUT_PREFIX
+
+RAW_DIR holds peak.json, meta.json and <workload>.<engine-tag>.json (bench_step.cpp and
+torch_step.py output). Writes OUT_PREFIX.md and OUT_PREFIX.csv. Speedup vs a peer is
+peer ms/step / this row's ms/step, on the same workload.
+"""
+import csv
+import glob
+import json
+import os
+import sys
+
+ORDER = ["W1", "W1GRU", "W2"]
+
+
+def load(raw):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(raw, "*.*.json"))):
+        workload, tag = os.path.basename(path)[:-5].split(".", 1)
+        with open(path) as f:
+            d = json.load(f)
+        d["_tag"] = tag
+        rows.append(d)
+    rows.sort(key=lambda d: (ORDER.index(d["workload"]) if d["workload"] in ORDER else 99, d["_tag"] != "seqtrain", d["_tag"]))
+    return rows
+
+
+def engine_name(d, meta):
+    if d["engine"] == "seqtrain":
+        return f"seqtrain {d['version']} (oneDNN {d['onednn']})"
+    label = meta.get("peers", {}).get(d["_tag"], d["_tag"])
+    return f"torch {d['version']} ({label})"
+
+
+def main():
+    raw, prefix = sys.argv[1], sys.argv[2]
+    with open(os.path.join(raw, "meta.json")) as f:
+        meta = json.load(f)
+    with open(os.path.join(raw, "peak.json")) as f:
+        peak = json.load(f)
+    rows = load(raw)
+    peers = sorted({d["_tag"] for d in rows if d["engine"] != "seqtrain"})
+    by = {(d["workload"], d["_tag"]): d for d in rows}
+
+    header = ["workload", "engine", "steps", "ms/step", "samples/s", "GFLOP/s", "% of peak", "peak RSS MB"]
+    header += [f"speedup vs {p}" for p in peers]
+    table = []
+    for d in rows:
+        line = [d["workload"], engine_name(d, meta), f"{d['steps']}+{d['warmup']}", f"{d['ms_per_step']:.1f}", f"{d['samples_per_s']:.1f}",
+                f"{d['gflops']:.2f}", f"{100 * d['gflops'] / peak['peak_gflops']:.1f}", f"{d['peak_rss_mb']:.0f}"]
+        for p in peers:
+            other = by.get((d["workload"], p))
+            line.append("—" if other is None or other is d else f"{other['ms_per_step'] / d['ms_per_step']:.2f}x")
+        table.append(line)
+
+    with open(prefix + ".csv", "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(header)
+        wr.writerows(table)
+
+    md = [f"# seqtrain step benchmark, {meta['date']}", "",
+          f"Machine: {meta['cpu']}, {meta['nproc']} CPUs; threads {meta['threads']} "
+          f"(pinned: {meta['pinned']}); OMP_WAIT_POLICY {meta.get('omp_wait_policy', 'unset')}; "
+          f"load average before/after: {meta['load_before']} / {meta['load_after']}",
+          f"f32 matmul peak (2048^3, best of 5, {peak['threads']} threads): {peak['peak_gflops']:.1f} GFLOP/s "
+          f"(dnnl::matmul {peak['peak']['matmul_gflops']:.1f}, dnnl_sgemm {peak['peak']['sgemm_gflops']:.1f})",
+          f"Command: `{meta['command']}`", "",
+          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(r) + " |" for r in table]
+
+    md += ["", "## seqtrain: RNN layers alone and where the step's time goes (medians, ms)", "",
+           "| workload | step | RNN fwd | RNN bwd | RNN GFLOP/s | RNN % of peak | oneDNN prim fwd | oneDNN prim bwd "
+           "| pack/transpose (fwd) | pack/unpack (bwd) | head+loss+dtop | clip | AdamW | zero_grad |",
+           "|" + "---|" * 14]
+    for d in rows:
+        if d["engine"] != "seqtrain":
+            continue
+        ph = d["profile"]["phase_ms_median"]
+        small = ph["head_forward"] + ph["loss"] + ph["head_backward"] + ph["dtop_fill"]
+        md.append("| " + " | ".join([
+            d["workload"], f"{d['ms_per_step']:.1f}", f"{ph['rnn_forward']:.1f}", f"{ph['rnn_backward']:.1f}",
+            f"{d['rnn']['gflops']:.2f}", f"{d['rnn']['pct_peak']:.1f}",
+            f"{d['primitive']['forward_ms']:.1f}", f"{d['primitive']['backward_ms']:.1f}",
+            f"{d['profile']['rnn_forward_overhead_ms']:.1f}", f"{d['profile']['rnn_backward_overhead_ms']:.1f}",
+            f"{small:.2f}", f"{ph['clip']:.2f}", f"{ph['optimizer']:.2f}", f"{ph['zero_grad']:.2f}"]) + " |")
+        for lay in d["primitive"]["layers"]:
+            md.append(f"|   {d['workload']} layer {lay['layer']} (C={lay['C']}) | | | | | | "
+                      f"{lay['forward_ms']:.1f} ({lay['forward_gflops']:.1f} GFLOP/s) | "
+                      f"{lay['backward_ms']:.1f} ({lay['backward_gflops']:.1f} GFLOP/s) | | | | | | |")
+    with open(prefix + ".md", "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

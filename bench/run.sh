@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# run.sh: the step benchmark in one command. Builds bench_step, measures the f32 matmul peak,
+# then runs seqtrain and every PyTorch peer on each workload with the same thread count,
+# pinned to the same cores, and writes bench/results/step-<date>.md and .csv (raw JSON in
+# bench/results/step-<date>/).
+#
+#   bench/run.sh                          2 threads, workloads W1 W1GRU W2
+#   THREADS=1 WORKLOADS="W1" bench/run.sh
+#   STEPS=20 WARMUP=3 bench/run.sh        override the per-workload step counts below
+#   BUILD_DIR=build-bench bench/run.sh    build directory (default build)
+#
+# Peers: Debian's /usr/bin/python3 (python3-torch 1.13) and, when bench/setup_venv.sh has
+# made it, bench/.venv/bin/python (PyPI torch). Each run is a fresh process, so peak RSS is
+# that engine's own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+THREADS=${THREADS:-2}
+WORKLOADS=${WORKLOADS:-"W1 W1GRU W2"}
+BUILD_DIR=${BUILD_DIR:-build}
+
+# Default step counts: small enough for a few minutes on 2 cores (see docs/BENCHMARKS.md).
+# Debian's torch 1.13 calls the reference (netlib) BLAS here and takes tens of seconds a step,
+# so it gets fewer; STEPS/WARMUP override every engine, SLOW_STEPS/SLOW_WARMUP that one.
+steps_for() {  # engine -> "steps warmup"
+  case "$1" in
+    torch-debian) echo "${SLOW_STEPS:-${STEPS:-2}} ${SLOW_WARMUP:-${WARMUP:-1}}" ;;
+    *) echo "${STEPS:-5} ${WARMUP:-2}" ;;
+  esac
+}
+
+stamp=$(date +%Y%m%d-%H%M%S)
+out=bench/results/step-$stamp
+mkdir -p "$out"
+
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" --target bench_step >/dev/null
+BENCH="$BUILD_DIR/bench_step"
+
+PIN=()
+pinned=no
+if command -v taskset >/dev/null && [ "$THREADS" -le "$(nproc)" ]; then
+  PIN=(taskset -c "0-$((THREADS - 1))")
+  pinned="cores 0-$((THREADS - 1))"
+fi
+# One thread count for every OpenMP runtime involved (oneDNN's, torch's).
+export OMP_NUM_THREADS=$THREADS
+
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git status --porcelain -- src 2>/dev/null)" ]; then rev="$rev+dirty"; fi
+
+declare -A PEERS=()
+PEER_ORDER=()
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  PEERS[debian]=/usr/bin/python3; PEER_ORDER+=(debian)
+fi
+if [ -x bench/.venv/bin/python ] && bench/.venv/bin/python -c 'import torch' 2>/dev/null; then
+  PEERS[pypi]=bench/.venv/bin/python; PEER_ORDER+=(pypi)
+fi
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "== f32 matmul peak ($THREADS threads)"
+"${PIN[@]}" "$BENCH" --workload peak --threads "$THREADS" --json "$out/peak.json" >/dev/null
+peak=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_gflops"])' "$out/peak.json")
+echo "   $peak GFLOP/s"
+
+for w in $WORKLOADS; do
+  read -r steps warmup <<<"$(steps_for seqtrain)"
+  echo "== $w seqtrain ($steps steps after $warmup warm-up)"
+  "${PIN[@]}" "$BENCH" --workload "$w" --threads "$THREADS" --steps "$steps" --warmup "$warmup" \
+    --peak-gflops "$peak" --rev "$rev" --json "$out/$w.seqtrain.json" >/dev/null
+  for p in "${PEER_ORDER[@]}"; do
+    read -r steps warmup <<<"$(steps_for "torch-$p")"
+    echo "== $w torch ($p: ${PEERS[$p]}, $steps steps after $warmup warm-up)"
+    "${PIN[@]}" "${PEERS[$p]}" bench/torch_step.py --workload "$w" --threads "$THREADS" --steps "$steps" \
+      --warmup "$warmup" --peak-gflops "$peak" --json "$out/$w.torch-$p.json" >/dev/null
+  done
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 - "$out/meta.json" <<EOF
+import json, sys
+json.dump({
+  "date": "$stamp", "threads": $THREADS, "pinned": "$pinned",
+  "cpu": "$(lscpu | sed -n 's/^Model name: *//p' | head -1)", "nproc": $(nproc),
+  "load_before": "$load_before", "load_after": "$load_after",
+  "omp_wait_policy": "${OMP_WAIT_POLICY:-unset}",
+  "command": "${OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$OMP_WAIT_POLICY }THREADS=$THREADS WORKLOADS='$WORKLOADS' ${STEPS:+STEPS=$STEPS }${WARMUP:+WARMUP=$WARMUP }bench/run.sh",
+  "peers": {"torch-debian": "Debian python3-torch, /usr/bin/python3", "torch-pypi": "PyPI, bench/.venv"},
+}, open(sys.argv[1], "w"), indent=2)
+EOF
+python3 bench/report.py "$out" "bench/results/step-$stamp"
+echo "wrote bench/results/step-$stamp.md and .csv (raw JSON in $out/)"

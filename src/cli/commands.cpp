@@ -1,0 +1,135 @@
+#include "cli/commands.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "backend/cpu/dnnl_context.h"
+#include "config/config.h"
+#include "io/atomic_dir.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace seqtrain {
+namespace fs = std::filesystem;
+
+namespace {
+// A run directory means its best checkpoint.
+std::string checkpoint_dir(const std::string& path) {
+  if (fs::exists(fs::path(path) / "checkpoints" / "best" / "state.json")) return (fs::path(path) / "checkpoints" / "best").string();
+  return path;
+}
+
+struct Loaded {
+  Config config;
+  Dataset data;
+  std::unique_ptr<Model> model;
+};
+
+// Rebuilds the model and the data of a checkpoint; with `input`, the data is that CSV, scaled
+// with the checkpoint's own normalization statistics and cut into windows over all its rows.
+Loaded load_for_inference(const std::string& ckpt_path, const std::string& input) {
+  const std::string dir = checkpoint_dir(ckpt_path);
+  ST_CHECK(fs::exists(fs::path(dir) / "state.json"),
+           "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", ckpt_path);
+  std::ifstream f(fs::path(dir) / "state.json");
+  nlohmann::json st;
+  try {
+    st = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}/state.json is not valid JSON ({}): the checkpoint is damaged", dir, e.what());
+  }
+  Loaded l;
+  l.config = load_config_text(st.at("config").get<std::string>(), dir + "/state.json:config", ".", {});
+  Normalizer norm = Normalizer::from_json(st.at("normalizer"));
+  if (!input.empty()) {
+    l.config.data.source = "csv";
+    l.config.data.path = fs::absolute(input).string();
+    l.config.data.split = {1.0, 0.0, 0.0};
+  }
+  l.data = load_dataset(l.config, &norm);
+  l.model = make_model(model_spec(l.config, l.data));
+  load_checkpoint(dir, l.model->params());
+  return l;
+}
+}  // namespace
+
+int run_train(const TrainArgs& a) {
+  Config config;
+  std::string out = a.out;
+  if (!a.resume.empty()) {
+    out = a.resume;
+    const std::string cfg = (fs::path(out) / "config.yaml").string();
+    ST_CHECK(fs::exists(cfg), "--resume {}: no config.yaml there; it is not a seqtrain run directory", out);
+    config = load_config(cfg, a.overrides);
+  } else {
+    ST_CHECK(!a.config.empty(), "train needs a config file: seqtrain train CONFIG.yaml (see examples/)");
+    config = load_config(a.config, a.overrides);
+    if (out.empty()) out = (fs::path("runs") / fs::path(a.config).stem()).string();
+  }
+  if (a.threads >= 0) config.runtime.threads = a.threads;
+  TrainOptions opt{out, !a.resume.empty(), a.overwrite, a.quiet};
+  TrainSummary s = train(config, opt);
+  std::printf("run: %s\nstopped_by: %s\nsteps: %ld\nbest_val_loss: %.6f\ntest_loss: %.6f\nbaseline_last_value_val_mse: %.6f\n",
+              out.c_str(), s.stopped_by.c_str(), (long)s.steps, s.best_val, s.test_loss, s.baseline_val);
+  return s.stopped_by == "signal" ? 130 : 0;
+}
+
+int run_eval(const EvalArgs& a) {
+  Loaded l = load_for_inference(a.checkpoint, a.input);
+  const WindowDataset& split = a.input.empty() ? l.data.test : l.data.train;
+  ST_CHECK(!split.empty(), "nothing to evaluate: the split has no window (pass --input CSV)");
+  const double loss = evaluate(*l.model, split, l.config.train.loss, l.config.train.huber_delta, l.config.train.batch_size);
+  // MAE and RMSE in the data's original units.
+  Arena arena;
+  const int64_t B = l.config.train.batch_size;
+  std::vector<float> x(B * split.x_size()), y(B * split.y_size());
+  double abs_sum = 0, sq_sum = 0;
+  int64_t count = 0;
+  for (int64_t b = 0; b < split.size(); b += B) {
+    const int64_t n = std::min(B, split.size() - b);
+    split.fill_batch(b, n, x.data(), y.data());
+    arena.reset();
+    Tensor pred = l.model->forward(Tensor(x.data(), {n, split.lookback(), split.n_features()}), arena, false);
+    l.data.denormalize_targets(pred.f32(), n);
+    l.data.denormalize_targets(y.data(), n);
+    for (int64_t i = 0; i < n * split.y_size(); ++i) {
+      const double e = pred.f32()[i] - y[i];
+      abs_sum += std::abs(e);
+      sq_sum += e * e;
+      ++count;
+    }
+  }
+  std::printf("windows: %ld\nloss: %.6f\nmae: %.6f\nrmse: %.6f\n", (long)split.size(), loss, abs_sum / count,
+              std::sqrt(sq_sum / count));
+  return 0;
+}
+
+int run_predict(const PredictArgs& a) {
+  Loaded l = load_for_inference(a.checkpoint, a.input);
+  const WindowDataset& split = l.data.train;
+  const int64_t B = l.config.train.batch_size, H = split.horizon();
+  std::string csv;
+  for (int64_t h = 0; h < H; ++h)
+    for (const auto& t : l.data.targets) csv += (csv.empty() ? "" : ",") + t + "_t+" + std::to_string(h + 1);
+  csv += "\n";
+  Arena arena;
+  std::vector<float> x(B * split.x_size());
+  for (int64_t b = 0; b < split.size(); b += B) {
+    const int64_t n = std::min(B, split.size() - b);
+    split.fill_batch(b, n, x.data(), nullptr);
+    arena.reset();
+    Tensor pred = l.model->forward(Tensor(x.data(), {n, split.lookback(), split.n_features()}), arena, false);
+    l.data.denormalize_targets(pred.f32(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < split.y_size(); ++j) csv += fmt::format("{}{:.7g}", j ? "," : "", pred.f32()[i * split.y_size() + j]);
+      csv += "\n";
+    }
+  }
+  write_file_atomic(a.output, csv);
+  std::printf("wrote %ld forecasts to %s\n", (long)split.size(), a.output.c_str());
+  return 0;
+}
+
+}  // namespace seqtrain

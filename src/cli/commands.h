@@ -1,0 +1,21 @@
+// The CLI's commands as plain functions over parsed arguments (main.cpp does the parsing).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace seqtrain {
+
+struct TrainArgs {
+  std::string config, out, resume;
+  std::vector<std::string> overrides;
+  bool overwrite = false, quiet = false;
+  int threads = -1;
+};
+struct EvalArgs { std::string checkpoint, input; };
+struct PredictArgs { std::string checkpoint, input, output; };
+
+int run_train(const TrainArgs& args);
+int run_eval(const EvalArgs& args);
+int run_predict(const PredictArgs& args);
+
+}  // namespace seqtrain
