@@ -270,6 +270,9 @@ TEST(ConfigErrors, MissingFileNamesPath) {
   std::string m = error_of([] { load_config("/nonexistent/dir/job.yaml"); });
   EXPECT_CONTAINS(m, "/nonexistent/dir/job.yaml");
   EXPECT_CONTAINS(m, "cannot read");
+  TempDir dir;
+  m = error_of([&] { load_config(dir.path.string()); });
+  EXPECT_CONTAINS(m, "is a directory");
 }
 
 TEST(ConfigOverride, SetsScalarsAndLists) {

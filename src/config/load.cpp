@@ -371,6 +371,8 @@ Config load_config_text(const std::string& text, const std::string& name, const 
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   if (path.empty()) return load_config_text("", "<defaults>", "", overrides);
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail("{}: is a directory, not a config file; pass the YAML file", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot read the config file ({}); check the path", path, std::strerror(errno));
   std::ostringstream text;

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -63,11 +64,16 @@ std::vector<Cell> split_line(const std::string& line, const std::string& path, i
 Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy) {
   ST_CHECK(nan_policy == "error" || nan_policy == "drop" || nan_policy == "ffill",
            "read_csv: nan_policy must be error, drop or ffill, got '{}'", nan_policy);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, not a CSV file; check data.path", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open the CSV file ({}); check data.path", path, std::strerror(errno));
   std::ostringstream buf;
   buf << in.rdbuf();
-  const std::string text = buf.str();
+  std::string text = buf.str();
+  // Spreadsheet exports often start with a UTF-8 byte order mark; it is not part of the
+  // first column's name.
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
 
   std::istringstream lines(text);
   std::string line;
