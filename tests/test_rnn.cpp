@@ -3,20 +3,21 @@
 #include <gtest/gtest.h>
 
 #include "models/forecaster.h"
+// Both RNN implementations (seqtrain's fused kernels and oneDNN's primitives) are checked.
 #include "rnn_reference.h"
 #include "test_util.h"
 
 namespace seqtrain::testing {
 namespace {
 
-struct RnnCase { const char* type; int64_t layers; bool bidir; };
+struct RnnCase { const char* type; int64_t layers; bool bidir; const char* impl = "fused"; };
 
 class RnnGrad : public ::testing::TestWithParam<RnnCase> {};
 
 TEST_P(RnnGrad, ForwardAndFiniteDifferences) {
   const RnnCase c = GetParam();
   const int64_t N = 3, T = 5, C = 4, H = 6, OUT = 2;
-  ModelSpec spec{c.type, C, T, H, c.layers, c.bidir, 0.f, OUT};
+  ModelSpec spec{c.type, C, T, H, c.layers, c.bidir, 0.f, OUT, c.impl};
   Forecaster model(spec);
   Rng rng(7);
   model.init(rng);
@@ -67,10 +68,12 @@ TEST_P(RnnGrad, ForwardAndFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Cells, RnnGrad,
                          ::testing::Values(RnnCase{"lstm", 1, false}, RnnCase{"lstm", 2, true},
                                            RnnCase{"gru", 1, false}, RnnCase{"gru", 2, true},
-                                           RnnCase{"lstm", 3, false}, RnnCase{"gru", 3, true}),
+                                           RnnCase{"lstm", 3, false}, RnnCase{"gru", 3, true},
+                                           RnnCase{"lstm", 1, false, "onednn"}, RnnCase{"lstm", 2, true, "onednn"},
+                                           RnnCase{"gru", 1, false, "onednn"}, RnnCase{"gru", 2, true, "onednn"}),
                          [](const auto& info) {
                            return std::string(info.param.type) + "_l" + std::to_string(info.param.layers) +
-                                  (info.param.bidir ? "_bi" : "_uni");
+                                  (info.param.bidir ? "_bi_" : "_uni_") + info.param.impl;
                          });
 
 }  // namespace

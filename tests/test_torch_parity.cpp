@@ -12,7 +12,7 @@
 namespace seqtrain::testing {
 namespace {
 
-struct ParityCase { const char* cell; int64_t layers; bool bidir; };
+struct ParityCase { const char* cell; int64_t layers; bool bidir; const char* impl = "fused"; };
 
 class TorchParity : public ::testing::TestWithParam<ParityCase> {};
 
@@ -20,7 +20,7 @@ TEST_P(TorchParity, OutputsAndEveryGradient) {
   SEQTRAIN_REQUIRE_TORCH();
   const ParityCase c = GetParam();
   const int64_t N = 8, T = 12, C = 5, H = 16, OUT = 3;
-  Forecaster model(ModelSpec{c.cell, C, T, H, c.layers, c.bidir, 0.f, OUT});
+  Forecaster model(ModelSpec{c.cell, C, T, H, c.layers, c.bidir, 0.f, OUT, c.impl});
   Rng rng(11);
   model.init(rng);
   std::vector<float> x(N * T * C), dy(N * OUT);
@@ -61,10 +61,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ParityCase{"lstm", 1, false}, ParityCase{"lstm", 2, false}, ParityCase{"lstm", 3, false},
                       ParityCase{"lstm", 1, true}, ParityCase{"lstm", 2, true}, ParityCase{"lstm", 3, true},
                       ParityCase{"gru", 1, false}, ParityCase{"gru", 2, false}, ParityCase{"gru", 3, false},
-                      ParityCase{"gru", 1, true}, ParityCase{"gru", 2, true}, ParityCase{"gru", 3, true}),
+                      ParityCase{"gru", 1, true}, ParityCase{"gru", 2, true}, ParityCase{"gru", 3, true},
+                      ParityCase{"lstm", 2, true, "onednn"}, ParityCase{"gru", 2, true, "onednn"},
+                      ParityCase{"lstm", 1, false, "onednn"}, ParityCase{"gru", 3, false, "onednn"}),
     [](const auto& info) {
       return std::string(info.param.cell) + "_l" + std::to_string(info.param.layers) +
-             (info.param.bidir ? "_bi" : "_uni");
+             (info.param.bidir ? "_bi_" : "_uni_") + info.param.impl;
     });
 
 // 100 steps of AdamW with clipping on fixed batches, no shuffle, constant LR.

@@ -275,7 +275,7 @@ class Loader {
     const auto& d = c.data;
     double sum = d.split[0] + d.split[1] + d.split[2];
     if (sum > 1 + 1e-9)
-      fail("{}: config key 'data.split' fractions [{}, {}, {}] sum to {}, more than 1; make them sum to "
+      fail("{}: config key 'data.split' fractions [{}, {}, {}] sum to {:.6g}, more than 1; make them sum to "
            "at most 1",
            origin("data.split"), d.split[0], d.split[1], d.split[2], sum);
     if (d.split[0] <= 0)

@@ -7,7 +7,7 @@ namespace seqtrain {
 Forecaster::Forecaster(const ModelSpec& spec)
     : Model(spec),
       rnn_(params_, "rnn", spec.type == "gru" ? RnnCell::gru : RnnCell::lstm, spec.input_size, spec.hidden,
-           spec.layers, spec.bidirectional, spec.dropout),
+           spec.layers, spec.bidirectional, spec.dropout, parse_rnn_impl(spec.rnn_impl)),
       drop_(spec.dropout),
       head_(params_, "head", rnn_.output_size(), spec.output_size) {
   params_.finalize();

@@ -21,6 +21,7 @@ struct ModelSpec {
   bool bidirectional = false;
   float dropout = 0.f;        // between RNN layers and before the head, training only
   int64_t output_size = 1;    // horizon * targets
+  std::string rnn_impl = "fused";  // fused | onednn: which kernels run the RNN layers
 };
 
 class Model {

@@ -15,8 +15,8 @@ const int* gate_from(RnnCell c) { return c == RnnCell::lstm ? kLstmGates : kGruG
 }  // namespace
 
 RnnStack::RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
-                   int64_t hidden, int64_t layers, bool bidirectional, float dropout)
-    : params_(params), cell_(cell), hidden_(hidden), dirs_(bidirectional ? 2 : 1) {
+                   int64_t hidden, int64_t layers, bool bidirectional, float dropout, RnnImpl impl)
+    : params_(params), cell_(cell), impl_(impl), hidden_(hidden), dirs_(bidirectional ? 2 : 1) {
   ST_CHECK(input_size > 0 && hidden > 0 && layers > 0, "RNN sizes must be positive (input {}, hidden {}, layers {})",
            input_size, hidden, layers);
   const int64_t G = rnn_gates(cell);
@@ -150,20 +150,88 @@ void RnnStack::unpack_grads(Layer& l) {
   }
 }
 
+RnnImpl parse_rnn_impl(const std::string& name) {
+  if (name == "fused") return RnnImpl::fused;
+  if (name == "onednn") return RnnImpl::onednn;
+  fail("RNN implementation '{}' is not known: use fused or onednn", name);
+}
+
+void RnnStack::forward_onednn(Layer& l, const Tensor& in, Arena& arena, bool training) {
+  const int64_t T = in.shape[0], N = in.shape[1];
+  RnnPrimitive& prim = primitive(l, T, N, training);
+  pack(l);
+  l.workspace = training ? arena.alloc(prim.workspace_bytes()) : nullptr;
+  prim.forward(in.f32(), l.w_layer.data(), l.w_iter.data(), l.bias.data(), l.dst.f32(), l.workspace);
+}
+
+Tensor RnnStack::backward_onednn(Layer& l, const Tensor& dy, Arena& arena) {
+  Tensor dsrc = arena.tensor(l.src.shape);
+  pack_backward(l);
+  l.prim->backward(l.src.f32(), l.dst.f32(), dy.f32(), dsrc.f32(), l.w_layer_t.data(), l.w_iter_t.data(),
+                   l.bias.data(), l.dw_layer.data(), l.dw_iter.data(), l.dbias.data(), l.workspace);
+  unpack_grads(l);
+  return dsrc;
+}
+
+void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& arena) {
+  const int64_t T = in.shape[0], N = in.shape[1], G = rnn_gates(cell_) * hidden_;
+  l.fused.resize(dirs_);
+  for (int64_t d = 0; d < dirs_; ++d) {
+    FusedRnnArgs& a = l.fused[d];
+    a.cell = cell_;
+    a.reverse = d == 1;
+    a.T = T; a.N = N; a.C = l.in; a.H = hidden_;
+    a.w_ih = params_.param(l.w_ih[d]).f32();
+    a.w_hh = params_.param(l.w_hh[d]).f32();
+    a.b_ih = params_.param(l.b_ih[d]).f32();
+    a.b_hh = params_.param(l.b_hh[d]).f32();
+    a.x = in.f32();
+    a.out = l.dst.f32() + d * hidden_;
+    a.ld_out = hidden_ * dirs_;
+    a.gates = arena.tensor({T, N, G}).f32();
+    a.extra = arena.tensor({T, N, hidden_}).f32();
+    a.scratch = arena.tensor({N, G}).f32();
+    fused_rnn_forward(a);
+  }
+}
+
+Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena) {
+  const int64_t T = l.src.shape[0], N = l.src.shape[1], G = rnn_gates(cell_) * hidden_;
+  Tensor dsrc = arena.tensor(l.src.shape);
+  Tensor ones = arena.tensor({T * N});
+  std::fill(ones.f32(), ones.f32() + T * N, 1.f);
+  Tensor dgi = arena.tensor({T, N, G});
+  Tensor dgh = cell_ == RnnCell::gru ? arena.tensor({T, N, G}) : dgi;
+  Tensor dh = arena.tensor({N, hidden_}), dc = arena.tensor({N, hidden_});
+  for (int64_t d = 0; d < dirs_; ++d) {
+    FusedRnnGrads g;
+    g.dout = dy.f32() + d * hidden_;
+    g.dx = dsrc.f32();
+    g.accumulate_dx = d > 0;
+    g.dw_ih = params_.grad(l.w_ih[d]).f32();
+    g.dw_hh = params_.grad(l.w_hh[d]).f32();
+    g.db_ih = params_.grad(l.b_ih[d]).f32();
+    g.db_hh = params_.grad(l.b_hh[d]).f32();
+    g.dgi = dgi.f32(); g.dgh = dgh.f32(); g.dh = dh.f32(); g.dc = dc.f32();
+    g.ones = ones.f32();
+    fused_rnn_backward(l.fused[d], g);
+  }
+  return dsrc;
+}
+
 Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
   ST_CHECK(x.shape.size() == 3 && x.shape[2] == layers_[0].in,
            "RNN input must be [batch, time, {}], got {}", layers_[0].in, shape_str(x.shape));
   const int64_t N = x.shape[0], T = x.shape[1];
-  // oneDNN 2.6's backward mishandles batch-first (ntc) input, so every layer sees time-major.
+  // Both implementations work time-major (and oneDNN 2.6's backward mishandles batch-first
+  // input), so the batch is transposed once here.
   Tensor in = transpose01(x, arena);
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& l = layers_[k];
-    RnnPrimitive& prim = primitive(l, T, N, training);
-    pack(l);
     l.src = in;
     l.dst = arena.tensor({T, N, hidden_ * dirs_});
-    l.workspace = training ? arena.alloc(prim.workspace_bytes()) : nullptr;
-    prim.forward(in.f32(), l.w_layer.data(), l.w_iter.data(), l.bias.data(), l.dst.f32(), l.workspace);
+    if (impl_ == RnnImpl::fused) forward_fused(l, in, arena);
+    else forward_onednn(l, in, arena, training);
     in = l.drop.forward(l.dst, arena, training, mix_seed(seed, k));
   }
   return in;
@@ -174,12 +242,7 @@ Tensor RnnStack::backward(const Tensor& dy, Arena& arena, bool want_dx) {
   for (size_t k = layers_.size(); k-- > 0;) {
     Layer& l = layers_[k];
     d = l.drop.backward(d, arena);
-    Tensor dsrc = arena.tensor(l.src.shape);
-    pack_backward(l);
-    l.prim->backward(l.src.f32(), l.dst.f32(), d.f32(), dsrc.f32(), l.w_layer_t.data(), l.w_iter_t.data(),
-                     l.bias.data(), l.dw_layer.data(), l.dw_iter.data(), l.dbias.data(), l.workspace);
-    unpack_grads(l);
-    d = dsrc;
+    d = impl_ == RnnImpl::fused ? backward_fused(l, d, arena) : backward_onednn(l, d, arena);
   }
   return want_dx ? transpose01(d, arena) : Tensor();
 }

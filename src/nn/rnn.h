@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/rnn_fused.h"
 #include "backend/cpu/rnn_primitive.h"
 #include "core/rng.h"
 #include "nn/dropout.h"
@@ -21,10 +22,15 @@
 
 namespace seqtrain {
 
+// Which kernels run the layers: seqtrain's fused kernels on PyTorch's layout (the default,
+// faster on CPU) or oneDNN's RNN primitives. Both are tested against PyTorch.
+enum class RnnImpl { fused, onednn };
+RnnImpl parse_rnn_impl(const std::string& name);
+
 class RnnStack {
  public:
   RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
-           int64_t hidden, int64_t layers, bool bidirectional, float dropout);
+           int64_t hidden, int64_t layers, bool bidirectional, float dropout, RnnImpl impl = RnnImpl::fused);
 
   void init(Rng& rng);  // uniform(-1/sqrt(hidden), 1/sqrt(hidden)) for every parameter
 
@@ -46,15 +52,21 @@ class RnnStack {
     std::unique_ptr<RnnPrimitive> prim;
     Dropout drop;                                   // applied to this layer's output
     Tensor src, dst;                                // saved for backward
-    void* workspace = nullptr;
+    void* workspace = nullptr;                      // oneDNN's, or
+    std::vector<FusedRnnArgs> fused;                // the fused kernels' saved state, per direction
   };
   RnnPrimitive& primitive(Layer& l, int64_t T, int64_t N, bool training);
   void pack(Layer& l);
   void pack_backward(Layer& l);
   void unpack_grads(Layer& l);
+  void forward_fused(Layer& l, const Tensor& in, Arena& arena);
+  Tensor backward_fused(Layer& l, const Tensor& dy, Arena& arena);
+  void forward_onednn(Layer& l, const Tensor& in, Arena& arena, bool training);
+  Tensor backward_onednn(Layer& l, const Tensor& dy, Arena& arena);
 
   ParamStore& params_;
   RnnCell cell_;
+  RnnImpl impl_;
   int64_t hidden_, dirs_;
   std::vector<Layer> layers_;
 };
