@@ -95,6 +95,7 @@ struct RuntimeConfig {
   int64_t threads = 0;              // >= 0; 0 = all cores
   std::string precision = "auto";   // fp32 | bf16 | fp16 | auto
   bool deterministic = false;       // bitwise-repeatable runs at some speed cost
+  std::string rnn_impl = "fused";   // fused | onednn: kernels for the LSTM/GRU layers
   bool operator==(const RuntimeConfig&) const = default;
 };
 

@@ -107,6 +107,7 @@ ModelSpec model_spec(const Config& c, const Dataset& data) {
   s.bidirectional = c.model.bidirectional;
   s.dropout = static_cast<float>(c.model.dropout);
   s.output_size = c.data.horizon * data.n_targets();
+  s.rnn_impl = c.runtime.rnn_impl;
   return s;
 }
 
@@ -143,6 +144,10 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     fs::remove(run / "metrics.jsonl");
   }
 
+  // Mixed precision is not implemented yet: refuse it rather than silently run fp32.
+  ST_CHECK(config.runtime.precision == "fp32" || config.runtime.precision == "auto",
+           "runtime.precision: {} compute is not implemented yet in this build; use fp32 (or auto, which runs fp32)",
+           config.runtime.precision);
   const int threads = set_cpu_threads(static_cast<int>(config.runtime.threads));
   Dataset data = load_dataset(config);
   ST_CHECK(!data.train.empty(), "data.split leaves no training window; raise the train fraction");
@@ -249,6 +254,8 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     std::fprintf(stderr, "seqtrain: %s model, %zu parameters, %ld train / %ld val / %ld test windows, %d threads\n",
                  spec.type.c_str(), model->params().size(), (long)data.train.size(), (long)data.val.size(),
                  (long)data.test.size(), threads);
+  if (!opt.quiet && config.runtime.precision == "auto")
+    std::fprintf(stderr, "seqtrain: precision auto -> fp32 (mixed precision is not implemented yet)\n");
 
   std::vector<float> x(B * data.train.x_size()), y(B * data.train.y_size());
   auto log_start = Clock::now();
