@@ -10,7 +10,7 @@
 //   peak   only the f32 matmul peak below
 //
 // What is measured, in this order:
-//  1. peak: the best GFLOP/s of a 2048^3 f32 dnnl::matmul and of dnnl_sgemm with the same
+//  1. peak: the best GFLOP/s of 20 runs each of a 2048^3 f32 dnnl::matmul and of dnnl_sgemm with the same
 //     thread count (in a forked child, so its 48 MB of matrices stay out of this process's
 //     peak RSS). --peak-gflops G skips it and uses G (run.sh measures it once for all rows).
 //  2. step: seqtrain::TrainStep::run, the whole step, K warm-up steps then S timed ones;
@@ -139,6 +139,21 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;  // Linux reports kilobytes
 }
 
+// Involuntary context switches so far: how often other processes took our cores (a sign
+// that a measurement was disturbed; a quiet machine shows a handful).
+long involuntary_switches() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_nivcsw;
+}
+
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
 void fill(std::vector<float>& v, Rng& rng, float scale) {
   for (float& x : v) x = scale * rng.normal();
 }
@@ -147,7 +162,7 @@ void fill(std::vector<float>& v, Rng& rng, float scale) {
 
 json measure_peak(int threads) {
   constexpr int64_t M = 2048, N = 2048, K = 2048;
-  constexpr int kRuns = 5;
+  constexpr int kRuns = 20;
   set_cpu_threads(threads);
   std::vector<float> a(M * K), b(K * N), c(M * N);
   Rng rng(7);
@@ -258,15 +273,19 @@ json bench_full_step(const Workload& w, const Args& a, const Data& d) {
 
   std::vector<double> ms;
   double first_ms = 0;
+  long switches = 0;
   for (int i = 0; i < a.warmup + a.steps; ++i) {
+    if (i == a.warmup) switches = involuntary_switches();
     auto t0 = Clock::now();
     step.run(d.xt, d.yt, static_cast<uint64_t>(i));
     const double t = ms_since(t0);
     if (i == 0) first_ms = t;
     if (i >= a.warmup) ms.push_back(t);
   }
+  switches = involuntary_switches() - switches;
   const double loss = step.take_loss();
   return {{"ms_median", median(ms)},
+          {"involuntary_switches", switches},
           {"ms_min", *std::min_element(ms.begin(), ms.end())},
           {"ms_all", ms},
           {"first_step_ms", first_ms},
@@ -400,6 +419,7 @@ int main(int argc, char** argv) {
                   (v->cpu_runtime == DNNL_RUNTIME_OMP ? " (OpenMP)" : "");
   out["workload"] = a.workload;
   out["threads"] = a.threads;
+  out["load_before"] = loadavg();
 
   double peak = a.peak_gflops;
   if (peak <= 0) {
@@ -452,6 +472,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  out["load_after"] = loadavg();
   const std::string s = out.dump(2);
   std::cout << s << "\n";
   if (!a.json_out.empty()) {

@@ -39,18 +39,24 @@ def main():
     raw, prefix = sys.argv[1], sys.argv[2]
     with open(os.path.join(raw, "meta.json")) as f:
         meta = json.load(f)
-    with open(os.path.join(raw, "peak.json")) as f:
-        peak = json.load(f)
+    peaks = []
+    for name in ("peak.json", "peak-end.json"):
+        if os.path.exists(os.path.join(raw, name)):
+            with open(os.path.join(raw, name)) as f:
+                peaks.append(json.load(f))
+    peak = max(peaks, key=lambda p: p["peak_gflops"])  # a peak is a best case
     rows = load(raw)
     peers = sorted({d["_tag"] for d in rows if d["engine"] != "seqtrain"})
     by = {(d["workload"], d["_tag"]): d for d in rows}
 
-    header = ["workload", "engine", "steps", "ms/step", "samples/s", "GFLOP/s", "% of peak", "peak RSS MB"]
+    header = ["workload", "engine", "steps", "ms/step", "samples/s", "GFLOP/s", "% of peak", "peak RSS MB",
+              "RSS after start-up MB", "ctx switches"]
     header += [f"speedup vs {p}" for p in peers]
     table = []
     for d in rows:
         line = [d["workload"], engine_name(d, meta), f"{d['steps']}+{d['warmup']}", f"{d['ms_per_step']:.1f}", f"{d['samples_per_s']:.1f}",
-                f"{d['gflops']:.2f}", f"{100 * d['gflops'] / peak['peak_gflops']:.1f}", f"{d['peak_rss_mb']:.0f}"]
+                f"{d['gflops']:.2f}", f"{100 * d['gflops'] / peak['peak_gflops']:.1f}", f"{d['peak_rss_mb']:.0f}", f"{d['rss_start_mb']:.0f}",
+                str((d.get("step") or d).get("involuntary_switches", "?"))]
         for p in peers:
             other = by.get((d["workload"], p))
             line.append("—" if other is None or other is d else f"{other['ms_per_step'] / d['ms_per_step']:.2f}x")
@@ -65,9 +71,10 @@ def main():
           f"Machine: {meta['cpu']}, {meta['nproc']} CPUs; threads {meta['threads']} "
           f"(pinned: {meta['pinned']}); OMP_WAIT_POLICY {meta.get('omp_wait_policy', 'unset')}; "
           f"load average before/after: {meta['load_before']} / {meta['load_after']}",
-          f"f32 matmul peak (2048^3, best of 5, {peak['threads']} threads): {peak['peak_gflops']:.1f} GFLOP/s "
+          f"f32 matmul peak (2048^3, best of 20 runs, higher of start and end, {peak['threads']} threads): {peak['peak_gflops']:.1f} GFLOP/s "
           f"(dnnl::matmul {peak['peak']['matmul_gflops']:.1f}, dnnl_sgemm {peak['peak']['sgemm_gflops']:.1f})",
-          f"Command: `{meta['command']}`", "",
+          f"Command: `{meta['command']}`; each row the fastest of {meta.get('repeats', '1')} runs; "
+          "steps = timed + warm-up; ms/step is the median of the timed steps", "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(r) + " |" for r in table]
 
@@ -82,7 +89,7 @@ def main():
         small = ph["head_forward"] + ph["loss"] + ph["head_backward"] + ph["dtop_fill"]
         md.append("| " + " | ".join([
             d["workload"], f"{d['ms_per_step']:.1f}", f"{ph['rnn_forward']:.1f}", f"{ph['rnn_backward']:.1f}",
-            f"{d['rnn']['gflops']:.2f}", f"{d['rnn']['pct_peak']:.1f}",
+            f"{d['rnn']['gflops']:.2f}", f"{100 * d['rnn']['gflops'] / peak['peak_gflops']:.1f}",
             f"{d['primitive']['forward_ms']:.1f}", f"{d['primitive']['backward_ms']:.1f}",
             f"{d['profile']['rnn_forward_overhead_ms']:.1f}", f"{d['profile']['rnn_backward_overhead_ms']:.1f}",
             f"{small:.2f}", f"{ph['clip']:.2f}", f"{ph['optimizer']:.2f}", f"{ph['zero_grad']:.2f}"]) + " |")

@@ -56,6 +56,15 @@ def step_flops(w):
     return 3.0 * (fwd + head)
 
 
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def involuntary_switches():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+
+
 def rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: kilobytes
 
@@ -70,6 +79,7 @@ def main():
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     w = WORKLOADS[a.workload]
+    load_before = loadavg()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(1234)
@@ -85,7 +95,10 @@ def main():
     times = []
     first_ms = 0.0
     loss_sum = torch.zeros(())
+    switches = 0
     for i in range(a.warmup + a.steps):
+        if i == a.warmup:
+            switches = involuntary_switches()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
@@ -99,6 +112,7 @@ def main():
         if i >= a.warmup:
             times.append(ms)
     rss_peak = rss_mb()
+    switches = involuntary_switches() - switches
 
     ms = statistics.median(times)
     flops = step_flops(w)
@@ -115,6 +129,9 @@ def main():
         "warmup": a.warmup,
         "ms_per_step": ms,
         "ms_all": times,
+        "involuntary_switches": switches,
+        "load_before": load_before,
+        "load_after": loadavg(),
         "first_step_ms": first_ms,
         "mean_loss": float(loss_sum) / (a.warmup + a.steps),
         "params": sum(p.numel() for p in params),

@@ -1,52 +1,32 @@
 // The `seqtrain` binary end to end: the Quickstart job beats the last-value baseline, the run
 // directory contract, refusal to clobber a run, kill -9 + resume ending bit-identical to an
-// uninterrupted run, corrupt checkpoints refused, eval and predict.
+// uninterrupted run, SIGTERM writing `last` and resuming, a run killed before its first
+// checkpoint starting over, corrupt checkpoints refused, eval and predict, --help on every
+// command, data.nan_policy end to end. (Checkpoint rotation and random kill -9 trials are in
+// test_trainer_checkpoints.cpp.)
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
-#include "test_util.h"
+#include "test_trainer_util.h"
 
 namespace seqtrain::testing {
 namespace {
 
-// Small and quick, but the same code path as examples/forecast.yaml.
-const std::string kSmall =
-    " --set data.synthetic.rows=3000 --set data.lookback=24 --set data.horizon=4 --set model.hidden=16"
-    " --set train.batch_size=64 --set train.log_every=5 --set runtime.threads=1";
+using namespace cli;
+Result run(const std::string& args) { return run_seqtrain(args); }
 
-struct Result { int rc; std::string out; };
-Result run(const std::string& args) {
-  TempDir tmp;
-  const std::string log = tmp / "log";
-  int rc = run_command(seqtrain_binary() + " " + args + " > " + log + " 2>&1");
-  std::ifstream f(log);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return {rc, ss.str()};
-}
-
-double value_after(const std::string& text, const std::string& key) {
-  auto p = text.find(key + ": ");
-  EXPECT_NE(p, std::string::npos) << key << " missing in:\n" << text;
-  return p == std::string::npos ? 0 : std::stod(text.substr(p + key.size() + 2));
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-const std::string kExample = source_dir() + "/examples/forecast.yaml";
+const std::string kExample = example_config();
 
 TEST(CliTrain, QuickstartJobBeatsLastValueBaselineAndWritesTheRunDirectory) {
   TempDir dir;
@@ -159,6 +139,127 @@ TEST(CliTrain, CorruptCheckpointIsRefusedEvalAndPredictWork) {
                      " --quiet --out " + (dir / "third"));
   EXPECT_EQ(shape.rc, 2);
   EXPECT_NE(shape.out.find("rnn.weight_ih_l0"), std::string::npos) << shape.out;
+}
+
+TEST(CliTrain, HelpWorksForEveryCommand) {
+  for (const auto& [cmd, must] : std::vector<std::pair<std::string, std::string>>{
+           {"--help", "train"}, {"train --help", "--resume"}, {"eval --help", "--input"},
+           {"predict --help", "--output"}}) {
+    Result r = run(cmd);
+    EXPECT_EQ(r.rc, 0) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find(must), std::string::npos) << cmd << "\n" << r.out;
+  }
+  EXPECT_NE(run("train --no-such-flag").rc, 0);
+}
+
+// A CSV with a NaN: the default policy names file:line:column; drop and ffill train to finite
+// losses (a NaN that slipped through would poison every loss after it).
+TEST(CliTrain, NanPolicyIsHonouredEndToEnd) {
+  TempDir dir;
+  const std::string csv = dir / "series.csv";
+  std::ofstream f(csv);
+  f << "a,b\n";
+  const int bad_row = 57;  // data row index: on line bad_row + 2
+  for (int i = 0; i < 300; ++i) {
+    f << fmt::format("{:.4f}", std::sin(0.1 * i)) << "," << (i == bad_row ? std::string("nan") : fmt::format("{:.4f}", std::cos(0.07 * i))) << "\n";
+  }
+  f.close();
+  std::ofstream(dir / "job.yaml") << "data:\n  source: csv\n  path: series.csv\n  features: [a, b]\n  targets: [b]\n"
+                                     "  lookback: 8\nmodel:\n  hidden: 8\ntrain:\n  epochs: 1\n  batch_size: 32\n"
+                                     "  log_every: 1\nruntime:\n  threads: 1\n";
+  const std::string job = dir / "job.yaml";
+  Result err = run("train " + job + " --quiet --out " + (dir / "e"));
+  EXPECT_EQ(err.rc, 2) << err.out;
+  // Line: header + 1-based row; column: just after "<a cell>,".
+  const std::string where =
+      fmt::format("series.csv:{}:{}:", bad_row + 2, fmt::format("{:.4f}", std::sin(0.1 * bad_row)).size() + 2);
+  EXPECT_NE(err.out.find(where), std::string::npos) << where << "\n" << err.out;
+  EXPECT_NE(err.out.find("data.nan_policy"), std::string::npos) << err.out;
+  EXPECT_FALSE(fs::exists(dir / "e/config.yaml")) << "a failed run leaves no run directory behind";
+
+  for (const std::string policy : {"drop", "ffill"}) {
+    const std::string out = dir / policy;
+    Result r = run("train " + job + " --quiet --set data.nan_policy=" + policy + " --out " + out);
+    ASSERT_EQ(r.rc, 0) << policy << "\n" << r.out;
+    const auto records = read_metrics(out + "/metrics.jsonl");
+    ASSERT_GE(records.size(), 3u) << policy;
+    for (const auto& rec : records) EXPECT_TRUE(std::isfinite(rec["loss"].get<double>())) << policy << " " << rec;
+  }
+}
+
+// SIGTERM mid-run: the current step finishes, `last` is written, the exit code is 128 + 15,
+// `last` loads and evaluates, and the resumed run ends bit-identical to an uninterrupted one.
+TEST(CliTrain, SigtermWritesLastExitsCleanlyAndResumes) {
+  TempDir dir;
+  const std::string args = "train " + kExample + kSmall + " --set train.epochs=6 --set model.dropout=0.1 --quiet";
+  ASSERT_EQ(run(args + " --out " + (dir / "a")).rc, 0);
+
+  const std::string b = dir / "b";
+  pid_t pid = spawn_seqtrain(args + " --out " + b, dir / "b.log");
+  // The first train record (step 5) shows training is under way; stop it right then.
+  ASSERT_TRUE(wait_until([&] { return read_metrics(b + "/metrics.jsonl").size() >= 1; }));
+  kill(pid, SIGTERM);
+  const int status = wait_status(pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "seqtrain died of signal " << WTERMSIG(status) << " instead of stopping cleanly:\n" << slurp(dir / "b.log");
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << slurp(dir / "b.log");
+  EXPECT_NE(slurp(dir / "b.log").find("--resume"), std::string::npos) << slurp(dir / "b.log");
+  ASSERT_TRUE(fs::exists(b + "/checkpoints/last/state.json"));
+  auto st = nlohmann::json::parse(slurp(b + "/checkpoints/last/state.json"));
+  auto sa = nlohmann::json::parse(slurp(dir / "a/checkpoints/last/state.json"));
+  EXPECT_LT(st["updates"].get<int64_t>(), sa["updates"].get<int64_t>()) << "the signal landed after the run ended";
+  Result e = run("eval " + b + "/checkpoints/last");
+  EXPECT_EQ(e.rc, 0) << e.out;
+
+  Result resumed = run("train --resume " + b + " --quiet");
+  ASSERT_EQ(resumed.rc, 0) << resumed.out;
+  EXPECT_EQ(slurp(dir / "a/checkpoints/last/model.safetensors"), slurp(b + "/checkpoints/last/model.safetensors"));
+  EXPECT_EQ(timeless(read_metrics(dir / "a/metrics.jsonl")), timeless(read_metrics(b + "/metrics.jsonl")));
+}
+
+// kill -9 before the first checkpoint: --resume starts the run over, says so, and ends where
+// a fresh run of the same job ends.
+TEST(CliTrain, KilledBeforeFirstCheckpointResumesFromTheBeginningAndSaysSo) {
+  TempDir dir;
+  // One long epoch (checkpoints come at its end) so the kill surely lands before the first.
+  const std::string args = "train " + kExample + kSmall + " --set data.synthetic.rows=20000 --quiet";
+  const std::string b = dir / "b";
+  pid_t pid = spawn_seqtrain(args + " --out " + b, dir / "b.log");
+  ASSERT_TRUE(wait_until([&] { return fs::exists(b + "/config.yaml"); }));
+  kill(pid, SIGKILL);
+  wait_status(pid);
+  ASSERT_TRUE(checkpoint_dirs(b).empty()) << "the kill came too late for this test";
+
+  Result resumed = run("train --resume " + b + " --set train.max_steps=25");
+  ASSERT_EQ(resumed.rc, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("has no checkpoint yet; starting the run from the beginning"), std::string::npos)
+      << resumed.out;
+  ASSERT_EQ(run(args + " --set train.max_steps=25 --out " + (dir / "a")).rc, 0);
+  EXPECT_EQ(slurp(dir / "a/checkpoints/last/model.safetensors"), slurp(b + "/checkpoints/last/model.safetensors"));
+  EXPECT_EQ(timeless(read_metrics(dir / "a/metrics.jsonl")), timeless(read_metrics(b + "/metrics.jsonl")));
+}
+
+// Users extend training: a resume may change train.epochs (and max_steps, patience, threads);
+// any other change is refused naming the key, and nothing is written.
+TEST(CliTrain, ResumeMayExtendEpochsButRefusesOtherChanges) {
+  TempDir dir;
+  const std::string a = dir / "a", b = dir / "b";
+  const std::string args = "train " + kExample + kSmall + " --set train.schedule.name=constant --quiet";
+  ASSERT_EQ(run(args + " --set train.epochs=2 --out " + b).rc, 0);
+
+  const std::string before = slurp(b + "/metrics.jsonl");
+  Result lr = run("train --resume " + b + " --set train.optimizer.lr=0.01 --quiet");
+  EXPECT_EQ(lr.rc, 2);
+  EXPECT_NE(lr.out.find("train.optimizer.lr"), std::string::npos) << lr.out;
+  EXPECT_NE(lr.out.find("train.epochs"), std::string::npos) << "the message lists what may change:\n" << lr.out;
+  EXPECT_EQ(slurp(b + "/metrics.jsonl"), before);
+
+  Result more = run("train --resume " + b + " --set train.epochs=4 --quiet");
+  ASSERT_EQ(more.rc, 0) << more.out;
+  EXPECT_NE(slurp(b + "/config.yaml").find("epochs: 4"), std::string::npos) << "config.yaml records the extension";
+  ASSERT_EQ(run(args + " --set train.epochs=4 --out " + a).rc, 0);
+  EXPECT_EQ(slurp(a + "/checkpoints/last/model.safetensors"), slurp(b + "/checkpoints/last/model.safetensors"));
+  // The first run's test record is replaced by the extended run's records.
+  EXPECT_EQ(timeless(read_metrics(a + "/metrics.jsonl")), timeless(read_metrics(b + "/metrics.jsonl")));
 }
 
 }  // namespace

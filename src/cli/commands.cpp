@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -73,7 +74,8 @@ int run_train(const TrainArgs& a) {
   TrainSummary s = train(config, opt);
   std::printf("run: %s\nstopped_by: %s\nsteps: %ld\nbest_val_loss: %.6f\ntest_loss: %.6f\nbaseline_last_value_val_mse: %.6f\n",
               out.c_str(), s.stopped_by.c_str(), (long)s.steps, s.best_val, s.test_loss, s.baseline_val);
-  return s.stopped_by == "signal" ? 130 : 0;
+  // Interrupted: the shell convention 128 + signal (130 for Ctrl-C, 143 for SIGTERM).
+  return s.stopped_by == "signal" ? 128 + (s.signal ? s.signal : SIGINT) : 0;
 }
 
 int run_eval(const EvalArgs& a) {

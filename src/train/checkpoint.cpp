@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,12 +16,21 @@ namespace fs = std::filesystem;
 
 namespace {
 const char* kFiles[] = {"model.safetensors", "optimizer.safetensors"};
+const char* kAllFiles[] = {"model.safetensors", "optimizer.safetensors", "state.json"};
+
+// A per-process temporary name next to `final_dir`, hidden (dot) so listings skip it and
+// recover_checkpoints() knows to remove it.
+fs::path tmp_dir_for(const fs::path& final_dir) {
+  return final_dir.parent_path() / (".tmp-" + final_dir.filename().string() + "-" + std::to_string(::getpid()));
 }
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+}  // namespace
 
 void save_checkpoint(const std::string& dir, const CheckpointData& data) {
   const fs::path final_dir(dir);
   fs::create_directories(final_dir.parent_path());
-  const fs::path tmp = final_dir.parent_path() / (".tmp-" + final_dir.filename().string() + "-" + std::to_string(::getpid()));
+  const fs::path tmp = tmp_dir_for(final_dir);
   std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
@@ -36,7 +47,13 @@ void save_checkpoint(const std::string& dir, const CheckpointData& data) {
     }
     save_flat((tmp / kFiles[1]).string(), *data.params, bufs);
     for (const char* f : kFiles) state["checksums"][f] = file_checksum((tmp / f).string());
-    std::ofstream((tmp / "state.json").string()) << state.dump(2) << "\n";
+    {
+      std::ofstream out((tmp / "state.json").string());
+      out << state.dump(2) << "\n";
+      out.close();
+      ST_CHECK(out.good(), "writing '{}' failed (disk full?); the previous checkpoint '{}' is untouched",
+               (tmp / "state.json").string(), dir);
+    }
     fsync_path((tmp / "state.json").string());
     publish_dir(tmp.string(), final_dir.string());
   } catch (...) {
@@ -45,17 +62,20 @@ void save_checkpoint(const std::string& dir, const CheckpointData& data) {
   }
 }
 
-nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, OptimizerState* optimizer) {
-  const fs::path d(dir);
-  const fs::path state_path = d / "state.json";
+nlohmann::json read_checkpoint_state(const std::string& dir) {
+  const fs::path state_path = fs::path(dir) / "state.json";
   ST_CHECK(fs::exists(state_path), "'{}' is not a checkpoint: it has no state.json (pass a checkpoints/<tag> directory)", dir);
-  nlohmann::json state;
   try {
     std::ifstream f(state_path);
-    state = nlohmann::json::parse(f);
+    return nlohmann::json::parse(f);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: state.json is not valid JSON ({}); the checkpoint is damaged, use another one", state_path.string(), e.what());
   }
+}
+
+nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, OptimizerState* optimizer) {
+  const fs::path d(dir);
+  nlohmann::json state = read_checkpoint_state(dir);
   for (const char* f : kFiles) {
     const fs::path p = d / f;
     ST_CHECK(fs::exists(p), "checkpoint '{}' is missing {}; it is incomplete, use another checkpoint", dir, f);
@@ -80,6 +100,94 @@ nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, Optim
     load_flat((d / kFiles[1]).string(), params, outs);
   }
   return state;
+}
+
+std::string step_tag(int64_t updates) { return "step-" + std::to_string(updates); }
+
+std::vector<std::pair<int64_t, std::string>> list_step_checkpoints(const std::string& ckpt_dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(ckpt_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!starts_with(name, "step-") || !e.is_directory()) continue;
+    int64_t n = -1;
+    const char* b = name.data() + 5;
+    const char* end = name.data() + name.size();
+    auto [p, err] = std::from_chars(b, end, n);
+    if (err != std::errc() || p != end || b == end || n < 0) continue;  // not ours: leave it alone
+    out.emplace_back(n, e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void link_checkpoint(const std::string& src, const std::string& dst) {
+  const fs::path tmp = tmp_dir_for(fs::path(dst));
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp);
+  try {
+    for (const char* f : kAllFiles) {
+      const fs::path from = fs::path(src) / f, to = tmp / f;
+      fs::create_hard_link(from, to, ec);
+      if (ec) {
+        // Some filesystems (FAT, some network mounts) have no hard links: copy instead.
+        fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+        fsync_path(to.string());
+      }
+    }
+    publish_dir(tmp.string(), dst);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+void prune_step_checkpoints(const std::string& ckpt_dir, int64_t keep, const std::string& protect) {
+  if (keep <= 0) return;
+  auto steps = list_step_checkpoints(ckpt_dir);
+  if (static_cast<int64_t>(steps.size()) <= keep) return;
+  steps.resize(steps.size() - static_cast<size_t>(keep));  // the older ones
+  for (const auto& [n, path] : steps) {
+    if (fs::path(path).filename() == protect) continue;
+    const fs::path doomed = fs::path(ckpt_dir) / (".tmp-prune-" + fs::path(path).filename().string() + "-" +
+                                                   std::to_string(::getpid()));
+    std::error_code ec;
+    fs::rename(path, doomed, ec);
+    if (ec) continue;  // gone already or not ours to move; never fail training over pruning
+    fs::remove_all(doomed, ec);
+  }
+}
+
+std::vector<std::string> recover_checkpoints(const std::string& ckpt_dir) {
+  std::vector<std::string> notes;
+  std::error_code ec;
+  std::vector<fs::path> tmps, olds;
+  for (const auto& e : fs::directory_iterator(ckpt_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (starts_with(name, ".tmp-")) tmps.push_back(e.path());
+    else if (starts_with(name, ".old-")) olds.push_back(e.path());
+  }
+  for (const auto& p : tmps) {
+    fs::remove_all(p, ec);
+    notes.push_back(fmt::format("removed '{}', an unfinished checkpoint write or delete", p.string()));
+  }
+  for (const auto& p : olds) {
+    const fs::path tag = p.parent_path() / p.filename().string().substr(5);
+    if (!fs::exists(tag) && fs::exists(p / "state.json")) {
+      // The crash fell between moving the previous <tag> aside and renaming the new one in:
+      // the previous one is whole, so it becomes <tag> again.
+      fs::rename(p, tag, ec);
+      ST_CHECK(!ec, "cannot restore '{}' as '{}': {}; rename it by hand", p.string(), tag.string(), ec.message());
+      fsync_path(ckpt_dir);
+      notes.push_back(fmt::format("restored '{}' from '{}' (a crash interrupted its replacement)", tag.string(),
+                                  p.string()));
+    } else {
+      fs::remove_all(p, ec);
+      notes.push_back(fmt::format("removed '{}', left over from replacing '{}'", p.string(), tag.string()));
+    }
+  }
+  return notes;
 }
 
 }  // namespace seqtrain

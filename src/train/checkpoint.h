@@ -5,9 +5,16 @@
 //                          normalization statistics, schedule state, file checksums
 // written into a temporary directory, fsynced, then renamed into place. load_checkpoint()
 // verifies the checksums and the model's parameter names and shapes before touching anything.
+//
+// The tags a run writes (docs/CHECKPOINTS.md): `best`, `last`, and `step-<N>` (N = optimizer
+// steps taken) every train.checkpoint_every steps or at each epoch's end. The helpers below
+// manage checkpoints/ as a whole: listing and pruning step checkpoints, publishing `last` as
+// hard links of a step checkpoint, and tidying what a crash left behind.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/params.h"
 #include "optim/optimizer.h"
@@ -26,5 +33,31 @@ void save_checkpoint(const std::string& dir, const CheckpointData& data);
 // Verifies checksums, loads weights into `params` (names and shapes must match) and returns
 // state.json; when `optimizer` is given, fills it with the saved moments.
 nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, OptimizerState* optimizer = nullptr);
+
+// Reads and parses dir/state.json without verifying anything else (for choosing a checkpoint).
+nlohmann::json read_checkpoint_state(const std::string& dir);
+
+// "step-<updates>", the tag of a periodic checkpoint.
+std::string step_tag(int64_t updates);
+
+// The step-<N> checkpoints in ckpt_dir, oldest first, as (N, path). Names that do not parse
+// and hidden entries (.tmp-*, .old-*) are not listed.
+std::vector<std::pair<int64_t, std::string>> list_step_checkpoints(const std::string& ckpt_dir);
+
+// Atomically publishes `dst` as a copy of the whole checkpoint `src`. Files are hard-linked
+// (checkpoint files are never modified in place, so sharing them is safe and costs no I/O);
+// where the filesystem refuses links they are copied and fsynced.
+void link_checkpoint(const std::string& src, const std::string& dst);
+
+// Deletes all but the newest `keep` step checkpoints (keep 0 keeps all), never the one named
+// `protect` (a tag such as "step-40"; empty protects nothing). Each victim is first renamed
+// to a .tmp-* name, so a crash while deleting never leaves a half checkpoint under a real tag.
+void prune_step_checkpoints(const std::string& ckpt_dir, int64_t keep, const std::string& protect);
+
+// Tidies what a crash can leave in ckpt_dir: .tmp-* directories (unfinished writes or
+// deletes) are removed; an .old-<tag> (the previous <tag>, moved aside while a new one was
+// renamed into place) is restored as <tag> when <tag> is missing and removed otherwise.
+// Returns one human-readable line per action. Call it only while no writer is running.
+std::vector<std::string> recover_checkpoints(const std::string& ckpt_dir);
 
 }  // namespace seqtrain

@@ -1,13 +1,21 @@
 #include "train/trainer.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <thread>
-#include <unistd.h>
 
 #include "backend/cpu/dnnl_context.h"
 #include "io/atomic_dir.h"
@@ -24,7 +32,65 @@ namespace fs = std::filesystem;
 
 namespace {
 std::atomic<int> g_signal{0};
-void on_signal(int sig) { g_signal.store(sig); }
+
+// First SIGINT/SIGTERM: ask the loop to stop after the current step and write `last`. A
+// second one means the user will not wait: the default action (termination) runs at once.
+void on_signal(int sig) {
+  if (g_signal.exchange(sig) != 0) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  }
+}
+
+// Routes SIGINT and SIGTERM to on_signal while a training job runs; restores the previous
+// handlers afterwards. SA_RESTART so a signal never makes a checkpoint write fail with EINTR.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    g_signal.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalGuard() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+// An exclusive flock on <run>/.lock for the whole job. Two processes training into one run
+// directory would overwrite each other's checkpoints, and crash recovery (which deletes
+// unfinished .tmp-* writes) is only safe when no other writer exists. The kernel drops the
+// lock when the process dies, kill -9 included, so a stale lock file never blocks anyone.
+class RunLock {
+ public:
+  explicit RunLock(const fs::path& run) {
+    const std::string path = (run / ".lock").string();
+    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    ST_CHECK(fd_ >= 0, "cannot create '{}': {}; check that the run directory is writable", path, std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      fail("another seqtrain process is training in '{}' (it holds the lock {}); wait for it to finish, stop it, "
+           "or choose another --out",
+           run.string(), path);
+    }
+  }
+  ~RunLock() { ::close(fd_); }
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -35,21 +101,39 @@ LossOptions loss_options(double huber_delta) {
   return o;
 }
 
+// What the background writer does with one snapshot: write `dir`; then, for periodic
+// checkpoints, publish `last` as hard links of it and prune older step checkpoints. Pruning
+// comes last, so a step checkpoint is only deleted once a newer one is safely on disk.
+struct WriteJob {
+  std::string dir;
+  std::string link_last;  // empty: no `last` update
+  std::string prune_in;   // checkpoints/ to prune; empty: no pruning
+  int64_t keep = 0;
+  std::string protect;    // tag never pruned (the checkpoint this run resumed from)
+};
+
 // Writes checkpoints from snapshots on one background thread, one at a time, so the training
-// loop only pays for a memory copy.
+// loop only pays for a memory copy (and waits only when checkpoints come faster than the
+// disk takes them).
 class CheckpointWriter {
  public:
-  ~CheckpointWriter() { wait(); }
-  void submit(std::string dir, const ParamStore& params, OptimizerState opt, nlohmann::json state) {
+  ~CheckpointWriter() {
+    if (thread_.joinable()) thread_.join();  // errors were reported by wait(); never throw here
+  }
+  void submit(WriteJob job, const ParamStore& params, OptimizerState opt, nlohmann::json state) {
     wait();
-    snapshot_ = std::make_unique<ParamStore>();
-    for (const auto& e : params.entries()) snapshot_->add(e.name, e.shape);
-    snapshot_->finalize();
+    if (!snapshot_) {
+      snapshot_ = std::make_unique<ParamStore>();
+      for (const auto& e : params.entries()) snapshot_->add(e.name, e.shape);
+      snapshot_->finalize();
+    }
     std::copy(params.params(), params.params() + params.size(), snapshot_->params());
     opt_ = std::move(opt);
-    thread_ = std::thread([this, dir = std::move(dir), state = std::move(state)] {
+    thread_ = std::thread([this, job = std::move(job), state = std::move(state)] {
       try {
-        save_checkpoint(dir, CheckpointData{snapshot_.get(), opt_, state});
+        save_checkpoint(job.dir, CheckpointData{snapshot_.get(), opt_, state});
+        if (!job.link_last.empty()) link_checkpoint(job.dir, job.link_last);
+        if (!job.prune_in.empty()) prune_step_checkpoints(job.prune_in, job.keep, job.protect);
       } catch (const std::exception& e) {
         error_ = e.what();
       }
@@ -95,7 +179,106 @@ double last_value_baseline(const Dataset& data, const WindowDataset& split) {
   }
   return count ? sum / count : 0.0;
 }
+
+// A checkpoint that could continue the run, with its state.json already read.
+struct Candidate {
+  std::string dir;
+  nlohmann::json state;
+};
+
+// `last` and every step-<N>, newest training position first. Normally `last` is the newest;
+// a step checkpoint can be newer when a crash fell between publishing it and linking `last`.
+// Position = micro-batches done, then epoch (an epoch-end checkpoint, written after
+// validation, says epoch+1 at the same micro-batch count); ties go to `last`.
+std::vector<Candidate> resume_candidates(const fs::path& ckpt_dir) {
+  std::vector<std::string> dirs;
+  if (fs::exists(ckpt_dir / "last")) dirs.push_back((ckpt_dir / "last").string());
+  for (const auto& [n, path] : list_step_checkpoints(ckpt_dir.string())) dirs.push_back(path);
+  std::vector<Candidate> out;
+  for (const auto& d : dirs) {
+    try {
+      nlohmann::json st = read_checkpoint_state(d);
+      ST_CHECK(st.contains("micro_steps") && st.contains("epoch") && st.contains("batch_in_epoch"),
+               "{}/state.json has no training position (micro_steps, epoch, batch_in_epoch)", d);
+      out.push_back({d, std::move(st)});
+    } catch (const Error& e) {
+      std::fprintf(stderr, "seqtrain: warning: not resuming from '%s': %s\n", d.c_str(), e.what());
+    }
+  }
+  auto key = [](const Candidate& c) {
+    return std::make_tuple(c.state.at("micro_steps").get<int64_t>(), c.state.at("epoch").get<int64_t>(),
+                           fs::path(c.dir).filename() == "last");
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const Candidate& a, const Candidate& b) { return key(a) > key(b); });
+  return out;
+}
+
+// Refuses to resume when a key outside resume_changeable_keys() differs from the config the
+// checkpoint was written with; reports the allowed changes.
+void check_resume_config(const nlohmann::json& st, const Config& config, const fs::path& run,
+                         const std::string& ckpt, bool quiet) {
+  const std::string stored = st.value("config", std::string());
+  if (stored.empty()) return;  // written before checkpoints stored their config
+  const auto& ok = resume_changeable_keys();
+  std::string allowed;
+  for (const auto& k : ok) allowed += (allowed.empty() ? "" : ", ") + k;
+  for (const auto& c : config_differences(stored, to_yaml(config))) {
+    if (std::find(ok.begin(), ok.end(), c.key) == ok.end())
+      fail("{}: config key '{}' is {} but checkpoint '{}' was written with {}; a resumed run may only change {}. "
+           "Restore the old value (in config.yaml or the --set) or start a new run with another --out",
+           (run / "config.yaml").string(), c.key, c.after, ckpt, c.before, allowed);
+    if (!quiet) std::fprintf(stderr, "seqtrain: resuming with %s changed: %s -> %s\n", c.key.c_str(),
+                             c.before.c_str(), c.after.c_str());
+  }
+}
+
+// (dotted key, value text) for every leaf line of to_yaml()'s canonical layout: two spaces of
+// indent per level, "name:" opening a section, "name: value" a leaf, '#' comments.
+std::vector<std::pair<std::string, std::string>> flatten_yaml(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<std::string> sections;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string::npos || line[indent] == '#') continue;
+    const size_t colon = line.find(':', indent);
+    if (colon == std::string::npos) continue;
+    const std::string name = line.substr(indent, colon - indent);
+    const size_t v = line.find_first_not_of(' ', colon + 1);
+    sections.resize(std::min(sections.size(), indent / 2));
+    if (v == std::string::npos) {
+      sections.push_back(name);
+      continue;
+    }
+    std::string key;
+    for (const auto& s : sections) key += s + ".";
+    out.emplace_back(key + name, line.substr(v));
+  }
+  return out;
+}
 }  // namespace
+
+const std::vector<std::string>& resume_changeable_keys() {
+  static const std::vector<std::string> keys = {"train.epochs", "train.max_steps", "train.early_stopping.patience",
+                                                "runtime.threads"};
+  return keys;
+}
+
+std::vector<ConfigChange> config_differences(const std::string& before_yaml, const std::string& after_yaml) {
+  const auto before = flatten_yaml(before_yaml), after = flatten_yaml(after_yaml);
+  std::map<std::string, std::string> old(before.begin(), before.end());
+  std::vector<ConfigChange> out;
+  for (const auto& [k, v] : after) {
+    auto it = old.find(k);
+    if (it == old.end()) out.push_back({k, "(absent)", v});
+    else if (it->second != v) out.push_back({k, it->second, v});
+    if (it != old.end()) old.erase(it);
+  }
+  for (const auto& [k, v] : before)
+    if (old.count(k)) out.push_back({k, v, "(absent)"});
+  return out;
+}
 
 ModelSpec model_spec(const Config& c, const Dataset& data) {
   ModelSpec s;
@@ -131,19 +314,11 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
 TrainSummary train(const Config& config, const TrainOptions& opt) {
   const fs::path run(opt.out_dir);
   const fs::path ckpt_dir = run / "checkpoints";
-  const bool resuming = opt.resume && fs::exists(ckpt_dir / "last" / "state.json");
   if (!opt.resume && fs::exists(run / "config.yaml") && !opt.overwrite)
     fail("output directory '{}' already holds a run; pass --resume to continue it or --overwrite to replace it",
          run.string());
-  if (opt.overwrite && !opt.resume) fs::remove_all(run);
-  fs::create_directories(ckpt_dir);
-  if (opt.resume && !resuming)
-    std::fprintf(stderr, "seqtrain: '%s' has no checkpoint yet; starting the run from the beginning\n", run.c_str());
-  if (!resuming) {
-    write_file_atomic((run / "config.yaml").string(), to_yaml(config));
-    fs::remove(run / "metrics.jsonl");
-  }
 
+  // Everything that can fail on bad input happens before the run directory is touched.
   // Mixed precision is not implemented yet: refuse it rather than silently run fp32.
   ST_CHECK(config.runtime.precision == "fp32" || config.runtime.precision == "auto",
            "runtime.precision: {} compute is not implemented yet in this build; use fp32 (or auto, which runs fp32)",
@@ -193,16 +368,51 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
                  StepOptions{parse_loss(config.train.loss), loss_options(config.train.huber_delta),
                              config.train.grad_clip, config.train.grad_accum});
 
+  // The run directory: lock it, clear it for --overwrite, tidy what a crash left behind.
+  fs::create_directories(run);
+  RunLock lock(run);
+  if (opt.overwrite && !opt.resume)
+    for (const auto& e : fs::directory_iterator(run))
+      if (e.path().filename() != ".lock") fs::remove_all(e.path());
+  fs::create_directories(ckpt_dir);
+  for (const auto& note : recover_checkpoints(ckpt_dir.string()))
+    if (!opt.quiet) std::fprintf(stderr, "seqtrain: %s\n", note.c_str());
+
   // Where the run stands; all of it goes into state.json.
   int64_t epoch = 0, batch_in_epoch = 0, micro_steps = 0, bad_validations = 0;
   double best_val = std::numeric_limits<double>::infinity();
   double elapsed_before = 0;
+  // Train losses taken out of the step's accumulator when a checkpoint was written but not yet
+  // logged; saved with the checkpoint so a record spanning a resume still averages every batch.
+  double pending_loss_sum = 0;
+  int64_t pending_loss_count = 0;
+  std::string resumed_from;  // the step checkpoint a resumed run started from: never pruned
+
+  const std::vector<Candidate> candidates =
+      opt.resume ? resume_candidates(ckpt_dir) : std::vector<Candidate>{};
+  const bool resuming = !candidates.empty();
+  if (opt.resume && !resuming)
+    std::fprintf(stderr, "seqtrain: '%s' has no checkpoint yet; starting the run from the beginning\n", run.c_str());
   if (resuming) {
     OptimizerState os;
-    nlohmann::json st = load_checkpoint((ckpt_dir / "last").string(), model->params(), &os);
-    ST_CHECK(st.value("config_hash", "") == config_hash(config),
-             "{}: the run's config.yaml changed since this checkpoint was written; restore it or start a new run",
-             (run / "config.yaml").string());
+    const Candidate* chosen = nullptr;
+    nlohmann::json st;
+    for (const auto& c : candidates) {
+      check_resume_config(c.state, config, run, c.dir, opt.quiet);
+      try {
+        st = load_checkpoint(c.dir, model->params(), &os);
+        chosen = &c;
+        break;
+      } catch (const Error& e) {
+        std::fprintf(stderr, "seqtrain: warning: skipping checkpoint '%s': %s\n", c.dir.c_str(), e.what());
+      }
+    }
+    ST_CHECK(chosen, "no checkpoint in '{}' can be loaded (see the warnings above); start the run again with "
+             "--overwrite", ckpt_dir.string());
+    ST_CHECK(!st.contains("normalizer") || st.at("normalizer") == data.normalizer.to_json(),
+             "{}: the training data changed since checkpoint '{}' was written (its normalization statistics "
+             "differ); restore the data (data.path / data.synthetic.*) or start a new run",
+             (run / "config.yaml").string(), chosen->dir);
     optimizer->load_state(os);
     schedule->load_state(schedule_state_from_json(st.at("schedule")));
     epoch = st.at("epoch");
@@ -211,44 +421,122 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     bad_validations = st.at("bad_validations");
     best_val = st.at("best_val").is_null() ? best_val : st.at("best_val").get<double>();
     elapsed_before = st.value("time_s", 0.0);
+    pending_loss_sum = st.value("pending_loss_sum", 0.0);
+    pending_loss_count = st.value("pending_loss_count", int64_t{0});
     step.set_updates(st.at("updates"));
-    std::fprintf(stderr, "seqtrain: resuming '%s' at epoch %ld, batch %ld (step %ld)\n", run.c_str(), (long)epoch,
-                 (long)batch_in_epoch, (long)step.updates());
+    const std::string tag = st.value("tag", std::string());
+    if (tag.rfind("step-", 0) == 0) resumed_from = tag;
+    const int64_t saved_threads = st.value("threads", int64_t{0});
+    if (config.runtime.deterministic && saved_threads > 0 && saved_threads != threads)
+      std::fprintf(stderr, "seqtrain: warning: the run used %ld threads and now uses %d; runtime.deterministic "
+                   "promises bit-identical results only for the same thread count\n", (long)saved_threads, threads);
+    // Records written after this checkpoint are written again by the resumed run.
+    if (st.contains("metrics_bytes")) truncate_metrics((run / "metrics.jsonl").string(), st.at("metrics_bytes"));
+    std::fprintf(stderr, "seqtrain: resuming '%s' from %s at epoch %ld, batch %ld (step %ld)\n", run.c_str(),
+                 fs::path(chosen->dir).filename().c_str(), (long)epoch, (long)batch_in_epoch, (long)step.updates());
+  }
+  // config.yaml always holds the config the run continues with (a resume may extend epochs).
+  {
+    const std::string yaml = to_yaml(config);
+    std::ifstream cur(run / "config.yaml", std::ios::binary);
+    std::stringstream ss;
+    ss << cur.rdbuf();
+    if (ss.str() != yaml) write_file_atomic((run / "config.yaml").string(), yaml);
+  }
+  if (!resuming) fs::remove(run / "metrics.jsonl");
+
+  std::vector<float> x(B * data.train.x_size()), y(B * data.train.y_size());
+  // One micro-batch: batch `b` of `order`, with dropout seeded by the micro-batch's index.
+  auto run_micro = [&](const std::vector<int64_t>& order, int64_t b, int64_t micro) {
+    const int64_t begin = b * B, n = std::min(B, data.train.size() - begin);
+    data.train.fill_batch(std::span<const int64_t>(order.data() + begin, n), x.data(), y.data());
+    return step.run(Tensor(x.data(), {n, data.train.lookback(), data.n_features()}),
+                    Tensor(y.data(), {n, data.train.y_size()}), mix_seed(config.seed, static_cast<uint64_t>(micro)));
+  };
+
+  // A checkpoint can fall inside a gradient accumulation (at an epoch's end or on a signal).
+  // The weights have not changed since that optimizer step began, so re-running its first
+  // micro-batches rebuilds the accumulated gradient exactly. Their losses are already in the
+  // saved pending_loss, so the step's copy of them is dropped.
+  if (resuming && micro_steps % config.train.grad_accum != 0) {
+    const int64_t m = micro_steps % config.train.grad_accum;
+    std::vector<std::pair<int64_t, int64_t>> where;  // (epoch, batch) of each, newest first
+    for (int64_t e = epoch, b = batch_in_epoch; static_cast<int64_t>(where.size()) < m;) {
+      if (b == 0) { --e; b = batches; }
+      where.emplace_back(e, --b);
+    }
+    std::reverse(where.begin(), where.end());
+    for (int64_t i = 0; i < m; ++i) {
+      const auto order = epoch_order(data.train.size(), config.train.shuffle, config.seed, where[i].first);
+      ST_CHECK(!run_micro(order, where[i].second, micro_steps - m + i).updated,
+               "internal error: replaying a partial gradient accumulation completed an optimizer step");
+    }
+    step.take_loss();
   }
 
   MetricsLog metrics((run / "metrics.jsonl").string());
   CheckpointWriter writer;
-  auto state_json = [&](bool include_best) {
+  // Moves the step's unlogged train losses into pending_loss, so a checkpoint carries them.
+  auto hold_losses = [&] {
+    int64_t count = 0;
+    const double mean = step.take_loss(&count);
+    pending_loss_sum += mean * static_cast<double>(count);
+    pending_loss_count += count;
+  };
+  // The mean train loss since the previous train record.
+  auto take_logged_loss = [&] {
+    int64_t count = 0;
+    double mean = step.take_loss(&count);
+    if (pending_loss_count > 0)
+      mean = (pending_loss_sum + mean * static_cast<double>(count)) / static_cast<double>(pending_loss_count + count);
+    pending_loss_sum = 0;
+    pending_loss_count = 0;
+    return mean;
+  };
+  const auto start = Clock::now();
+  auto time_s = [&] { return elapsed_before + seconds_since(start); };
+  // state.json for a checkpoint `tag` that continues at (next_epoch, next_batch).
+  auto state_json = [&](const std::string& tag, int64_t next_epoch, int64_t next_batch) {
+    hold_losses();
     nlohmann::json st;
-    st["epoch"] = epoch;
-    st["batch_in_epoch"] = batch_in_epoch;
+    st["tag"] = tag;
+    st["epoch"] = next_epoch;
+    st["batch_in_epoch"] = next_batch;
     st["micro_steps"] = micro_steps;
     st["updates"] = step.updates();
     st["bad_validations"] = bad_validations;
     st["best_val"] = std::isfinite(best_val) ? nlohmann::json(best_val) : nlohmann::json();
     st["seed"] = config.seed;
+    st["threads"] = threads;
+    st["time_s"] = time_s();
+    st["pending_loss_sum"] = pending_loss_sum;
+    st["pending_loss_count"] = pending_loss_count;
+    st["metrics_bytes"] = metrics.bytes();
     st["config_hash"] = config_hash(config);
     st["config"] = to_yaml(config);
     st["normalizer"] = data.normalizer.to_json();
     st["features"] = data.features;
     st["targets"] = data.targets;
     st["schedule"] = schedule_state_to_json(schedule->state());
-    (void)include_best;
     return st;
   };
+  // A periodic checkpoint: step-<N>, then `last` as its hard links, then pruning.
+  auto submit_step = [&](int64_t next_epoch, int64_t next_batch) {
+    const std::string tag = step_tag(step.updates());
+    writer.submit(WriteJob{(ckpt_dir / tag).string(), (ckpt_dir / "last").string(), ckpt_dir.string(),
+                           config.train.keep_last, resumed_from},
+                  model->params(), optimizer->state(), state_json(tag, next_epoch, next_batch));
+  };
+  auto submit_tag = [&](const std::string& tag, int64_t next_epoch, int64_t next_batch) {
+    WriteJob job;
+    job.dir = (ckpt_dir / tag).string();
+    writer.submit(std::move(job), model->params(), optimizer->state(),
+                  state_json(tag, next_epoch, next_batch));
+  };
 
-  g_signal.store(0);
-  auto old_int = std::signal(SIGINT, on_signal);
-  auto old_term = std::signal(SIGTERM, on_signal);
-  struct Restore {
-    void (*i)(int); void (*t)(int);
-    ~Restore() { std::signal(SIGINT, i); std::signal(SIGTERM, t); }
-  } restore{old_int, old_term};
-
+  SignalGuard signals;
   TrainSummary summary;
   summary.baseline_val = last_value_baseline(data, data.val);
-  const auto start = Clock::now();
-  auto time_s = [&] { return elapsed_before + seconds_since(start); };
   const bool tty = !opt.quiet && isatty(fileno(stderr));
   if (!opt.quiet)
     std::fprintf(stderr, "seqtrain: %s model, %zu parameters, %ld train / %ld val / %ld test windows, %d threads\n",
@@ -257,23 +545,22 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   if (!opt.quiet && config.runtime.precision == "auto")
     std::fprintf(stderr, "seqtrain: precision auto -> fp32 (mixed precision is not implemented yet)\n");
 
-  std::vector<float> x(B * data.train.x_size()), y(B * data.train.y_size());
   auto log_start = Clock::now();
   int64_t log_samples = 0;
   summary.stopped_by = "epochs";
   bool stop = false;
+  bool last_is_current = false;  // `last` already holds the present state (no step since)
   for (; epoch < config.train.epochs && !stop; ++epoch, batch_in_epoch = 0) {
     const auto order = epoch_order(data.train.size(), config.train.shuffle, config.seed, epoch);
-    for (; batch_in_epoch < batches; ++batch_in_epoch) {
-      const int64_t begin = batch_in_epoch * B, n = std::min(B, data.train.size() - begin);
-      data.train.fill_batch(std::span<const int64_t>(order.data() + begin, n), x.data(), y.data());
-      StepResult r = step.run(Tensor(x.data(), {n, data.train.lookback(), data.n_features()}),
-                              Tensor(y.data(), {n, data.train.y_size()}), mix_seed(config.seed, micro_steps));
+    while (batch_in_epoch < batches) {
+      StepResult r = run_micro(order, batch_in_epoch, micro_steps);
+      log_samples += std::min(B, data.train.size() - batch_in_epoch * B);
       ++micro_steps;
-      log_samples += n;
+      ++batch_in_epoch;
+      last_is_current = false;
       if (r.updated && step.updates() % config.train.log_every == 0) {
         const double secs = seconds_since(log_start);
-        const double loss = step.take_loss();
+        const double loss = take_logged_loss();
         metrics.write({{"split", "train"}, {"step", step.updates()}, {"epoch", epoch}, {"loss", loss}, {"lr", r.lr},
                        {"grad_norm", r.grad_norm}, {"samples_per_s", log_samples / std::max(secs, 1e-9)},
                        {"time_s", time_s()}});
@@ -287,6 +574,10 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
         log_start = Clock::now();
         log_samples = 0;
       }
+      if (r.updated && config.train.checkpoint_every > 0 && step.updates() % config.train.checkpoint_every == 0) {
+        submit_step(epoch, batch_in_epoch);
+        last_is_current = true;
+      }
       if (config.train.max_steps > 0 && step.updates() >= config.train.max_steps) {
         summary.stopped_by = "max_steps";
         stop = true;
@@ -295,14 +586,13 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
         summary.stopped_by = "signal";
         stop = true;
       }
-      if (stop) { ++batch_in_epoch; break; }
+      if (stop) break;
     }
     if (summary.stopped_by == "signal") {
-      writer.submit((ckpt_dir / "last").string(), model->params(), optimizer->state(), state_json(false));
+      if (!last_is_current) submit_tag("last", epoch, batch_in_epoch);
       break;
     }
     // Validation, inside every epoch.
-    const bool epoch_done = batch_in_epoch >= batches;
     if (!data.val.empty()) {
       const double val = evaluate(*model, data.val, config.train.loss, config.train.huber_delta, B);
       if (tty) std::fputc('\n', stderr);
@@ -316,24 +606,30 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
       if (val < best_val - config.train.early_stopping.min_delta) {
         best_val = val;
         bad_validations = 0;
-        writer.submit((ckpt_dir / "best").string(), model->params(), optimizer->state(), state_json(true));
+        submit_tag("best", epoch, batch_in_epoch);
       } else if (++bad_validations >= config.train.early_stopping.patience && config.train.early_stopping.patience > 0) {
         summary.stopped_by = "early_stopping";
         stop = true;
       }
     }
-    // `last` records where to continue: the next epoch when this one is complete.
-    const int64_t saved_epoch = epoch, saved_batch = batch_in_epoch;
-    if (epoch_done) { ++epoch; batch_in_epoch = 0; }
-    writer.submit((ckpt_dir / "last").string(), model->params(), optimizer->state(), state_json(false));
-    epoch = saved_epoch;
-    batch_in_epoch = saved_batch;
+    // The epoch's checkpoint continues at the next epoch when this one is complete.
+    const bool epoch_done = batch_in_epoch >= batches;
+    const int64_t next_epoch = epoch_done ? epoch + 1 : epoch, next_batch = epoch_done ? 0 : batch_in_epoch;
+    if (config.train.checkpoint_every == 0) submit_step(next_epoch, next_batch);
+    else submit_tag("last", next_epoch, next_batch);
+    if (!stop && g_signal.load()) {  // a signal during validation: `last` is already current
+      summary.stopped_by = "signal";
+      epoch = next_epoch;
+      batch_in_epoch = next_batch;
+      break;
+    }
   }
   writer.wait();
   summary.epochs = epoch;
   summary.steps = step.updates();
-  if (data.val.empty()) {
-    writer.submit((ckpt_dir / "best").string(), model->params(), optimizer->state(), state_json(true));
+  summary.signal = summary.stopped_by == "signal" ? g_signal.load() : 0;
+  if (data.val.empty() && summary.stopped_by != "signal") {
+    submit_tag("best", epoch, batch_in_epoch);
     writer.wait();
   }
   summary.best_val = best_val;
@@ -345,7 +641,10 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
       metrics.write({{"split", "test"}, {"step", summary.steps}, {"epoch", summary.epochs}, {"loss", summary.test_loss},
                      {"lr", nullptr}, {"samples_per_s", nullptr}, {"time_s", time_s()}});
   }
-  if (!opt.quiet)
+  if (summary.stopped_by == "signal")
+    std::fprintf(stderr, "seqtrain: stopped by signal %d after step %ld; checkpoints/last holds it. Continue with: "
+                 "seqtrain train --resume %s\n", summary.signal, (long)summary.steps, run.c_str());
+  else if (!opt.quiet)
     std::fprintf(stderr, "seqtrain: stopped by %s after %ld steps; best val loss %.5f, test loss %.5f, %.1fs\n",
                  summary.stopped_by.c_str(), (long)summary.steps, best_val, summary.test_loss, time_s());
   return summary;

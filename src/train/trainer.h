@@ -1,10 +1,13 @@
 // Trainer: the `seqtrain train` job. Epochs over the training windows with validation inside
-// every epoch, early stopping, metrics.jsonl, checkpoints best/last (and every
-// checkpoint_every steps) written on a background thread from a snapshot, SIGINT/SIGTERM
-// handling, resume from `last`, and a final test-split evaluation with the best weights.
+// every epoch, early stopping, metrics.jsonl, checkpoints (best, last, and step-<N> every
+// train.checkpoint_every steps or each epoch, pruned to train.keep_last) written on a
+// background thread from a snapshot, SIGINT/SIGTERM handling, resume from the newest whole
+// checkpoint, and a final test-split evaluation with the best weights. docs/CHECKPOINTS.md
+// describes the checkpoint and resume behaviour users rely on.
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "data/dataset.h"
@@ -14,7 +17,7 @@ namespace seqtrain {
 
 struct TrainOptions {
   std::string out_dir;
-  bool resume = false;     // continue the run in out_dir from checkpoints/last
+  bool resume = false;     // continue the run in out_dir from its newest checkpoint
   bool overwrite = false;  // replace a run already in out_dir
   bool quiet = false;
 };
@@ -23,6 +26,7 @@ struct TrainSummary {
   int64_t epochs = 0, steps = 0;
   double best_val = 0, test_loss = 0, baseline_val = 0;  // baseline: predict-last-value MSE
   std::string stopped_by;  // "epochs" | "max_steps" | "early_stopping" | "signal"
+  int signal = 0;          // the signal number when stopped_by == "signal"
 };
 
 TrainSummary train(const Config& config, const TrainOptions& options);
@@ -33,5 +37,17 @@ ModelSpec model_spec(const Config& config, const Dataset& data);
 // Mean loss (in the normalized units) over every window of `split`.
 double evaluate(Model& model, const WindowDataset& split, const std::string& loss, double huber_delta,
                 int64_t batch_size);
+
+// The config keys a resumed run may change: how long to train and how many threads to use.
+const std::vector<std::string>& resume_changeable_keys();
+
+// One key whose value differs between two configs, values as to_yaml() writes them
+// ("(absent)" when only one side has the key).
+struct ConfigChange {
+  std::string key, before, after;
+};
+
+// Compares two configs in to_yaml() form key by key (dotted keys, canonical order).
+std::vector<ConfigChange> config_differences(const std::string& before_yaml, const std::string& after_yaml);
 
 }  // namespace seqtrain

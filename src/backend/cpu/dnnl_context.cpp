@@ -1,6 +1,7 @@
 #include "backend/cpu/dnnl_context.h"
 
 #include <omp.h>
+#include <xmmintrin.h>
 
 #include <thread>
 
@@ -20,6 +21,13 @@ int set_cpu_threads(int n) {
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
   if (n <= 0) n = 1;
   omp_set_num_threads(n);
+  // Flush denormals to zero (FTZ) and read them as zero (DAZ) on every compute thread.
+  // Gradients carried back through hundreds of time steps decay into denormals, and Intel
+  // cores run denormal arithmetic tens of times slower: W2's backward took 25 s instead of
+  // 0.7 s on a Xeon before this. Values below 1e-38 do not matter to training.
+#pragma omp parallel num_threads(n)
+  _mm_setcsr(_mm_getcsr() | 0x8040);
+  _mm_setcsr(_mm_getcsr() | 0x8040);
   return n;
 }
 
