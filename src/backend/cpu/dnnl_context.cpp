@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <xmmintrin.h>
 
+#include <cstdlib>
 #include <thread>
 
 namespace seqtrain {
@@ -18,6 +19,11 @@ dnnl::stream& cpu_stream() {
 }
 
 int set_cpu_threads(int n) {
+  // 0 means: OMP_NUM_THREADS when the user set it, else every core.
+  if (n <= 0) {
+    const char* env = std::getenv("OMP_NUM_THREADS");
+    n = env ? std::atoi(env) : 0;
+  }
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
   if (n <= 0) n = 1;
   omp_set_num_threads(n);

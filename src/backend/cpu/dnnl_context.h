@@ -7,7 +7,8 @@ namespace seqtrain {
 dnnl::engine& cpu_engine();
 dnnl::stream& cpu_stream();
 
-// Sets the intra-op thread count for oneDNN and our OpenMP loops; 0 means all cores; and
+// Sets the intra-op thread count for oneDNN and our OpenMP loops; 0 means OMP_NUM_THREADS if
+// set, else all cores; and
 // turns on flush-to-zero for denormals in those threads. Returns the count in effect.
 int set_cpu_threads(int n);
 int cpu_threads();
