@@ -1,0 +1,55 @@
+// ConcatSource and glob_files. glob(3) does the matching (POSIX, no extra dependency).
+#include "data/concat.h"
+
+#include <glob.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace seqtrain {
+
+std::vector<std::string> glob_files(const std::string& pattern, const std::string& key) {
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  globfree(&g);
+  ST_CHECK(rc == 0 || rc == GLOB_NOMATCH, "{}: cannot read the directories of '{}' (check permissions)", key, pattern);
+  ST_CHECK(!out.empty(), "{}: no file matches '{}' (check the path; relative paths are from the working directory)",
+           key, pattern);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+ConcatSource::ConcatSource(std::vector<std::shared_ptr<const BatchSource>> parts, std::vector<std::string> names)
+    : parts_(std::move(parts)) {
+  ST_CHECK(!parts_.empty(), "ConcatSource: no parts");
+  offsets_.push_back(0);
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    const auto name = [&] { return p < names.size() ? names[p] : "part " + std::to_string(p); };
+    ST_CHECK(parts_[p] != nullptr, "ConcatSource: {} is null", name());
+    ST_CHECK(parts_[p]->x_size() == parts_[0]->x_size() && parts_[p]->y_size() == parts_[0]->y_size(),
+             "{}: samples of {} x values and {} y values, but {} has {} and {}; every file of a split needs the same "
+             "sample shape", name(), parts_[p]->x_size(), parts_[p]->y_size(),
+             names.empty() ? "part 0" : names[0], parts_[0]->x_size(), parts_[0]->y_size());
+    offsets_.push_back(offsets_.back() + parts_[p]->size());
+  }
+}
+
+void ConcatSource::fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const {
+  std::vector<int64_t> local;
+  size_t b = 0;
+  while (b < idx.size()) {
+    ST_CHECK(0 <= idx[b] && idx[b] < size(), "sample {} out of range: the files hold {}", idx[b], size());
+    const size_t p = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), idx[b]) - offsets_.begin() - 1);
+    local.clear();
+    const size_t start = b;
+    while (b < idx.size() && idx[b] >= offsets_[p] && idx[b] < offsets_[p + 1]) local.push_back(idx[b++] - offsets_[p]);
+    parts_[p]->fill(local, epoch, x ? x + static_cast<int64_t>(start) * x_size() : nullptr,
+                    y ? y + static_cast<int64_t>(start) * y_size() : nullptr);
+  }
+}
+
+}  // namespace seqtrain

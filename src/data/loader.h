@@ -1,0 +1,148 @@
+// Loader: a prefetching batch loader over any BatchSource.
+//
+// N persistent worker threads claim batches of an epoch in increasing order and fill them into
+// a fixed pool of reused slot buffers (workers * prefetch slots), while the training step
+// consumes the batches, also in order. Because the batch order comes from epoch_order(seed,
+// epoch) alone and a source's fill() may depend only on (indices, epoch), every worker count
+// (0 = fill synchronously on the calling thread) yields identical batches bit for bit.
+// The consumer's waiting time (data-wait) is measured so the trainer can report its share.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/window_dataset.h"
+
+namespace seqtrain {
+
+// A random-access set of samples of fixed size. fill() is called concurrently from several
+// worker threads, so it must be const-safe (no shared mutable state) and must depend only on
+// its arguments: that is what makes batches independent of the worker count.
+struct BatchSource {
+  virtual ~BatchSource() = default;
+  virtual int64_t size() const = 0;    // number of samples
+  virtual int64_t x_size() const = 0;  // floats per sample of x
+  virtual int64_t y_size() const = 0;  // floats per sample of y (0 = no targets)
+  // Writes samples idx[0..] as rows of x ([B, x_size]) and y ([B, y_size]); y may be null.
+  virtual void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const = 0;
+};
+
+// Adapter: a WindowDataset (which must outlive it) as a BatchSource. The epoch is ignored.
+class WindowSource final : public BatchSource {
+ public:
+  explicit WindowSource(const WindowDataset& ds) : ds_(ds) {}
+  int64_t size() const override { return ds_.size(); }
+  int64_t x_size() const override { return ds_.x_size(); }
+  int64_t y_size() const override { return ds_.y_size(); }
+  void fill(std::span<const int64_t> idx, int64_t, float* x, float* y) const override { ds_.fill_batch(idx, x, y); }
+
+ private:
+  const WindowDataset& ds_;
+};
+
+// Where slot buffers come from. The default (nullptr in LoaderOptions) is ordinary heap memory;
+// the CUDA backend can pass one that returns page-locked memory (cudaHostAlloc) so copies to
+// the device run asynchronously. Must outlive the Loader.
+struct HostAllocator {
+  virtual ~HostAllocator() = default;
+  virtual float* allocate(size_t n) = 0;          // n floats; never null (throw on failure)
+  virtual void deallocate(float* p, size_t n) = 0;
+};
+
+struct LoaderOptions {
+  int64_t workers = 0;      // background threads; 0 = fill on the consumer's thread in next()
+  int64_t prefetch = 2;     // ready-or-filling batches per worker (slots = workers * prefetch)
+  int64_t batch_size = 32;
+  bool shuffle = false;     // order from epoch_order(size, shuffle, seed, epoch)
+  uint64_t seed = 0;
+  bool drop_last = false;   // drop the final partial batch of an epoch
+  HostAllocator* allocator = nullptr;  // slot buffers; nullptr = std::vector storage
+};
+
+// One batch, valid from next() until release(). x: [count, x_size], y: [count, y_size].
+struct Batch {
+  int64_t epoch = 0;
+  int64_t index = 0;                // position of the batch in its epoch
+  int64_t count = 0;                // samples in this batch (the last may be partial)
+  std::span<const int64_t> samples; // source indices of the rows, in row order
+  const float* x = nullptr;
+  const float* y = nullptr;         // null when the source has y_size() == 0
+};
+
+class Loader {
+ public:
+  // `source` must outlive the loader. Workers start here and live until destruction.
+  Loader(const BatchSource& source, LoaderOptions opt);
+  ~Loader();  // stops and joins the workers; batches still held become invalid
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Begins (or restarts) an epoch at batch `first_batch` (a resumed run's data cursor).
+  // Batches of an earlier epoch still held by the caller stay valid until released.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
+  // The next batch of the epoch in order, blocking until it is ready; nullptr at epoch end.
+  // Rethrows (as Error) a failure raised by the source while filling this batch.
+  const Batch* next();
+  // Hands the batch's buffers back for refilling. Every batch from next() must be released;
+  // holding every slot at once and calling next() again is an error, not a deadlock.
+  void release(const Batch* b);
+
+  int64_t batches_per_epoch() const;
+  int64_t workers() const { return opt_.workers; }
+  // Seconds the consumer spent inside next() waiting for data (including synchronous fills
+  // when workers == 0), since construction or the last reset_wait().
+  double wait_seconds() const;
+  void reset_wait();
+
+ private:
+  struct Slot {
+    std::vector<float> x_store, y_store;  // used when no allocator is given
+    float* x = nullptr;
+    float* y = nullptr;
+    std::vector<int64_t> idx;
+    Batch batch;
+    enum State { Free, Filling, Ready, Held } state = Free;
+    uint64_t generation = 0;  // epoch generation the content belongs to
+    std::exception_ptr error;
+  };
+  void worker_loop();
+  bool claimable() const;  // a batch is left to claim and a slot is free (lock held)
+  void claim(Slot& s);     // copies the next batch's indices into s (lock held)
+  void fill_slot(Slot& s);
+
+  const BatchSource& src_;
+  LoaderOptions opt_;
+  std::vector<Slot> slots_;
+  std::vector<std::thread> threads_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;   // workers wait for a claimable batch
+  std::condition_variable ready_cv_;  // the consumer waits for its batch / a free slot
+  bool stop_ = false;
+  bool active_ = false;               // an epoch has been started
+  uint64_t generation_ = 0;           // bumped by start_epoch so stale fills are discarded
+  int64_t epoch_ = 0;
+  std::vector<int64_t> order_;
+  int64_t n_batches_ = 0;
+  int64_t next_claim_ = 0;            // next batch a worker will take
+  int64_t next_consume_ = 0;          // next batch next() returns
+  double wait_s_ = 0;
+};
+
+// The worker count for `data.workers: auto`, from free cores and available RAM:
+//   RAM < 8 GiB -> 0 (synchronous: worker buffers and page cache pressure cost more than
+//   they save); < 16 GiB -> at most 2; < 32 GiB -> at most 4; otherwise at most 8.
+//   Cores: free_cores - 1 (one core stays with the training step), never below 0.
+// Writes a one-line human reason (for the log) to *reason when given.
+int64_t workers_auto(int64_t free_cores, int64_t free_ram_bytes, std::string* reason = nullptr);
+// Inputs for workers_auto on this machine: hardware threads, and MemAvailable from
+// /proc/meminfo (0 when unreadable, which workers_auto treats as short RAM).
+int64_t system_cores();
+int64_t system_available_ram();
+
+}  // namespace seqtrain

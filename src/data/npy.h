@@ -1,0 +1,83 @@
+// NPY reader: NumPy .npy files (format versions 1.0, 2.0, 3.0), C order, little-endian
+// numeric dtypes, memory-mapped read-only so a dataset larger than RAM costs only the pages
+// a batch touches. Elements are converted to float one at a time as batches are filled.
+//
+// Refused with an Error naming the file and the byte offset in the header: a bad magic or
+// version, a header that is not a Python dict literal with 'descr', 'fortran_order' and
+// 'shape', Fortran order, big-endian data, dtypes other than bool/int/uint/float32/float64
+// (object, complex, strings, float16, structured ...), and a data section shorter (truncated)
+// or longer (trailing bytes) than the shape says.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+
+namespace seqtrain {
+
+enum class NpyDtype { Bool, I8, I16, I32, I64, U8, U16, U32, U64, F32, F64 };
+const char* npy_dtype_name(NpyDtype d);  // numpy's spelling: "float32", "int8", "bool", ...
+
+// A read-only memory mapping of a whole file; unmapped when the last owner goes.
+struct MappedFile {
+  const unsigned char* data = nullptr;
+  size_t size = 0;
+  MappedFile() = default;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+  // Maps `path`; throws Error naming the path when it cannot be opened or mapped.
+  static std::shared_ptr<MappedFile> open(const std::string& path);
+};
+
+struct NpyArray {
+  std::string path;
+  int version_major = 1;           // 1, 2 or 3
+  NpyDtype dtype = NpyDtype::F32;
+  int64_t itemsize = 4;
+  std::vector<int64_t> shape;      // () for a scalar
+  int64_t count = 1;               // product of shape
+  int64_t data_offset = 0;         // byte offset of element 0 in the file
+  const unsigned char* data = nullptr;
+  std::shared_ptr<MappedFile> map; // keeps `data` valid; copies share the mapping
+
+  int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
+  float at(int64_t i) const;  // element i in C order, converted to float
+  // Converts elements [first, first + n) to float into out (bounds checked).
+  void read_floats(int64_t first, int64_t n, float* out) const;
+  std::string shape_str() const;  // "(3, 4, 5)" like numpy
+};
+
+// Opens and validates a .npy file; the data stays on disk (mapped), nothing is read whole.
+NpyArray open_npy(const std::string& path);
+
+// Samples from X of shape [N, T, F] (or [N, T], read as F = 1) and optional y of shape [N]
+// (a label per sample, y_size 1), [N, H] or [N, H, targets] (y_size H * targets), each sample
+// laid out C-order exactly as in the file. Throws Error naming both files when the sample
+// counts differ. fill() is thread-safe (read-only mapping) and ignores the epoch.
+class NpySource final : public BatchSource {
+ public:
+  NpySource(NpyArray x, std::optional<NpyArray> y = std::nullopt);
+  // Opens X (and y when y_path is not empty).
+  static NpySource open(const std::string& x_path, const std::string& y_path = "");
+
+  int64_t size() const override { return n_; }
+  int64_t x_size() const override { return steps_ * features_; }
+  int64_t y_size() const override { return y_ ? y_stride_ : 0; }
+  void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const override;
+
+  int64_t steps() const { return steps_; }
+  int64_t features() const { return features_; }
+  const NpyArray& x() const { return x_; }
+  const std::optional<NpyArray>& y() const { return y_; }
+
+ private:
+  NpyArray x_;
+  std::optional<NpyArray> y_;
+  int64_t n_ = 0, steps_ = 0, features_ = 0, y_stride_ = 0;
+};
+
+}  // namespace seqtrain

@@ -1,0 +1,359 @@
+// Loader: identical batches for 0, 1 and 4 workers (with shuffle and augmentation), epoch
+// coverage and partial batches, resume from a batch cursor, restarting an epoch while workers
+// are busy, errors from the source, the held-buffer guard, data-wait accounting and the
+// workers: auto table.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+#include "data/augment.h"
+#include "data/loader.h"
+#include "data/window_dataset.h"
+
+namespace seqtrain {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+#define EXPECT_CONTAINS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
+
+// x[i][j] = sample * 1000 + j + epoch / 8, y[i] = -sample; optional per-sample delay and a
+// sample that throws, to exercise overlap and error paths.
+struct CountingSource : BatchSource {
+  int64_t n = 0, xs = 6;
+  int64_t throw_at = -1;
+  std::chrono::microseconds delay{0};
+  mutable std::atomic<int64_t> fills{0};
+  explicit CountingSource(int64_t n_) : n(n_) {}
+  int64_t size() const override { return n; }
+  int64_t x_size() const override { return xs; }
+  int64_t y_size() const override { return 1; }
+  void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const override {
+    for (size_t b = 0; b < idx.size(); ++b) {
+      ST_CHECK(idx[b] != throw_at, "sample {} is broken on purpose", idx[b]);
+      if (delay.count() > 0) std::this_thread::sleep_for(delay);
+      for (int64_t j = 0; j < xs; ++j) x[b * xs + j] = float(idx[b] * 1000 + j) + float(epoch) / 8;
+      if (y) y[b] = -float(idx[b]);
+    }
+    fills += 1;
+  }
+};
+
+// Every batch of `epochs` epochs as raw bytes (x then y per batch), plus batch metadata.
+std::vector<std::vector<float>> drain(const BatchSource& src, LoaderOptions opt, int64_t epochs, int64_t first_epoch = 0) {
+  Loader loader(src, opt);
+  std::vector<std::vector<float>> out;
+  for (int64_t e = first_epoch; e < first_epoch + epochs; ++e) {
+    loader.start_epoch(e);
+    int64_t expect_index = 0;
+    while (const Batch* b = loader.next()) {
+      EXPECT_EQ(b->epoch, e);
+      EXPECT_EQ(b->index, expect_index++);
+      std::vector<float> v(b->x, b->x + b->count * src.x_size());
+      if (b->y) v.insert(v.end(), b->y, b->y + b->count * src.y_size());
+      for (int64_t s : b->samples) v.push_back(float(s));
+      out.push_back(std::move(v));
+      loader.release(b);
+    }
+    EXPECT_EQ(expect_index, loader.batches_per_epoch());
+  }
+  return out;
+}
+
+bool bitwise_equal(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+// A real windowed series: 400 rows of 3 columns with distinct values.
+struct SeriesFixture {
+  std::shared_ptr<Series> table = std::make_shared<Series>();
+  WindowDataset ds;
+  SeriesFixture() {
+    table->columns = {"a", "b", "c"};
+    table->rows = 400;
+    for (int64_t r = 0; r < table->rows; ++r)
+      for (int c = 0; c < 3; ++c) table->values.push_back(std::sin(0.05f * float(r) * float(c + 1)) + float(c));
+    ds = WindowDataset(table, RowRange{0, 400}, {0, 1, 2}, {0}, 16, 2, 1);
+  }
+};
+
+TEST(DataLoader, IdenticalBatchesForZeroOneAndFourWorkers) {
+  SeriesFixture fx;
+  WindowSource plain(fx.ds);
+  AugmentOptions aug;
+  aug.seed = 11;
+  aug.jitter_sigma = 0.05f;
+  aug.scale_sigma = 0.1f;
+  aug.warp_sigma = 0.2f;
+  aug.shift_max = 3;
+  aug.mask_prob = 0.05f;
+  aug.mask_width = 2;
+  AugmentedSource augmented(plain, aug, 16, 3);
+  for (bool shuffle : {false, true}) {
+    for (const BatchSource* src : {static_cast<const BatchSource*>(&plain), static_cast<const BatchSource*>(&augmented)}) {
+      LoaderOptions opt;
+      opt.batch_size = 24;  // 383 windows: 15 full batches and one of 23
+      opt.shuffle = shuffle;
+      opt.seed = 5;
+      opt.prefetch = 3;
+      opt.workers = 0;
+      auto ref = drain(*src, opt, 3);
+      ASSERT_EQ(ref.size(), 3u * 16u);
+      for (int64_t w : {1, 4}) {
+        opt.workers = w;
+        EXPECT_TRUE(bitwise_equal(ref, drain(*src, opt, 3)))
+            << "workers=" << w << " shuffle=" << shuffle << " augmented=" << (src == &augmented);
+      }
+    }
+  }
+  // The augmentation really changed the data, and differently per epoch.
+  LoaderOptions opt;
+  opt.batch_size = 400;
+  auto a = drain(plain, opt, 2), b = drain(augmented, opt, 2);
+  EXPECT_FALSE(bitwise_equal(a, b));
+  EXPECT_NE(std::memcmp(b[0].data(), b[1].data(), 16 * 3 * sizeof(float)), 0);
+}
+
+TEST(DataLoader, EpochVisitsEverySampleOnceWithPartialOrDroppedLastBatch) {
+  CountingSource src(103);
+  for (bool drop_last : {false, true}) {
+    LoaderOptions opt;
+    opt.workers = 2;
+    opt.batch_size = 10;
+    opt.shuffle = true;
+    opt.seed = 3;
+    opt.drop_last = drop_last;
+    Loader loader(src, opt);
+    EXPECT_EQ(loader.batches_per_epoch(), drop_last ? 10 : 11);
+    loader.start_epoch(4);
+    std::set<int64_t> seen;
+    int64_t last_count = 0;
+    auto order = epoch_order(103, true, 3, 4);
+    int64_t pos = 0;
+    while (const Batch* b = loader.next()) {
+      for (int64_t i = 0; i < b->count; ++i) {
+        const int64_t s = b->samples[i];
+        EXPECT_EQ(s, order[pos++]);  // the documented epoch_order, chunked
+        EXPECT_TRUE(seen.insert(s).second) << "sample " << s << " twice";
+        EXPECT_EQ(b->x[i * 6 + 2], float(s * 1000 + 2) + 0.5f);  // epoch 4 / 8
+        EXPECT_EQ(b->y[i], -float(s));
+      }
+      last_count = b->count;
+      loader.release(b);
+    }
+    EXPECT_EQ(seen.size(), drop_last ? 100u : 103u);
+    EXPECT_EQ(last_count, drop_last ? 10 : 3);
+    EXPECT_EQ(loader.next(), nullptr);  // stays at the end
+  }
+}
+
+TEST(DataLoader, ResumeFromBatchCursorReplaysTheTail) {
+  CountingSource src(50);
+  LoaderOptions opt;
+  opt.batch_size = 4;
+  opt.shuffle = true;
+  opt.seed = 9;
+  opt.workers = 3;
+  auto full = drain(src, opt, 1, 2);
+  Loader loader(src, opt);
+  loader.start_epoch(2, 5);
+  std::vector<std::vector<float>> tail;
+  while (const Batch* b = loader.next()) {
+    EXPECT_EQ(b->index, 5 + int64_t(tail.size()));
+    std::vector<float> v(b->x, b->x + b->count * 6);
+    v.insert(v.end(), b->y, b->y + b->count);
+    for (int64_t s : b->samples) v.push_back(float(s));
+    tail.push_back(std::move(v));
+    loader.release(b);
+  }
+  EXPECT_TRUE(bitwise_equal(tail, std::vector<std::vector<float>>(full.begin() + 5, full.end())));
+  EXPECT_CONTAINS(error_of([&] { loader.start_epoch(0, 14); }), "outside the epoch's 13 batches");
+}
+
+TEST(DataLoader, RestartingAnEpochWhileWorkersAreBusyDiscardsStaleBatches) {
+  CountingSource src(200);
+  src.delay = std::chrono::microseconds(200);
+  LoaderOptions opt;
+  opt.batch_size = 8;
+  opt.workers = 4;
+  opt.prefetch = 2;
+  opt.shuffle = true;
+  Loader loader(src, opt);
+  loader.start_epoch(0);
+  const Batch* held = loader.next();  // an old-epoch batch kept across the restart
+  const Batch* b = loader.next();
+  loader.release(b);
+  loader.start_epoch(1);  // workers are mid-fill of epoch 0 batches
+  auto order = epoch_order(200, true, 0, 1);
+  int64_t pos = 0;
+  while ((b = loader.next()) != nullptr) {
+    EXPECT_EQ(b->epoch, 1);
+    for (int64_t i = 0; i < b->count; ++i) {
+      EXPECT_EQ(b->samples[i], order[pos++]);
+      EXPECT_EQ(b->x[i * 6], float(order[pos - 1] * 1000) + 0.125f);
+    }
+    loader.release(b);
+  }
+  EXPECT_EQ(pos, 200);
+  EXPECT_EQ(held->epoch, 0);  // still intact until released
+  loader.release(held);
+}
+
+TEST(DataLoader, SourceErrorsReachTheConsumerAndShutdownIsClean) {
+  for (int64_t w : {0, 2}) {
+    CountingSource src(40);
+    src.throw_at = 17;
+    LoaderOptions opt;
+    opt.batch_size = 5;
+    opt.workers = w;
+    Loader loader(src, opt);
+    loader.start_epoch(0);
+    std::string err;
+    int64_t good = 0;
+    for (;;) {
+      try {
+        const Batch* b = loader.next();
+        if (!b) break;
+        ++good;
+        loader.release(b);
+      } catch (const Error& e) {
+        err = e.what();
+        break;
+      }
+    }
+    EXPECT_EQ(good, 3) << "workers=" << w;  // batches 0..2 hold samples 0..14
+    EXPECT_CONTAINS(err, "sample 17 is broken");
+  }
+}
+
+TEST(DataLoader, HoldingEveryBufferIsAnErrorNotADeadlock) {
+  CountingSource src(100);
+  for (int64_t w : {0, 1}) {
+    LoaderOptions opt;
+    opt.batch_size = 2;
+    opt.workers = w;
+    opt.prefetch = 1;
+    Loader loader(src, opt);  // 2 slots: one prefetching, one held
+    loader.start_epoch(0);
+    const Batch* a = loader.next();
+    const Batch* b = loader.next();
+    EXPECT_CONTAINS(error_of([&] { loader.next(); }), "release()");
+    loader.release(a);
+    EXPECT_CONTAINS(error_of([&] { loader.release(a); }), "released twice");
+    const Batch* c = loader.next();
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->index, 2);
+    loader.release(b);
+    loader.release(c);
+  }
+  EXPECT_CONTAINS(error_of([&] { Loader l(src, LoaderOptions{.workers = 0, .prefetch = 2, .batch_size = 0}); }),
+                  "data.batch_size");
+  EXPECT_CONTAINS(error_of([&] { Loader l(src, LoaderOptions{.workers = -1}); }), "data.workers");
+  EXPECT_CONTAINS(error_of([&] { Loader l(src, LoaderOptions{.workers = 1, .prefetch = 0}); }), "data.prefetch");
+}
+
+TEST(DataLoader, PrefetchHidesFillTimeAndDataWaitIsMeasured) {
+  // 20 batches of 2 ms fill each; the "step" sleeps 4 ms. Synchronous: the step waits the whole
+  // fill (>= 40 ms). Two workers fill ahead while the step runs, so wait drops to about one fill.
+  CountingSource src(20);
+  src.delay = std::chrono::milliseconds(2);
+  double wait[2];
+  for (int k = 0; k < 2; ++k) {
+    LoaderOptions opt;
+    opt.batch_size = 1;
+    opt.workers = k == 0 ? 0 : 2;
+    opt.prefetch = 2;
+    Loader loader(src, opt);
+    loader.start_epoch(0);
+    while (const Batch* b = loader.next()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(4));
+      loader.release(b);
+    }
+    wait[k] = loader.wait_seconds();
+    loader.reset_wait();
+    EXPECT_EQ(loader.wait_seconds(), 0.0);
+  }
+  EXPECT_GE(wait[0], 0.038);
+  EXPECT_LT(wait[1], wait[0] / 2) << "sync " << wait[0] << " s, prefetched " << wait[1] << " s";
+}
+
+// Counts live buffers and remembers their addresses, like a pinned-memory allocator would.
+struct CountingAllocator : HostAllocator {
+  std::set<float*> live;
+  int64_t allocations = 0;
+  float* allocate(size_t n) override {
+    float* p = new float[n == 0 ? 1 : n];
+    live.insert(p);
+    ++allocations;
+    return p;
+  }
+  void deallocate(float* p, size_t) override {
+    EXPECT_EQ(live.erase(p), 1u) << "freed a buffer it did not allocate";
+    delete[] p;
+  }
+};
+
+TEST(DataLoader, SlotBuffersComeFromTheGivenAllocatorAndAreReused) {
+  CountingSource src(64);
+  CountingAllocator alloc;
+  {
+    LoaderOptions opt;
+    opt.workers = 2;
+    opt.prefetch = 2;
+    opt.batch_size = 4;
+    opt.allocator = &alloc;
+    Loader loader(src, opt);
+    EXPECT_EQ(alloc.allocations, 2 * (2 * 2 + 1));  // x and y for each of 5 slots
+    std::set<const float*> seen;
+    for (int e = 0; e < 2; ++e) {
+      loader.start_epoch(e);
+      while (const Batch* b = loader.next()) {
+        EXPECT_EQ(alloc.live.count(const_cast<float*>(b->x)), 1u);
+        seen.insert(b->x);
+        loader.release(b);
+      }
+    }
+    EXPECT_LE(seen.size(), 5u);  // 32 batches through at most 5 reused buffers
+    EXPECT_EQ(alloc.allocations, 10);
+  }
+  EXPECT_TRUE(alloc.live.empty()) << "buffers leaked";
+}
+
+TEST(DataLoader, WorkersAutoFollowsCoresAndRam) {
+  constexpr int64_t GiB = int64_t{1} << 30;
+  std::string why;
+  EXPECT_EQ(workers_auto(16, 64 * GiB, &why), 8);
+  EXPECT_CONTAINS(why, "data.workers auto = 8");
+  EXPECT_EQ(workers_auto(4, 64 * GiB), 3);   // one core left for the step
+  EXPECT_EQ(workers_auto(1, 64 * GiB), 0);
+  EXPECT_EQ(workers_auto(16, 20 * GiB), 4);
+  EXPECT_EQ(workers_auto(16, 10 * GiB, &why), 2);
+  EXPECT_CONTAINS(why, "caps workers at 2");
+  EXPECT_EQ(workers_auto(64, 7 * GiB, &why), 0);
+  EXPECT_CONTAINS(why, "less than 8 GiB");
+  EXPECT_EQ(workers_auto(8, 0), 0);  // unknown RAM counts as short
+  EXPECT_GE(system_cores(), 1);
+  EXPECT_GT(system_available_ram(), 0);
+}
+
+}  // namespace
+}  // namespace seqtrain
