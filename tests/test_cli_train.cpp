@@ -77,12 +77,7 @@ TEST(CliTrain, KillNineThenResumeMatchesUninterruptedRunBitForBit) {
   ASSERT_EQ(run(args + " --out " + (dir / "a")).rc, 0);
 
   const std::string b = dir / "b";
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::string cmd = seqtrain_binary() + " " + args + " --out " + b + " >/dev/null 2>&1";
-    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), (char*)nullptr);
-    _exit(127);
-  }
+  pid_t pid = spawn_seqtrain(args + " --out " + b, dir / "b.log");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (!fs::exists(b + "/checkpoints/last/state.json") && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -111,6 +106,13 @@ TEST(CliTrain, CorruptCheckpointIsRefusedEvalAndPredictWork) {
   Result e = run("eval " + out);
   ASSERT_EQ(e.rc, 0) << e.out;
   EXPECT_GT(value_after(e.out, "rmse"), 0.0);
+
+  // A crash between moving the old best aside and renaming the new one in: eval reads .old-best.
+  fs::rename(out + "/checkpoints/best", out + "/checkpoints/.old-best");
+  Result old_best = run("eval " + out);
+  EXPECT_EQ(old_best.rc, 0) << old_best.out;
+  EXPECT_EQ(value_after(old_best.out, "rmse"), value_after(e.out, "rmse"));
+  fs::rename(out + "/checkpoints/.old-best", out + "/checkpoints/best");
 
   // A CSV in the training columns: the synthetic series itself is not on disk, so write one.
   std::ofstream csv(dir / "in.csv");
@@ -197,7 +199,8 @@ TEST(CliTrain, SigtermWritesLastExitsCleanlyAndResumes) {
   const std::string b = dir / "b";
   pid_t pid = spawn_seqtrain(args + " --out " + b, dir / "b.log");
   // The first train record (step 5) shows training is under way; stop it right then.
-  ASSERT_TRUE(wait_until([&] { return read_metrics(b + "/metrics.jsonl").size() >= 1; }));
+  ASSERT_TRUE(wait_until([&] { return read_metrics(b + "/metrics.jsonl").size() >= 1 || !running(pid); }));
+  ASSERT_TRUE(running(pid)) << "the run ended before the signal:\n" << slurp(dir / "b.log");
   kill(pid, SIGTERM);
   const int status = wait_status(pid);
   ASSERT_TRUE(WIFEXITED(status)) << "seqtrain died of signal " << WTERMSIG(status) << " instead of stopping cleanly:\n" << slurp(dir / "b.log");
@@ -224,7 +227,8 @@ TEST(CliTrain, KilledBeforeFirstCheckpointResumesFromTheBeginningAndSaysSo) {
   const std::string args = "train " + kExample + kSmall + " --set data.synthetic.rows=20000 --quiet";
   const std::string b = dir / "b";
   pid_t pid = spawn_seqtrain(args + " --out " + b, dir / "b.log");
-  ASSERT_TRUE(wait_until([&] { return fs::exists(b + "/config.yaml"); }));
+  ASSERT_TRUE(wait_until([&] { return fs::exists(b + "/config.yaml") || !running(pid); }));
+  ASSERT_TRUE(running(pid)) << "the run ended before the kill:\n" << slurp(dir / "b.log");
   kill(pid, SIGKILL);
   wait_status(pid);
   ASSERT_TRUE(checkpoint_dirs(b).empty()) << "the kill came too late for this test";

@@ -28,6 +28,19 @@ Config small_config(std::vector<std::string> extra) {
   return load_config(example_config(), o);
 }
 
+// The step of the newest train record in metrics.jsonl (0 when none); tolerates a line being
+// written while it reads.
+int64_t latest_step(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  int64_t step = 0;
+  while (std::getline(f, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("split", "") == "train") step = std::max<int64_t>(step, j.value("step", 0));
+  }
+  return step;
+}
+
 TrainSummary train_quiet(const Config& c, const std::string& out, bool resume = false) {
   return train(c, TrainOptions{out, resume, false, true});
 }
@@ -197,11 +210,13 @@ TEST(TrainerCheckpoints, CheckpointInsideGradientAccumulationResumesExactly) {
 // Kill -9 at random moments, five times over one run (the third kill timed to land while a
 // checkpoint is being written): after every kill each checkpoint directory loads and verifies;
 // the last resume finishes the run bit-identical to an uninterrupted one, metrics included.
+// A checkpoint every 2 steps keeps a write in flight much of the time; every step would make
+// the test slow on a busy disk (each checkpoint is several fsyncs).
 TEST(TrainerCheckpoints, KillNineAtRandomMomentsLeavesOnlyWholeCheckpoints) {
   TempDir dir;
   const std::string args = "train " + example_config() + kSmall +
-                           " --set train.epochs=6 --set train.checkpoint_every=1 --set train.keep_last=3"
-                           " --set model.dropout=0.1 --set runtime.deterministic=true --quiet";
+                           " --set train.epochs=3 --set train.checkpoint_every=2 --set train.keep_last=3"
+                           " --set model.dropout=0.1 --set runtime.deterministic=true --set train.log_every=1 --quiet";
   const std::string a = dir / "a", b = dir / "b";
   ASSERT_EQ(run_seqtrain(args + " --out " + a).rc, 0);
 
@@ -210,25 +225,38 @@ TEST(TrainerCheckpoints, KillNineAtRandomMomentsLeavesOnlyWholeCheckpoints) {
   const Dataset data = load_dataset(cfg);
   auto model = make_model(model_spec(cfg, data));
 
+  // Kill points are training steps, not wall-clock delays, so the trials land mid-run however
+  // fast or slow the disk is today: five sorted random steps of the 114, then a random
+  // 0-20 ms more.
   std::mt19937 rng(20240607);
-  int killed = 0;
+  std::vector<int64_t> targets;
+  for (int i = 0; i < 5; ++i) targets.push_back(std::uniform_int_distribution<int64_t>(4, 104)(rng));
+  std::sort(targets.begin(), targets.end());
+  int killed = 0, cut_writes = 0;
   for (int trial = 0; trial < 5; ++trial) {
     const bool first = !fs::exists(b + "/config.yaml");
+    // A resumed run first cuts metrics.jsonl back; until then it still shows the killed run's steps.
+    const int64_t target = std::max(targets[trial], latest_step(b + "/metrics.jsonl") + 2);
     pid_t pid = spawn_seqtrain(first ? args + " --out " + b : "train --resume " + b + " --quiet", dir / "log");
+    wait_until([&] { return !running(pid) || latest_step(b + "/metrics.jsonl") >= target; });
     if (trial == 2) {
       // Kill while a checkpoint write is in flight: its temporary directory exists.
       wait_until([&] {
+        if (!running(pid)) return true;
         std::error_code ec;
         for (const auto& e : fs::directory_iterator(b + "/checkpoints", ec))
           if (e.path().filename().string().rfind(".tmp-", 0) == 0) return true;
         return false;
-      }, 20);
+      });
     } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(60, 400)(rng)));
+      std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 20000)(rng)));
     }
     kill(pid, SIGKILL);
     const int status = wait_status(pid);
     if (WIFSIGNALED(status)) ++killed;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(b + "/checkpoints", ec))
+      if (e.path().filename().string().rfind(".tmp-", 0) == 0) ++cut_writes;  // this kill cut a write short
     else ASSERT_EQ(WEXITSTATUS(status), 0) << slurp(dir / "log");
     for (const auto& d : checkpoint_dirs(b)) {
       OptimizerState os;
@@ -237,6 +265,8 @@ TEST(TrainerCheckpoints, KillNineAtRandomMomentsLeavesOnlyWholeCheckpoints) {
     if (!WIFSIGNALED(status)) break;  // the run finished before this kill
   }
   EXPECT_GE(killed, 3) << "most kills should land while the run is going";
+  RecordProperty("kills_that_cut_a_checkpoint_write_short", cut_writes);
+  EXPECT_GE(cut_writes, 1) << "no kill landed during a checkpoint write";
 
   Result fin = run_seqtrain("train --resume " + b + " --quiet");
   ASSERT_EQ(fin.rc, 0) << fin.out;

@@ -56,13 +56,21 @@ inline double value_after(const std::string& text, const std::string& key) {
 // Starts `seqtrain ARGS` in the background, output to `log`; returns its pid (the binary
 // itself, not a shell, so signals reach seqtrain).
 inline pid_t spawn_seqtrain(const std::string& args, const std::string& log) {
+  // Built before fork: the test process has threads, so the child may only exec or _exit
+  // (a lock another thread held at fork time, in malloc say, would never be released).
+  const std::string cmd = "exec " + seqtrain_binary() + " " + args + " > " + log + " 2>&1";
   pid_t pid = fork();
   if (pid == 0) {
-    std::string cmd = "exec " + seqtrain_binary() + " " + args + " > " + log + " 2>&1";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr);
     _exit(127);
   }
   return pid;
+}
+
+// True while the child `pid` has not exited (it is not reaped here).
+inline bool running(pid_t pid) {
+  siginfo_t info{};
+  return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
 }
 
 // Polls `ready` every millisecond for up to `seconds`; true when it became true.

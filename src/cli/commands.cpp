@@ -16,9 +16,13 @@ namespace seqtrain {
 namespace fs = std::filesystem;
 
 namespace {
-// A run directory means its best checkpoint.
+// A run directory means its best checkpoint. When a crash fell between moving the previous
+// best aside and renaming the new one in, the previous one (.old-best) is whole: use it.
+// (Only reading here; the next `train --resume` puts it back in place.)
 std::string checkpoint_dir(const std::string& path) {
-  if (fs::exists(fs::path(path) / "checkpoints" / "best" / "state.json")) return (fs::path(path) / "checkpoints" / "best").string();
+  const fs::path ck = fs::path(path) / "checkpoints";
+  if (fs::exists(ck / "best" / "state.json")) return (ck / "best").string();
+  if (!fs::exists(ck / "best") && fs::exists(ck / ".old-best" / "state.json")) return (ck / ".old-best").string();
   return path;
 }
 

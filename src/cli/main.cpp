@@ -1,15 +1,18 @@
 // seqtrain command-line entry point: parses the command line with CLI11 and hands each
 // command to its function in cli/commands.h. Every seqtrain::Error becomes one message on
-// stderr and exit code 2; nothing escapes as a crash.
+// stderr and exit code 2; nothing escapes as a crash. SIGINT/SIGTERM during `train` stop it
+// cleanly after the current step (exit code 128 + signal, `last` written).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "train/trainer.h"
 
 int main(int argc, char** argv) {
   using namespace seqtrain;
+  route_stop_signals();  // first, before any thread starts (see its comment)
   CLI::App app{"seqtrain: fast, dependable training of sequence models (LSTM/GRU forecasters)"};
   app.require_subcommand(1);
 
@@ -18,7 +21,10 @@ int main(int argc, char** argv) {
   train->add_option("config", train_args.config, "YAML config file")->check(CLI::ExistingFile);
   train->add_option("--set", train_args.overrides, "Override a config key: --set train.epochs=3 (repeatable)");
   train->add_option("--out", train_args.out, "Run directory (default runs/<config name>)");
-  train->add_option("--resume", train_args.resume, "Continue the run in this directory from checkpoints/last");
+  train->add_option("--resume", train_args.resume,
+                    "Continue the run in this directory from its newest checkpoint (normally checkpoints/last); "
+                    "--set may change only train.epochs, train.max_steps, train.early_stopping.patience, "
+                    "runtime.threads");
   train->add_flag("--overwrite", train_args.overwrite, "Replace a run already in --out");
   train->add_option("--threads", train_args.threads, "Intra-op threads (default: runtime.threads, 0 = all cores)");
   train->add_flag("--quiet", train_args.quiet, "Print only errors");

@@ -190,4 +190,37 @@ std::vector<std::string> recover_checkpoints(const std::string& ckpt_dir) {
   return notes;
 }
 
+CheckpointWriter::~CheckpointWriter() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void CheckpointWriter::submit(WriteJob job, const ParamStore& params, OptimizerState optimizer, nlohmann::json state) {
+  wait();
+  if (!snapshot_) {
+    snapshot_ = std::make_unique<ParamStore>();
+    for (const auto& e : params.entries()) snapshot_->add(e.name, e.shape);
+    snapshot_->finalize();
+  }
+  std::copy(params.params(), params.params() + params.size(), snapshot_->params());
+  opt_ = std::move(optimizer);
+  thread_ = std::thread([this, job = std::move(job), state = std::move(state)] {
+    try {
+      save_checkpoint(job.dir, CheckpointData{snapshot_.get(), opt_, state});
+      if (!job.link_last.empty()) link_checkpoint(job.dir, job.link_last);
+      if (!job.prune_in.empty()) prune_step_checkpoints(job.prune_in, job.keep, job.protect);
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  });
+}
+
+void CheckpointWriter::wait() {
+  if (thread_.joinable()) thread_.join();
+  if (!error_.empty()) {
+    std::string e = std::move(error_);
+    error_.clear();
+    fail("writing a checkpoint failed: {}", e);
+  }
+}
+
 }  // namespace seqtrain

@@ -9,10 +9,13 @@
 // The tags a run writes (docs/CHECKPOINTS.md): `best`, `last`, and `step-<N>` (N = optimizer
 // steps taken) every train.checkpoint_every steps or at each epoch's end. The helpers below
 // manage checkpoints/ as a whole: listing and pruning step checkpoints, publishing `last` as
-// hard links of a step checkpoint, and tidying what a crash left behind.
+// hard links of a step checkpoint, and tidying what a crash left behind. CheckpointWriter
+// writes them on a background thread so training only pays for a memory copy.
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -59,5 +62,38 @@ void prune_step_checkpoints(const std::string& ckpt_dir, int64_t keep, const std
 // renamed into place) is restored as <tag> when <tag> is missing and removed otherwise.
 // Returns one human-readable line per action. Call it only while no writer is running.
 std::vector<std::string> recover_checkpoints(const std::string& ckpt_dir);
+
+// What the background writer does with one snapshot: write `dir`; then, for periodic
+// checkpoints, publish `link_last` as hard links of it and prune older step checkpoints.
+// Pruning comes last, so a step checkpoint is only deleted once a newer one is safely on disk.
+struct WriteJob {
+  std::string dir;
+  std::string link_last;  // empty: no `last` update
+  std::string prune_in;   // checkpoints/ to prune; empty: no pruning
+  int64_t keep = 0;       // prune_step_checkpoints' keep
+  std::string protect;    // tag never pruned (the checkpoint this run resumed from)
+};
+
+// Writes checkpoints from snapshots on one background thread, one at a time, so the training
+// loop only pays for a memory copy (and waits only when checkpoints come faster than the
+// disk takes them). A failed write is reported by the next submit() or wait() as an Error.
+class CheckpointWriter {
+ public:
+  CheckpointWriter() = default;
+  ~CheckpointWriter();  // joins; never throws (errors are wait()'s to report)
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Waits for the previous job, snapshots `params` (and takes `optimizer`), then starts `job`.
+  void submit(WriteJob job, const ParamStore& params, OptimizerState optimizer, nlohmann::json state);
+  // Waits for the job in flight; throws Error if it failed.
+  void wait();
+
+ private:
+  std::unique_ptr<ParamStore> snapshot_;
+  OptimizerState opt_;
+  std::thread thread_;
+  std::string error_;
+};
 
 }  // namespace seqtrain

@@ -31,40 +31,20 @@ namespace seqtrain {
 namespace fs = std::filesystem;
 
 namespace {
-std::atomic<int> g_signal{0};
+std::atomic<int> g_signal{0};         // the first stop signal a running train() received
+std::atomic<bool> g_stop_armed{false};  // a train() loop is listening for stop signals
 
-// First SIGINT/SIGTERM: ask the loop to stop after the current step and write `last`. A
-// second one means the user will not wait: the default action (termination) runs at once.
-void on_signal(int sig) {
-  if (g_signal.exchange(sig) != 0) {
-    ::signal(sig, SIG_DFL);
-    ::raise(sig);
-  }
-}
-
-// Routes SIGINT and SIGTERM to on_signal while a training job runs; restores the previous
-// handlers afterwards. SA_RESTART so a signal never makes a checkpoint write fail with EINTR.
+// Arms the stop flag for one train() call. Signals reach it only when the process called
+// route_stop_signals(); otherwise they keep their default action.
 class SignalGuard {
  public:
   SignalGuard() {
     g_signal.store(0);
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
+    g_stop_armed.store(true);
   }
-  ~SignalGuard() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
+  ~SignalGuard() { g_stop_armed.store(false); }
   SignalGuard(const SignalGuard&) = delete;
   SignalGuard& operator=(const SignalGuard&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
 };
 
 // An exclusive flock on <run>/.lock for the whole job. Two processes training into one run
@@ -100,60 +80,6 @@ LossOptions loss_options(double huber_delta) {
   o.huber_delta = static_cast<float>(huber_delta);
   return o;
 }
-
-// What the background writer does with one snapshot: write `dir`; then, for periodic
-// checkpoints, publish `last` as hard links of it and prune older step checkpoints. Pruning
-// comes last, so a step checkpoint is only deleted once a newer one is safely on disk.
-struct WriteJob {
-  std::string dir;
-  std::string link_last;  // empty: no `last` update
-  std::string prune_in;   // checkpoints/ to prune; empty: no pruning
-  int64_t keep = 0;
-  std::string protect;    // tag never pruned (the checkpoint this run resumed from)
-};
-
-// Writes checkpoints from snapshots on one background thread, one at a time, so the training
-// loop only pays for a memory copy (and waits only when checkpoints come faster than the
-// disk takes them).
-class CheckpointWriter {
- public:
-  ~CheckpointWriter() {
-    if (thread_.joinable()) thread_.join();  // errors were reported by wait(); never throw here
-  }
-  void submit(WriteJob job, const ParamStore& params, OptimizerState opt, nlohmann::json state) {
-    wait();
-    if (!snapshot_) {
-      snapshot_ = std::make_unique<ParamStore>();
-      for (const auto& e : params.entries()) snapshot_->add(e.name, e.shape);
-      snapshot_->finalize();
-    }
-    std::copy(params.params(), params.params() + params.size(), snapshot_->params());
-    opt_ = std::move(opt);
-    thread_ = std::thread([this, job = std::move(job), state = std::move(state)] {
-      try {
-        save_checkpoint(job.dir, CheckpointData{snapshot_.get(), opt_, state});
-        if (!job.link_last.empty()) link_checkpoint(job.dir, job.link_last);
-        if (!job.prune_in.empty()) prune_step_checkpoints(job.prune_in, job.keep, job.protect);
-      } catch (const std::exception& e) {
-        error_ = e.what();
-      }
-    });
-  }
-  void wait() {
-    if (thread_.joinable()) thread_.join();
-    if (!error_.empty()) {
-      std::string e = std::move(error_);
-      error_.clear();
-      fail("writing a checkpoint failed: {}", e);
-    }
-  }
-
- private:
-  std::unique_ptr<ParamStore> snapshot_;
-  OptimizerState opt_;
-  std::thread thread_;
-  std::string error_;
-};
 
 // Mean squared error of predicting every horizon step as the window's last observed target
 // value: the bar a forecaster must clear to be worth anything.
@@ -258,6 +184,31 @@ std::vector<std::pair<std::string, std::string>> flatten_yaml(const std::string&
   return out;
 }
 }  // namespace
+
+void route_stop_signals() {
+  // Why not a sigaction handler: oneDNN 2.6's JIT sgemm kernels point rsp into the heap while
+  // they run (oneDNN issue #4845, fixed upstream in 2026), so a handler that interrupts one
+  // pushes its frame onto the heap and corrupts it. Blocked signals are never delivered
+  // asynchronously; the watcher thread takes them with sigwait on its own stack instead.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread started from now on
+  std::thread([set] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) continue;
+      if (g_stop_armed.load() && g_signal.exchange(sig) == 0) continue;  // train() stops after this step
+      // No training is listening, or this is the second signal: end the process the way the
+      // signal's default action would.
+      ::signal(sig, SIG_DFL);
+      pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+      ::raise(sig);
+      ::_exit(128 + sig);
+    }
+  }).detach();
+}
 
 const std::vector<std::string>& resume_changeable_keys() {
   static const std::vector<std::string> keys = {"train.epochs", "train.max_steps", "train.early_stopping.patience",

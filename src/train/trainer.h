@@ -31,6 +31,13 @@ struct TrainSummary {
 
 TrainSummary train(const Config& config, const TrainOptions& options);
 
+// Makes SIGINT and SIGTERM stop a running train() cleanly: the current step finishes, `last`
+// is written and train() returns with stopped_by "signal". A second signal, or one that
+// arrives while no training runs, ends the process as usual. Call it at the top of main(),
+// before any thread exists: it blocks both signals in the calling thread (new threads inherit
+// that) and receives them on a watcher thread. Without it, train() does not catch signals.
+void route_stop_signals();
+
 // Model shape for a config and a dataset.
 ModelSpec model_spec(const Config& config, const Dataset& data);
 
