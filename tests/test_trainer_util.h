@@ -104,6 +104,9 @@ inline std::vector<nlohmann::json> timeless(std::vector<nlohmann::json> records)
   for (auto& r : records) {
     r.erase("samples_per_s");
     r.erase("time_s");
+    r.erase("data_wait_s");      // the "data" records' timings
+    r.erase("data_wait_share");
+    r.erase("epoch_train_s");
   }
   return records;
 }

@@ -19,6 +19,18 @@ struct SyntheticConfig {
   bool operator==(const SyntheticConfig&) const = default;
 };
 
+// Series augmentation, seeded per (seed, epoch, sample); see docs/PIPELINE.md.
+struct AugmentConfig {
+  double jitter_sigma = 0.0;  // >= 0; gaussian noise added to every value
+  double scale_sigma = 0.0;   // >= 0; one multiplicative factor per feature, N(1, sigma)
+  double warp_sigma = 0.0;    // >= 0; smooth magnitude warp through warp_knots knots
+  int64_t warp_knots = 4;     // >= 1
+  int64_t shift_max = 0;      // >= 0; time shift by up to this many steps (edge repeated)
+  double mask_prob = 0.0;     // [0, 1); chance a step starts a masked run
+  int64_t mask_width = 1;     // >= 1; steps per masked run
+  bool operator==(const AugmentConfig&) const = default;
+};
+
 struct DataConfig {
   std::string source = "synthetic";        // csv | synthetic
   std::string path;                        // csv file; made absolute by load_config
@@ -31,6 +43,9 @@ struct DataConfig {
   std::string normalize = "zscore";        // zscore | minmax | none
   std::string nan_policy = "error";        // error | drop | ffill
   SyntheticConfig synthetic;
+  std::string workers = "auto";            // loader threads: an integer >= 0, or auto
+  int64_t prefetch = 2;                    // >= 1; ready batches queued per worker
+  AugmentConfig augment;                   // training split only; all zero = off
   bool operator==(const DataConfig&) const = default;
 };
 

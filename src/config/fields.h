@@ -51,6 +51,8 @@ using Choices = std::initializer_list<const char*>;
 //   field(key, std::vector<std::string>&)  list of column names
 //   field(key, std::array<double, 3>&)     split fractions
 struct PathTag {};
+// A count that may also be the word auto (data.workers): kept as text, validated on load.
+struct CountOrAuto {};
 
 template <typename C, typename V>
 void visit_fields(C& c, V&& v) {
@@ -70,6 +72,15 @@ void visit_fields(C& c, V&& v) {
   v.field("data.synthetic.rows", d.synthetic.rows, at_least(1));
   v.field("data.synthetic.seed", d.synthetic.seed);
   v.field("data.synthetic.noise", d.synthetic.noise, at_least(0));
+  v.field("data.workers", d.workers, CountOrAuto{});
+  v.field("data.prefetch", d.prefetch, at_least(1));
+  v.field("data.augment.jitter_sigma", d.augment.jitter_sigma, at_least(0));
+  v.field("data.augment.scale_sigma", d.augment.scale_sigma, at_least(0));
+  v.field("data.augment.warp_sigma", d.augment.warp_sigma, at_least(0));
+  v.field("data.augment.warp_knots", d.augment.warp_knots, at_least(1));
+  v.field("data.augment.shift_max", d.augment.shift_max, at_least(0));
+  v.field("data.augment.mask_prob", d.augment.mask_prob, unit_right_open());
+  v.field("data.augment.mask_width", d.augment.mask_width, at_least(1));
 
   auto& m = c.model;
   v.field("model.type", m.type, Choices{"lstm", "gru", "mlp"});

@@ -148,6 +148,15 @@ class Assign {
       if (v == o) { x = v; return; }
     fail("{}: config key '{}' expects {}, got '{}'{}", where_, key_, expected, v, did_you_mean(v, options));
   }
+  void field(const char* key, std::string& x, CountOrAuto) {
+    if (!match(key)) return;
+    std::string v = scalar("an integer >= 0 or auto");
+    if (v != "auto") {
+      auto n = parse_int64(v);
+      if (!n || *n < 0) fail("{}: config key '{}' expects an integer >= 0 or auto, got '{}'", where_, key_, v);
+    }
+    x = v;
+  }
   void field(const char* key, std::string& x, PathTag) {
     if (!match(key)) return;
     if (node_.IsNull()) { x.clear(); return; }

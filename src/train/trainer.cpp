@@ -1,5 +1,8 @@
 #include "train/trainer.h"
 
+#include "data/augment.h"
+#include "data/loader.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -231,6 +234,21 @@ std::vector<ConfigChange> config_differences(const std::string& before_yaml, con
   return out;
 }
 
+AugmentOptions augment_options(const Config& c) {
+  const AugmentConfig& a = c.data.augment;
+  AugmentOptions o;
+  o.seed = mix_seed(c.seed, 0xa7e);
+  o.jitter_sigma = static_cast<float>(a.jitter_sigma);
+  o.scale_sigma = static_cast<float>(a.scale_sigma);
+  o.warp_sigma = static_cast<float>(a.warp_sigma);
+  o.warp_knots = a.warp_knots;
+  o.shift_max = a.shift_max;
+  o.mask_prob = static_cast<float>(a.mask_prob);
+  o.mask_width = a.mask_width;
+  o.validate();
+  return o;
+}
+
 ModelSpec model_spec(const Config& c, const Dataset& data) {
   ModelSpec s;
   s.type = c.model.type;
@@ -396,13 +414,37 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   }
   if (!resuming) fs::remove(run / "metrics.jsonl");
 
-  std::vector<float> x(B * data.train.x_size()), y(B * data.train.y_size());
-  // One micro-batch: batch `b` of `order`, with dropout seeded by the micro-batch's index.
-  auto run_micro = [&](const std::vector<int64_t>& order, int64_t b, int64_t micro) {
+  // Training batches: windows -> augmentation (training only) -> the prefetching loader.
+  WindowSource window_source(data.train);
+  AugmentOptions aug = augment_options(config);
+  std::unique_ptr<AugmentedSource> augmented;
+  const BatchSource* train_source = &window_source;
+  if (aug.enabled()) {
+    augmented = std::make_unique<AugmentedSource>(window_source, aug, data.train.lookback(), data.n_features());
+    train_source = augmented.get();
+  }
+  std::string workers_reason = "data.workers = " + config.data.workers;
+  const int64_t workers = config.data.workers == "auto"
+                              ? workers_auto(system_cores(), system_available_ram(), &workers_reason)
+                              : std::stoll(config.data.workers);
+  Loader loader(*train_source, LoaderOptions{.workers = workers, .prefetch = config.data.prefetch, .batch_size = B,
+                                             .shuffle = config.train.shuffle, .seed = config.seed});
+  if (!opt.quiet)
+    std::fprintf(stderr, "seqtrain: loader: %ld worker(s) (%s); %d compute thread(s)%s\n", (long)workers,
+                 workers_reason.c_str(), threads, aug.enabled() ? "; augmentation on" : "");
+
+  const int64_t lookback = data.train.lookback(), n_feat = data.n_features(), y_size = data.train.y_size();
+  auto run_batch = [&](const float* x, const float* y, int64_t n, int64_t micro) {
+    return step.run(Tensor(const_cast<float*>(x), {n, lookback, n_feat}), Tensor(const_cast<float*>(y), {n, y_size}),
+                    mix_seed(config.seed, static_cast<uint64_t>(micro)));
+  };
+  // One micro-batch outside the loader (the resume replay below): batch `b` of epoch `e`.
+  std::vector<float> x(B * data.train.x_size()), y(B * y_size);
+  auto run_micro = [&](int64_t e, int64_t b, int64_t micro) {
+    const auto order = epoch_order(data.train.size(), config.train.shuffle, config.seed, e);
     const int64_t begin = b * B, n = std::min(B, data.train.size() - begin);
-    data.train.fill_batch(std::span<const int64_t>(order.data() + begin, n), x.data(), y.data());
-    return step.run(Tensor(x.data(), {n, data.train.lookback(), data.n_features()}),
-                    Tensor(y.data(), {n, data.train.y_size()}), mix_seed(config.seed, static_cast<uint64_t>(micro)));
+    train_source->fill(std::span<const int64_t>(order.data() + begin, n), e, x.data(), y.data());
+    return run_batch(x.data(), y.data(), n, micro);
   };
 
   // A checkpoint can fall inside a gradient accumulation (at an epoch's end or on a signal).
@@ -418,8 +460,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     }
     std::reverse(where.begin(), where.end());
     for (int64_t i = 0; i < m; ++i) {
-      const auto order = epoch_order(data.train.size(), config.train.shuffle, config.seed, where[i].first);
-      ST_CHECK(!run_micro(order, where[i].second, micro_steps - m + i).updated,
+      ST_CHECK(!run_micro(where[i].first, where[i].second, micro_steps - m + i).updated,
                "internal error: replaying a partial gradient accumulation completed an optimizer step");
     }
     step.take_loss();
@@ -502,10 +543,15 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   bool stop = false;
   bool last_is_current = false;  // `last` already holds the present state (no step since)
   for (; epoch < config.train.epochs && !stop; ++epoch, batch_in_epoch = 0) {
-    const auto order = epoch_order(data.train.size(), config.train.shuffle, config.seed, epoch);
+    const auto epoch_start = Clock::now();
+    loader.start_epoch(epoch, batch_in_epoch);
+    loader.reset_wait();
     while (batch_in_epoch < batches) {
-      StepResult r = run_micro(order, batch_in_epoch, micro_steps);
-      log_samples += std::min(B, data.train.size() - batch_in_epoch * B);
+      const Batch* batch = loader.next();
+      ST_CHECK(batch != nullptr, "the data loader ended epoch {} early at batch {}", epoch, batch_in_epoch);
+      StepResult r = run_batch(batch->x, batch->y, batch->count, micro_steps);
+      log_samples += batch->count;
+      loader.release(batch);
       ++micro_steps;
       ++batch_in_epoch;
       last_is_current = false;
@@ -543,6 +589,15 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
       if (!last_is_current) submit_tag("last", epoch, batch_in_epoch);
       break;
     }
+    // Time the step spent waiting for data, and its share of the epoch's training time.
+    const double epoch_secs = seconds_since(epoch_start), wait = loader.wait_seconds();
+    metrics.write({{"split", "data"}, {"step", step.updates()}, {"epoch", epoch}, {"loss", nullptr}, {"lr", nullptr},
+                   {"samples_per_s", nullptr}, {"data_wait_s", wait},
+                   {"data_wait_share", wait / std::max(epoch_secs, 1e-9)}, {"epoch_train_s", epoch_secs},
+                   {"time_s", time_s()}});
+    if (!opt.quiet)
+      std::fprintf(stderr, "%sepoch %ld trained in %.2fs, data wait %.3fs (%.2f%%)\n", tty ? "\n" : "", (long)epoch,
+                   epoch_secs, wait, 100.0 * wait / std::max(epoch_secs, 1e-9));
     // Validation, inside every epoch.
     if (!data.val.empty()) {
       const double val = evaluate(*model, data.val, config.train.loss, config.train.huber_delta, B);

@@ -38,6 +38,10 @@ TrainSummary train(const Config& config, const TrainOptions& options);
 // that) and receives them on a watcher thread. Without it, train() does not catch signals.
 void route_stop_signals();
 
+// The data.augment section as the augmentation kernels take it.
+struct AugmentOptions;
+AugmentOptions augment_options(const Config& config);
+
 // Model shape for a config and a dataset.
 ModelSpec model_spec(const Config& config, const Dataset& data);
 
