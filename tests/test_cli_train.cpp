@@ -271,3 +271,38 @@ TEST(CliTrain, ResumeMayExtendEpochsButRefusesOtherChanges) {
 
 }  // namespace
 }  // namespace seqtrain::testing
+
+namespace seqtrain::testing {
+namespace {
+
+// The loader's worker count changes nothing: same batches, same augmentation, same weights.
+TEST(CliTrain, WorkerCountDoesNotChangeTheRunWithAugmentationAndShuffle) {
+  TempDir dir;
+  const std::string args = "train " + kExample + kSmall +
+                           " --set train.epochs=2 --set train.shuffle=true --set data.augment.jitter_sigma=0.05"
+                           " --set data.augment.scale_sigma=0.1 --set data.augment.mask_prob=0.05 --quiet";
+  ASSERT_EQ(run(args + " --set data.workers=0 --out " + (dir / "w0")).rc, 0);
+  ASSERT_EQ(run(args + " --set data.workers=3 --out " + (dir / "w3")).rc, 0);
+  Result no_aug = run("train " + kExample + kSmall + " --set train.epochs=2 --set train.shuffle=true --quiet --out " +
+                      (dir / "plain"));
+  ASSERT_EQ(no_aug.rc, 0);
+  const std::string w0 = slurp(dir / "w0/checkpoints/last/model.safetensors");
+  EXPECT_EQ(w0, slurp(dir / "w3/checkpoints/last/model.safetensors"));
+  EXPECT_NE(w0, slurp(dir / "plain/checkpoints/last/model.safetensors")) << "augmentation had no effect";
+  // Every epoch reports its data wait.
+  std::ifstream m(dir / "w3/metrics.jsonl");
+  std::string line;
+  int data_records = 0;
+  while (std::getline(m, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j["split"] == "data") {
+      ++data_records;
+      EXPECT_GE(j["data_wait_share"].get<double>(), 0.0);
+      EXPECT_LE(j["data_wait_share"].get<double>(), 1.0);
+    }
+  }
+  EXPECT_EQ(data_records, 2);
+}
+
+}  // namespace
+}  // namespace seqtrain::testing
