@@ -4,10 +4,26 @@
 
 namespace seqtrain {
 
+namespace {
+RnnOptions rnn_options(const ModelSpec& spec, std::string* note) {
+  RnnOptions o;
+  o.impl = parse_rnn_impl(spec.rnn_impl);
+  o.bf16 = rnn_precision_is_bf16(spec.precision, note);
+  o.grad_checkpoint = spec.grad_checkpoint;
+  o.autotune = spec.autotune;
+  return o;
+}
+}  // namespace
+
+Autotuner* model_autotuner(Model& model) {
+  auto* f = dynamic_cast<Forecaster*>(&model);
+  return f ? f->autotuner() : nullptr;
+}
+
 Forecaster::Forecaster(const ModelSpec& spec)
     : Model(spec),
       rnn_(params_, "rnn", spec.type == "gru" ? RnnCell::gru : RnnCell::lstm, spec.input_size, spec.hidden,
-           spec.layers, spec.bidirectional, spec.dropout, parse_rnn_impl(spec.rnn_impl)),
+           spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, &precision_note_)),
       drop_(spec.dropout),
       head_(params_, "head", rnn_.output_size(), spec.output_size) {
   params_.finalize();

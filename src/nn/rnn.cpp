@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fmt/format.h>
 
+#include "backend/cpu/gemm_bf16.h"
 #include "core/rng.h"
 
 namespace seqtrain {
@@ -14,15 +16,30 @@ constexpr int kGruGates[3] = {1, 0, 2};
 const int* gate_from(RnnCell c) { return c == RnnCell::lstm ? kLstmGates : kGruGates; }
 }  // namespace
 
+static RnnOptions options_with(RnnImpl impl) {
+  RnnOptions o;
+  o.impl = impl;
+  return o;
+}
+
 RnnStack::RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
                    int64_t hidden, int64_t layers, bool bidirectional, float dropout, RnnImpl impl)
-    : params_(params), cell_(cell), impl_(impl), hidden_(hidden), dirs_(bidirectional ? 2 : 1) {
+    : RnnStack(params, prefix, cell, input_size, hidden, layers, bidirectional, dropout, options_with(impl)) {}
+
+RnnStack::RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
+                   int64_t hidden, int64_t layers, bool bidirectional, float dropout, const RnnOptions& options)
+    : params_(params), cell_(cell), impl_(options.impl), hidden_(hidden), dirs_(bidirectional ? 2 : 1),
+      bf16_(options.bf16), ckpt_(options.grad_checkpoint), autotune_(options.autotune), tuner_(options.autotuner) {
   ST_CHECK(input_size > 0 && hidden > 0 && layers > 0, "RNN sizes must be positive (input {}, hidden {}, layers {})",
            input_size, hidden, layers);
+  ST_CHECK(!(bf16_ && impl_ == RnnImpl::onednn && !autotune_),
+           "bf16 precision runs on the fused RNN kernels only: use rnn_impl fused (or precision fp32 with onednn)");
+  if (autotune_ && !tuner_) tuner_ = std::make_shared<Autotuner>();
   const int64_t G = rnn_gates(cell);
   layers_.resize(layers);
   for (int64_t k = 0; k < layers; ++k) {
     Layer& l = layers_[k];
+    l.impl = bf16_ ? RnnImpl::fused : impl_;
     l.in = k == 0 ? input_size : hidden * dirs_;
     for (int64_t d = 0; d < dirs_; ++d) {
       const std::string sfx = "_l" + std::to_string(k) + (d ? "_reverse" : "");
@@ -156,6 +173,37 @@ RnnImpl parse_rnn_impl(const std::string& name) {
   fail("RNN implementation '{}' is not known: use fused or onednn", name);
 }
 
+const char* rnn_impl_name(RnnImpl impl) { return impl == RnnImpl::fused ? "fused" : "onednn"; }
+
+bool rnn_precision_is_bf16(const std::string& precision, std::string* why) {
+  auto say = [&](const std::string& w) { if (why) *why = w; };
+  if (precision == "fp32") { say("precision fp32: as configured"); return false; }
+  if (precision == "bf16") {
+    ST_CHECK(cpu_has_native_bf16(),
+             "precision bf16 needs a CPU with AVX512-BF16, which this one lacks: use precision fp32 (or auto)");
+    say("precision bf16: as configured (CPU has native bf16)");
+    return true;
+  }
+  if (precision == "auto") {
+    const bool bf = cpu_has_native_bf16();
+    say(bf ? "precision auto -> bf16: the CPU has native bf16 dot products (AVX512-BF16)"
+           : "precision auto -> fp32: the CPU has no native bf16 (AVX512-BF16)");
+    return bf;
+  }
+  if (precision == "fp16") fail("precision fp16 is not supported on CPU: use fp32, bf16 or auto");
+  fail("precision '{}' is not known: use fp32, bf16 or auto", precision);
+}
+
+void RnnStack::convert_weights_bf16(Layer& l) {
+  const int64_t GH = rnn_gates(cell_) * hidden_;
+  l.w_ih_bf.resize(dirs_ * GH * l.in);
+  l.w_hh_bf.resize(dirs_ * GH * hidden_);
+  for (int64_t d = 0; d < dirs_; ++d) {
+    f32_to_bf16(params_.param(l.w_ih[d]).f32(), l.w_ih_bf.data() + d * GH * l.in, GH * l.in);
+    f32_to_bf16(params_.param(l.w_hh[d]).f32(), l.w_hh_bf.data() + d * GH * hidden_, GH * hidden_);
+  }
+}
+
 void RnnStack::forward_onednn(Layer& l, const Tensor& in, Arena& arena, bool training) {
   const int64_t T = in.shape[0], N = in.shape[1];
   RnnPrimitive& prim = primitive(l, T, N, training);
@@ -173,11 +221,19 @@ Tensor RnnStack::backward_onednn(Layer& l, const Tensor& dy, Arena& arena) {
   return dsrc;
 }
 
-void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& arena) {
+// Saved state (gates, cell state, bf16 copies) comes from keep: the step's arena, or under
+// gradient checkpointing the private one that holds one layer at a time.
+void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
   const int64_t T = in.shape[0], N = in.shape[1], G = rnn_gates(cell_) * hidden_;
+  uint16_t* x_bf = nullptr;
+  if (bf16_) {
+    x_bf = static_cast<uint16_t*>(keep.alloc(T * N * l.in * sizeof(uint16_t)));
+    f32_to_bf16_rows(in.f32(), l.in, x_bf, T * N, l.in);
+  }
   l.fused.resize(dirs_);
   for (int64_t d = 0; d < dirs_; ++d) {
     FusedRnnArgs& a = l.fused[d];
+    a = FusedRnnArgs{};
     a.cell = cell_;
     a.reverse = d == 1;
     a.T = T; a.N = N; a.C = l.in; a.H = hidden_;
@@ -188,35 +244,101 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& arena) {
     a.x = in.f32();
     a.out = l.dst.f32() + d * hidden_;
     a.ld_out = hidden_ * dirs_;
-    a.gates = arena.tensor({T, N, G}).f32();
-    a.extra = arena.tensor({T, N, hidden_}).f32();
-    a.scratch = arena.tensor({N, G}).f32();
+    a.gates = keep.tensor({T, N, G}).f32();
+    a.extra = keep.tensor({T, N, hidden_}).f32();
+    a.scratch = keep.tensor({N, G}).f32();
+    if (bf16_) {
+      a.w_ih_bf = l.w_ih_bf.data() + d * G * l.in;
+      a.w_hh_bf = l.w_hh_bf.data() + d * G * hidden_;
+      a.x_bf = x_bf;
+      a.h_bf = static_cast<uint16_t*>(keep.alloc(T * N * hidden_ * sizeof(uint16_t)));
+    }
     fused_rnn_forward(a);
   }
 }
 
-Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena) {
+Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool want_dx) {
   const int64_t T = l.src.shape[0], N = l.src.shape[1], G = rnn_gates(cell_) * hidden_;
-  Tensor dsrc = arena.tensor(l.src.shape);
-  Tensor ones = arena.tensor({T * N});
+  const bool gru = cell_ == RnnCell::gru;
+  Tensor dsrc = want_dx ? arena.tensor(l.src.shape) : Tensor();
+  // Under checkpointing: recompute this layer's state, and take the backward workspace from the
+  // same private arena; the gate gradients overwrite the recomputed gates in place.
+  // The layer forward ran last (the top one) still has its state there: no recompute.
+  if (ckpt_ && ckpt_live_ != &l) {
+    ckpt_arena_.reset();
+    forward_fused(l, l.src, ckpt_arena_);
+  }
+  ckpt_live_ = nullptr;  // the workspace below goes on top of this layer's state
+  Arena& work = ckpt_ ? ckpt_arena_ : arena;
+  Tensor ones = work.tensor({T * N});
   std::fill(ones.f32(), ones.f32() + T * N, 1.f);
-  Tensor dgi = arena.tensor({T, N, G});
-  Tensor dgh = cell_ == RnnCell::gru ? arena.tensor({T, N, G}) : dgi;
-  Tensor dh = arena.tensor({N, hidden_}), dc = arena.tensor({N, hidden_});
+  Tensor dgi = ckpt_ ? Tensor() : work.tensor({T, N, G});
+  Tensor dgh = gru ? work.tensor({T, N, G}) : dgi;
+  Tensor dh = work.tensor({N, hidden_}), dc = work.tensor({N, hidden_});
+  uint16_t* dgi_bf = nullptr;
+  uint16_t* dgh_bf = nullptr;
+  if (bf16_) {
+    dgi_bf = static_cast<uint16_t*>(work.alloc(T * N * G * sizeof(uint16_t)));
+    if (gru) dgh_bf = static_cast<uint16_t*>(work.alloc(T * N * G * sizeof(uint16_t)));
+  }
   for (int64_t d = 0; d < dirs_; ++d) {
     FusedRnnGrads g;
     g.dout = dy.f32() + d * hidden_;
-    g.dx = dsrc.f32();
+    g.dx = want_dx ? dsrc.f32() : nullptr;
     g.accumulate_dx = d > 0;
     g.dw_ih = params_.grad(l.w_ih[d]).f32();
     g.dw_hh = params_.grad(l.w_hh[d]).f32();
     g.db_ih = params_.grad(l.b_ih[d]).f32();
     g.db_hh = params_.grad(l.b_hh[d]).f32();
-    g.dgi = dgi.f32(); g.dgh = dgh.f32(); g.dh = dh.f32(); g.dc = dc.f32();
+    g.dgi = ckpt_ ? l.fused[d].gates : dgi.f32();
+    g.dgh = gru ? dgh.f32() : g.dgi;
+    g.dh = dh.f32(); g.dc = dc.f32();
     g.ones = ones.f32();
+    g.dgi_bf = dgi_bf; g.dgh_bf = dgh_bf;
     fused_rnn_backward(l.fused[d], g);
   }
   return dsrc;
+}
+
+void RnnStack::layer_forward(Layer& l, const Tensor& in, Arena& arena, bool training) {
+  if (l.impl == RnnImpl::fused) {
+    if (ckpt_ && training) ckpt_arena_.reset();
+    forward_fused(l, in, ckpt_ && training ? ckpt_arena_ : arena);
+    if (ckpt_ && training) ckpt_live_ = &l;
+  } else {
+    forward_onednn(l, in, arena, training);
+  }
+}
+
+Tensor RnnStack::layer_backward(Layer& l, const Tensor& dy, Arena& arena, bool want_dx) {
+  return l.impl == RnnImpl::fused ? backward_fused(l, dy, arena, want_dx) : backward_onednn(l, dy, arena);
+}
+
+// Times one training forward + backward of this layer with each implementation (in a private
+// arena, gradients restored afterwards) and keeps the faster for the layer.
+void RnnStack::autotune_layer(Layer& l, const Tensor& in) {
+  const int64_t T = in.shape[0], N = in.shape[1];
+  const std::string key = fmt::format("{} T={} N={} C={} H={} D={} {}{}", cell_ == RnnCell::lstm ? "lstm" : "gru", T,
+                                      N, l.in, hidden_, dirs_, bf16_ ? "bf16" : "fp32", ckpt_ ? " ckpt" : "");
+  std::vector<float> saved(params_.grads(), params_.grads() + params_.size());
+  Arena tune_arena;
+  auto run = [&](RnnImpl impl) {
+    tune_arena.reset();
+    l.impl = impl;
+    l.src = in;
+    l.dst = tune_arena.tensor({T, N, hidden_ * dirs_});
+    layer_forward(l, in, tune_arena, true);
+    Tensor dy = tune_arena.tensor({T, N, hidden_ * dirs_});
+    std::fill(dy.f32(), dy.f32() + dy.numel(), 1e-3f);
+    layer_backward(l, dy, tune_arena, true);
+  };
+  std::vector<TuneCandidate> cands{{"fused", [&] { run(RnnImpl::fused); }}};
+  if (!bf16_) cands.push_back({"onednn", [&] { run(RnnImpl::onednn); }});
+  const std::string choice = tuner_->choose(key, cands);
+  std::copy(saved.begin(), saved.end(), params_.grads());
+  l.impl = parse_rnn_impl(choice);
+  l.tuned_T = T;
+  l.tuned_N = N;
 }
 
 Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
@@ -228,10 +350,11 @@ Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, uint64_t 
   Tensor in = transpose01(x, arena);
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& l = layers_[k];
+    if (bf16_) convert_weights_bf16(l);  // once per step; backward reuses the copies
+    if (autotune_ && training && (l.tuned_T != T || l.tuned_N != N)) autotune_layer(l, in);
     l.src = in;
     l.dst = arena.tensor({T, N, hidden_ * dirs_});
-    if (impl_ == RnnImpl::fused) forward_fused(l, in, arena);
-    else forward_onednn(l, in, arena, training);
+    layer_forward(l, in, arena, training);
     in = l.drop.forward(l.dst, arena, training, mix_seed(seed, k));
   }
   return in;
@@ -242,7 +365,9 @@ Tensor RnnStack::backward(const Tensor& dy, Arena& arena, bool want_dx) {
   for (size_t k = layers_.size(); k-- > 0;) {
     Layer& l = layers_[k];
     d = l.drop.backward(d, arena);
-    d = impl_ == RnnImpl::fused ? backward_fused(l, d, arena) : backward_onednn(l, d, arena);
+    // The first layer's input gradient is only computed when the caller wants it (the
+    // forecaster does not: its input is data).
+    d = layer_backward(l, d, arena, k > 0 || want_dx);
   }
   return want_dx ? transpose01(d, arena) : Tensor();
 }

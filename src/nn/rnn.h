@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/autotune.h"
 #include "backend/cpu/rnn_fused.h"
 #include "backend/cpu/rnn_primitive.h"
 #include "core/rng.h"
@@ -26,11 +27,33 @@ namespace seqtrain {
 // faster on CPU) or oneDNN's RNN primitives. Both are tested against PyTorch.
 enum class RnnImpl { fused, onednn };
 RnnImpl parse_rnn_impl(const std::string& name);
+const char* rnn_impl_name(RnnImpl impl);
+
+// Whether precision ("fp32" | "bf16" | "auto") computes in bf16. "auto" is bf16 exactly when the
+// CPU has native bf16 dot products; *why (when given) says which and why, for the log. Unknown
+// names and "fp16" (not supported on CPU) are a seqtrain::Error naming the accepted values.
+bool rnn_precision_is_bf16(const std::string& precision, std::string* why = nullptr);
+
+struct RnnOptions {
+  RnnImpl impl = RnnImpl::fused;
+  // bf16 GEMMs with fp32 accumulation, fp32 master weights, gate math and state (fused only).
+  bool bf16 = false;
+  // Keep only each layer's input in forward; recompute the layer inside backward (fused only;
+  // layers on oneDNN primitives keep their workspace as before). The saved state of one layer
+  // at a time lives in a private arena, so the top layer, computed last, needs no recompute.
+  bool grad_checkpoint = false;
+  // At the first training forward of each layer shape, time fused vs oneDNN (fp32; bf16 has
+  // only the fused kernels) and keep the faster, per layer.
+  bool autotune = false;
+  std::shared_ptr<Autotuner> autotuner;  // decisions shared with the caller; made when null
+};
 
 class RnnStack {
  public:
   RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
            int64_t hidden, int64_t layers, bool bidirectional, float dropout, RnnImpl impl = RnnImpl::fused);
+  RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
+           int64_t hidden, int64_t layers, bool bidirectional, float dropout, const RnnOptions& options);
 
   void init(Rng& rng);  // uniform(-1/sqrt(hidden), 1/sqrt(hidden)) for every parameter
 
@@ -41,6 +64,16 @@ class RnnStack {
   Tensor backward(const Tensor& dy, Arena& arena, bool want_dx);
 
   int64_t output_size() const { return hidden_ * dirs_; }
+
+  // Gradient checkpointing keeps the recomputed per-layer state in a private arena (one layer
+  // at a time) instead of the caller's: its high-water mark in bytes. Activation memory of a
+  // step = caller's Arena::high_water() + this (0 without checkpointing).
+  size_t checkpoint_scratch_bytes() const { return ckpt_arena_.high_water(); }
+  bool bf16() const { return bf16_; }
+  bool grad_checkpoint() const { return ckpt_; }
+  // Which implementation layer k runs now (after autotuning, the chosen one).
+  RnnImpl layer_impl(size_t k) const { return layers_.at(k).impl; }
+  Autotuner* autotuner() { return tuner_.get(); }
 
  private:
   struct Layer {
@@ -54,13 +87,21 @@ class RnnStack {
     Tensor src, dst;                                // saved for backward
     void* workspace = nullptr;                      // oneDNN's, or
     std::vector<FusedRnnArgs> fused;                // the fused kernels' saved state, per direction
+    RnnImpl impl = RnnImpl::fused;
+    std::vector<uint16_t> w_ih_bf, w_hh_bf;         // bf16 copies, all directions, made each forward
+    int64_t tuned_T = -1, tuned_N = -1;             // shape of the last autotune decision
   };
+  void init_layers(const std::string& prefix, int64_t input_size, int64_t layers, float dropout);
+  void convert_weights_bf16(Layer& l);
+  void layer_forward(Layer& l, const Tensor& in, Arena& arena, bool training);
+  Tensor layer_backward(Layer& l, const Tensor& dy, Arena& arena, bool want_dx);
+  void autotune_layer(Layer& l, const Tensor& in);
   RnnPrimitive& primitive(Layer& l, int64_t T, int64_t N, bool training);
   void pack(Layer& l);
   void pack_backward(Layer& l);
   void unpack_grads(Layer& l);
-  void forward_fused(Layer& l, const Tensor& in, Arena& arena);
-  Tensor backward_fused(Layer& l, const Tensor& dy, Arena& arena);
+  void forward_fused(Layer& l, const Tensor& in, Arena& keep);
+  Tensor backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool want_dx);
   void forward_onednn(Layer& l, const Tensor& in, Arena& arena, bool training);
   Tensor backward_onednn(Layer& l, const Tensor& dy, Arena& arena);
 
@@ -68,6 +109,10 @@ class RnnStack {
   RnnCell cell_;
   RnnImpl impl_;
   int64_t hidden_, dirs_;
+  bool bf16_ = false, ckpt_ = false, autotune_ = false;
+  std::shared_ptr<Autotuner> tuner_;
+  Arena ckpt_arena_;  // one layer's recomputable state under gradient checkpointing
+  const Layer* ckpt_live_ = nullptr;  // the layer whose state ckpt_arena_ holds now, if any
   std::vector<Layer> layers_;
 };
 

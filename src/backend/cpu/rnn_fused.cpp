@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm_bf16.h"
+#include "core/error.h"
 
 namespace seqtrain {
 namespace {
@@ -62,6 +64,7 @@ void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
       cn[j] = cv;
       hn[j] = o * fast_tanh(cv);
     }
+    if (a.h_bf) f32_to_bf16(hn, a.h_bf + (t * N + n) * H, H);  // while the row is in cache
   }
 }
 
@@ -90,6 +93,7 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
       en[j] = e;
       hn[j] = (1.f - z) * nv + z * (hp ? hp[j] : 0.f);
     }
+    if (a.h_bf) f32_to_bf16(hn, a.h_bf + (t * N + n) * H, H);
   }
 }
 
@@ -97,16 +101,25 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
 
 void fused_rnn_forward(const FusedRnnArgs& a) {
   const int64_t G = rnn_gates(a.cell) * a.H, N = a.N;
+  const bool bf = a.bf16();
   // Input projection of every step at once.
-  gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
+  if (bf) gemm_bf16(false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
+  else gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
   for (int64_t s = 0; s < a.T; ++s) {
     const int64_t t = time_of(a, s);
     const float* h_prev = s ? a.out + time_of(a, s - 1) * N * a.ld_out : nullptr;
+    const uint16_t* hb_prev = s && bf ? a.h_bf + time_of(a, s - 1) * N * a.H : nullptr;
     if (a.cell == RnnCell::lstm) {
-      if (h_prev) gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 1.f, a.gates + t * N * G, G);
+      if (h_prev) {
+        if (bf) gemm_bf16(false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, true, a.gates + t * N * G, G);
+        else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 1.f, a.gates + t * N * G, G);
+      }
       lstm_step_forward(a, s);
     } else {
-      if (h_prev) gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 0.f, a.scratch, G);
+      if (h_prev) {
+        if (bf) gemm_bf16(false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, false, a.scratch, G);
+        else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 0.f, a.scratch, G);
+      }
       gru_step_forward(a, s);
     }
   }
@@ -115,6 +128,8 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
 void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   const int64_t N = a.N, H = a.H, G = rnn_gates(a.cell) * H, ld = a.ld_out;
   const bool lstm = a.cell == RnnCell::lstm;
+  const bool bf = a.bf16();
+  ST_CHECK(!bf || (g.dgi_bf && (lstm || g.dgh_bf)), "fused_rnn_backward: bf16 mode needs dgi_bf/dgh_bf");
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
   for (int64_t s = a.T; s-- > 0;) {
@@ -123,6 +138,9 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
     const float* dout = g.dout + t * N * ld;
     float* dgi = g.dgi + t * N * G;
     float* dgh = g.dgh + t * N * G;
+    // bf16 copies of this step's gate gradients, written row by row inside the gate loops.
+    uint16_t* dgi_b = bf ? g.dgi_bf + t * N * G : nullptr;
+    uint16_t* dgh_b = bf && !lstm ? g.dgh_bf + t * N * G : nullptr;
     const bool first = s == 0;
     const int64_t tp = first ? 0 : time_of(a, s - 1);
     if (lstm) {
@@ -147,8 +165,13 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
           d[3 * H + j] = dh * tc * o * (1.f - o);
           dcn[j] = dcv * f;
         }
+        if (dgi_b) f32_to_bf16(d, dgi_b + n * G, G);
       }
-      if (!first) gemm(false, false, N, H, G, 1.f, dgi, G, a.w_hh, H, 0.f, g.dh, H);
+      if (bf) {
+        if (!first) gemm_bf16(false, false, N, H, G, dgi_b, G, a.w_hh_bf, H, false, g.dh, H);
+      } else if (!first) {
+        gemm(false, false, N, H, G, 1.f, dgi, G, a.w_hh, H, 0.f, g.dh, H);
+      }
     } else {
       const float* e = a.extra + t * N * H;
       const float* h_prev = first ? nullptr : a.out + tp * N * ld;
@@ -170,21 +193,41 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
           dr[j] = drr; dr[H + j] = dz; dr[2 * H + j] = dn * r;
           dhn[j] = dh * z;  // the direct path; the gate paths are added by the GEMM below
         }
+        if (dgi_b) {
+          f32_to_bf16(di, dgi_b + n * G, G);
+          f32_to_bf16(dr, dgh_b + n * G, G);
+        }
       }
-      if (!first) gemm(false, false, N, H, G, 1.f, dgh, G, a.w_hh, H, 1.f, g.dh, H);
+      if (bf) {
+        if (!first) gemm_bf16(false, false, N, H, G, dgh_b, G, a.w_hh_bf, H, true, g.dh, H);
+      } else if (!first) {
+        gemm(false, false, N, H, G, 1.f, dgh, G, a.w_hh, H, 1.f, g.dh, H);
+      }
     }
   }
   const float* dgh = lstm ? g.dgi : g.dgh;
   const int64_t TN = a.T * N;
   // Whole-sequence GEMMs: dW_ih, dx, dW_hh (each step's h_prev is the neighbouring output).
-  gemm(true, false, G, a.C, TN, 1.f, g.dgi, G, a.x, a.C, 1.f, g.dw_ih, a.C);
-  gemm(false, false, TN, a.C, G, 1.f, g.dgi, G, a.w_ih, a.C, g.accumulate_dx ? 1.f : 0.f, g.dx, a.C);
-  if (a.T > 1) {
-    const int64_t rows = (a.T - 1) * N;
-    // Forward direction: steps 1..T-1 pair with outputs 0..T-2; reverse: steps 0..T-2 with 1..T-1.
-    const float* d = a.reverse ? dgh : dgh + N * G;
-    const float* hp = a.reverse ? a.out + N * ld : a.out;
-    gemm(true, false, G, H, rows, 1.f, d, G, hp, ld, 1.f, g.dw_hh, H);
+  if (bf) {
+    const uint16_t* dgh_b = lstm ? g.dgi_bf : g.dgh_bf;
+    gemm_bf16(true, false, G, a.C, TN, g.dgi_bf, G, a.x_bf, a.C, true, g.dw_ih, a.C);
+    if (g.dx) gemm_bf16(false, false, TN, a.C, G, g.dgi_bf, G, a.w_ih_bf, a.C, g.accumulate_dx, g.dx, a.C);
+    if (a.T > 1) {
+      const int64_t rows = (a.T - 1) * N;
+      const uint16_t* d = a.reverse ? dgh_b : dgh_b + N * G;
+      const uint16_t* hp = a.reverse ? a.h_bf + N * H : a.h_bf;
+      gemm_bf16(true, false, G, H, rows, d, G, hp, H, true, g.dw_hh, H);
+    }
+  } else {
+    gemm(true, false, G, a.C, TN, 1.f, g.dgi, G, a.x, a.C, 1.f, g.dw_ih, a.C);
+    if (g.dx) gemm(false, false, TN, a.C, G, 1.f, g.dgi, G, a.w_ih, a.C, g.accumulate_dx ? 1.f : 0.f, g.dx, a.C);
+    if (a.T > 1) {
+      const int64_t rows = (a.T - 1) * N;
+      // Forward direction: steps 1..T-1 pair with outputs 0..T-2; reverse: steps 0..T-2 with 1..T-1.
+      const float* d = a.reverse ? dgh : dgh + N * G;
+      const float* hp = a.reverse ? a.out + N * ld : a.out;
+      gemm(true, false, G, H, rows, 1.f, d, G, hp, ld, 1.f, g.dw_hh, H);
+    }
   }
   // Bias gradients: column sums of the gate gradients, as a GEMM with a row of ones.
   gemm(false, false, 1, G, TN, 1.f, g.ones, TN, g.dgi, G, 1.f, g.db_ih, G);

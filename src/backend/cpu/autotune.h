@@ -1,0 +1,67 @@
+// Autotuner: the cuDNN-benchmark equivalent. For a shape key it times every candidate
+// implementation once (a warm-up run, then the best of `runs` timed runs), keeps the fastest
+// and remembers the decision, so later layers and steps with the same key reuse it without
+// timing anything. Ties go to the candidate listed first, so equal timings always give the same
+// choice.
+//
+// The timing function is injectable: a test passes one that returns fixed numbers and checks
+// the decisions. Decisions export to and import from JSON, tagged with machine_id(); imported
+// decisions for another machine are ignored (timings do not carry across CPUs or thread counts).
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace seqtrain {
+
+struct TuneCandidate {
+  std::string name;
+  std::function<void()> run;  // one complete execution of the candidate
+};
+
+struct TuneDecision {
+  std::string key;
+  std::string choice;
+  std::vector<std::pair<std::string, double>> timings_ms;  // empty when imported or single candidate
+  std::string source;  // "timed", "cache" (imported), "only" (a single candidate)
+};
+
+class Autotuner {
+ public:
+  // Returns the time of one candidate in milliseconds. The default runs it once to warm up,
+  // then `runs` times, and returns the fastest wall-clock time.
+  using Timer = std::function<double(const std::string& key, const TuneCandidate& candidate)>;
+
+  explicit Autotuner(Timer timer = {}, int runs = 3);
+  void set_timer(Timer timer) { timer_ = std::move(timer); }
+
+  // The chosen candidate's name for key: the remembered decision, or times the candidates.
+  std::string choose(const std::string& key, const std::vector<TuneCandidate>& candidates);
+  bool has(const std::string& key) const { return decisions_.count(key) != 0; }
+
+  // {"version": 1, "machine": "...", "decisions": {key: {"choice": ..., "timings_ms": {...}}}}
+  std::string export_json() const;
+  // Loads decisions saved by export_json. Returns how many were taken (0 when the file was
+  // written on another machine_id); throws seqtrain::Error on malformed JSON.
+  size_t import_json(const std::string& text);
+
+  // Every decision in the order made, and one human-readable log line per decision, e.g.
+  // "autotune: lstm T=150 N=256 C=8 H=128 D=1 fp32 -> fused (fused 10.2 ms, onednn 31.0 ms)".
+  const std::vector<TuneDecision>& decisions() const { return order_; }
+  static std::string log_line(const TuneDecision& d);
+  std::vector<std::string> log_lines() const;
+
+  // CPU model name and thread count: the scope in which timings are comparable.
+  static std::string machine_id();
+  static double wall_clock_ms(const TuneCandidate& c, int runs);
+
+ private:
+  Timer timer_;
+  int runs_;
+  std::map<std::string, TuneDecision> decisions_;
+  std::vector<TuneDecision> order_;
+};
+
+}  // namespace seqtrain

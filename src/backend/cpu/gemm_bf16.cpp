@@ -1,0 +1,165 @@
+// bf16 GEMM over a cached oneDNN matmul: see gemm_bf16.h.
+#include "backend/cpu/gemm_bf16.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <unordered_map>
+
+#include "backend/cpu/dnnl_context.h"
+#include "core/error.h"
+
+namespace seqtrain {
+
+bool cpu_has_native_bf16() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return has;
+}
+
+static inline uint16_t to_bf16_scalar(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float bf16_to_f32(uint16_t v) {
+  const uint32_t u = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+void f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+  // vcvtneps2bf16 rounds to nearest even, like the scalar tail.
+  for (; i + 16 <= n; i += 16) {
+    __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), reinterpret_cast<__m256i&>(v));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = to_bf16_scalar(src[i]);
+}
+
+void f32_to_bf16_rows(const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols) {
+  if (ld_src == cols) {
+    const int64_t n = rows * cols;
+    if (n >= 65536) {
+      const int64_t chunk = 16384;
+#pragma omp parallel for
+      for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c)
+        f32_to_bf16(src + c * chunk, dst + c * chunk, std::min(chunk, n - c * chunk));
+    } else {
+      f32_to_bf16(src, dst, n);
+    }
+    return;
+  }
+#pragma omp parallel for if (rows * cols >= 65536)
+  for (int64_t r = 0; r < rows; ++r) f32_to_bf16(src + r * ld_src, dst + r * cols, cols);
+}
+
+namespace {
+
+using dnnl::memory;
+
+struct MatmulKey {
+  bool ta, tb, acc;
+  int64_t M, N, K, lda, ldb, ldc;
+  auto tie() const { return std::tie(ta, tb, acc, M, N, K, lda, ldb, ldc); }
+  bool operator<(const MatmulKey& o) const { return tie() < o.tie(); }
+};
+
+struct Matmul {
+  dnnl::matmul prim;
+  memory a, b, c, scratch;
+  std::unordered_map<int, memory> args;
+  std::string impl;
+};
+
+std::mutex g_mu;
+std::map<MatmulKey, std::unique_ptr<Matmul>>& cache() {
+  static std::map<MatmulKey, std::unique_ptr<Matmul>> c;
+  return c;
+}
+size_t g_created = 0;
+
+// Row-major [rows, cols] stored with row stride ld, or its transpose when t.
+memory::desc md(int64_t rows, int64_t cols, int64_t ld, bool t, memory::data_type dt) {
+  return memory::desc({rows, cols}, dt, t ? memory::dims{1, ld} : memory::dims{ld, 1});
+}
+
+Matmul& get(const MatmulKey& k) {
+  auto& c = cache();
+  auto it = c.find(k);
+  if (it != c.end()) return *it->second;
+  auto m = std::make_unique<Matmul>();
+  const auto bf = memory::data_type::bf16, f32 = memory::data_type::f32;
+  memory::desc a_md = md(k.M, k.K, k.lda, k.ta, bf), b_md = md(k.K, k.N, k.ldb, k.tb, bf);
+  memory::desc c_md = md(k.M, k.N, k.ldc, false, f32);
+  dnnl::primitive_attr attr;
+  // The scratchpad (brgemm's packed copies of A and B) is allocated once here, not by oneDNN
+  // on every execution: per-call allocation showed up as page faults and munmap in profiles.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (k.acc) {
+    dnnl::post_ops po;
+    po.append_sum(1.f);
+    attr.set_post_ops(po);
+  }
+  dnnl::engine& eng = cpu_engine();
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
+  m->impl = pd.impl_info_str();
+  m->prim = dnnl::matmul(pd);
+  m->a = memory(a_md, eng, DNNL_MEMORY_NONE);
+  m->b = memory(b_md, eng, DNNL_MEMORY_NONE);
+  m->c = memory(c_md, eng, DNNL_MEMORY_NONE);
+  m->scratch = memory(pd.scratchpad_desc(), eng);
+  m->args = {{DNNL_ARG_SRC, m->a}, {DNNL_ARG_WEIGHTS, m->b}, {DNNL_ARG_DST, m->c}, {DNNL_ARG_SCRATCHPAD, m->scratch}};
+  ++g_created;
+  return *c.emplace(k, std::move(m)).first->second;
+}
+
+}  // namespace
+
+void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+               const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc) {
+  ST_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_bf16: negative size M={} N={} K={}", M, N, K);
+  if (M == 0 || N == 0) return;
+  ST_CHECK(ldc >= N, "gemm_bf16: ldc={} is smaller than N={}", ldc, N);
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, N * sizeof(float));
+    return;
+  }
+  ST_CHECK(lda >= (ta ? M : K), "gemm_bf16: lda={} too small (ta={}, M={}, K={})", lda, ta, M, K);
+  ST_CHECK(ldb >= (tb ? K : N), "gemm_bf16: ldb={} too small (tb={}, K={}, N={})", ldb, tb, K, N);
+  std::lock_guard<std::mutex> lock(g_mu);
+  Matmul& m = get(MatmulKey{ta, tb, accumulate, M, N, K, lda, ldb, ldc});
+  m.a.set_data_handle(const_cast<uint16_t*>(A));
+  m.b.set_data_handle(const_cast<uint16_t*>(B));
+  m.c.set_data_handle(C);
+  m.prim.execute(cpu_stream(), m.args);
+  cpu_stream().wait();
+}
+
+size_t gemm_bf16_primitives_created() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_created;
+}
+
+std::string gemm_bf16_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return get(MatmulKey{ta, tb, false, M, N, K, lda, ldb, ldc}).impl;
+}
+
+}  // namespace seqtrain
