@@ -99,6 +99,7 @@ struct TrainConfig {
   int64_t grad_accum = 1;         // >= 1; micro-batches per optimizer step
   int64_t log_every = 50;         // >= 1; optimizer steps between train log records
   int64_t checkpoint_every = 0;   // >= 0; optimizer steps between checkpoints; 0 = per epoch
+  bool grad_checkpoint = false;   // recompute RNN layer state in backward to save activation memory
   int64_t keep_last = 3;          // >= 0; step checkpoints kept; 0 = keep all
   EarlyStoppingConfig early_stopping;
   OptimizerConfig optimizer;
@@ -108,9 +109,10 @@ struct TrainConfig {
 
 struct RuntimeConfig {
   int64_t threads = 0;              // >= 0; 0 = all cores
-  std::string precision = "auto";   // fp32 | bf16 | fp16 | auto
+  std::string precision = "fp32";   // fp32 | bf16 | fp16 | auto (bf16 where the CPU has native bf16)
   bool deterministic = false;       // bitwise-repeatable runs at some speed cost
   std::string rnn_impl = "fused";   // fused | onednn: kernels for the LSTM/GRU layers
+  bool autotune = false;            // time fused vs oneDNN per RNN layer shape at the first step
   bool operator==(const RuntimeConfig&) const = default;
 };
 

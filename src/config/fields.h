@@ -102,6 +102,7 @@ void visit_fields(C& c, V&& v) {
   v.field("train.log_every", t.log_every, at_least(1));
   v.field("train.checkpoint_every", t.checkpoint_every, at_least(0));
   v.field("train.keep_last", t.keep_last, at_least(0));
+  v.field("train.grad_checkpoint", t.grad_checkpoint);
   v.field("train.early_stopping.patience", t.early_stopping.patience, at_least(0));
   v.field("train.early_stopping.min_delta", t.early_stopping.min_delta, at_least(0));
   auto& o = t.optimizer;
@@ -127,6 +128,7 @@ void visit_fields(C& c, V&& v) {
   v.field("runtime.precision", r.precision, Choices{"fp32", "bf16", "fp16", "auto"});
   v.field("runtime.deterministic", r.deterministic);
   v.field("runtime.rnn_impl", r.rnn_impl, Choices{"fused", "onednn"});
+  v.field("runtime.autotune", r.autotune);
 }
 
 // "data.synthetic.rows" -> "data.synthetic"; "seed" -> "".

@@ -1,5 +1,8 @@
 #include "train/trainer.h"
 
+#include "backend/cpu/autotune.h"
+#include "models/forecaster.h"
+
 #include "data/augment.h"
 #include "data/loader.h"
 
@@ -260,6 +263,9 @@ ModelSpec model_spec(const Config& c, const Dataset& data) {
   s.dropout = static_cast<float>(c.model.dropout);
   s.output_size = c.data.horizon * data.n_targets();
   s.rnn_impl = c.runtime.rnn_impl;
+  s.precision = c.runtime.precision;
+  s.grad_checkpoint = c.train.grad_checkpoint;
+  s.autotune = c.runtime.autotune;
   return s;
 }
 
@@ -288,10 +294,9 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
          run.string());
 
   // Everything that can fail on bad input happens before the run directory is touched.
-  // Mixed precision is not implemented yet: refuse it rather than silently run fp32.
-  ST_CHECK(config.runtime.precision == "fp32" || config.runtime.precision == "auto",
-           "runtime.precision: {} compute is not implemented yet in this build; use fp32 (or auto, which runs fp32)",
-           config.runtime.precision);
+  // fp16 needs dynamic loss scaling, which is not built yet: refuse it rather than run fp32.
+  ST_CHECK(config.runtime.precision != "fp16",
+           "runtime.precision: fp16 is not implemented yet in this build; use bf16 (or auto, or fp32)");
   const int threads = set_cpu_threads(static_cast<int>(config.runtime.threads));
   Dataset data = load_dataset(config);
   ST_CHECK(!data.train.empty(), "data.split leaves no training window; raise the train fraction");
@@ -299,6 +304,27 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   std::unique_ptr<Model> model = make_model(spec);
   Rng init_rng(config.seed, /*stream=*/1);
   model->init(init_rng);
+  // Autotune decisions are cached per run directory (and machine: another CPU's file is ignored).
+  const std::string autotune_path = (run / "autotune.json").string();
+  bool autotune_saved = true;
+  if (Autotuner* tuner = model_autotuner(*model)) {
+    autotune_saved = false;
+    if (fs::exists(autotune_path)) {
+      std::ifstream f(autotune_path);
+      std::stringstream text;
+      text << f.rdbuf();
+      const int64_t n = tuner->import_json(text.str());
+      if (!opt.quiet) std::fprintf(stderr, "seqtrain: autotune: %ld cached decision(s) from %s\n", (long)n, autotune_path.c_str());
+    }
+  }
+  auto save_autotune = [&] {
+    autotune_saved = true;
+    Autotuner* tuner = model_autotuner(*model);
+    if (!tuner) return;
+    write_file_atomic(autotune_path, tuner->export_json());
+    if (!opt.quiet)
+      for (const auto& line : tuner->log_lines()) std::fprintf(stderr, "seqtrain: %s\n", line.c_str());
+  };
   if (!config.model.init_from.empty()) {
     const std::string& from = config.model.init_from;
     if (fs::is_directory(from)) load_checkpoint(from, model->params());
@@ -534,8 +560,13 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     std::fprintf(stderr, "seqtrain: %s model, %zu parameters, %ld train / %ld val / %ld test windows, %d threads\n",
                  spec.type.c_str(), model->params().size(), (long)data.train.size(), (long)data.val.size(),
                  (long)data.test.size(), threads);
-  if (!opt.quiet && config.runtime.precision == "auto")
-    std::fprintf(stderr, "seqtrain: precision auto -> fp32 (mixed precision is not implemented yet)\n");
+  if (!opt.quiet) {
+    if (auto* f = dynamic_cast<Forecaster*>(model.get()); f && !f->precision_note().empty())
+      std::fprintf(stderr, "seqtrain: %s\n", f->precision_note().c_str());
+    else if (config.runtime.precision != "fp32")
+      std::fprintf(stderr, "seqtrain: the %s model runs in fp32 (mixed precision covers the RNN layers)\n",
+                   spec.type.c_str());
+  }
 
   auto log_start = Clock::now();
   int64_t log_samples = 0;
@@ -550,6 +581,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
       const Batch* batch = loader.next();
       ST_CHECK(batch != nullptr, "the data loader ended epoch {} early at batch {}", epoch, batch_in_epoch);
       StepResult r = run_batch(batch->x, batch->y, batch->count, micro_steps);
+      if (!autotune_saved) save_autotune();
       log_samples += batch->count;
       loader.release(batch);
       ++micro_steps;
