@@ -4,6 +4,8 @@
 // y left alone, and option validation naming the config key.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -14,17 +16,8 @@
 namespace seqtrain {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::error_of;
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
 
 // Strictly positive, distinct values so ratios and shifts are identifiable.
 std::vector<float> ramp(int64_t T, int64_t F) {

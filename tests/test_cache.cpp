@@ -20,17 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TempDir;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::error_of;
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
 
 // 40 samples of [10 steps, 2 features]; y = [i]. Counts samples filled; may fail at one sample.
 struct Base : BatchSource {

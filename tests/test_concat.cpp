@@ -14,17 +14,8 @@ namespace {
 
 using testing::TempDir;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::error_of;
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
 
 // X file with n samples of [2, 1]; sample i of file f holds (f * 100 + i, f * 100 + i + 0.5).
 void write_part(const TempDir& dir, const std::string& name, int f, int64_t n, int64_t t = 2) {

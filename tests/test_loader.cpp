@@ -4,6 +4,8 @@
 // workers: auto table.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -20,17 +22,8 @@
 namespace seqtrain {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::error_of;
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
 
 // x[i][j] = sample * 1000 + j + epoch / 8, y[i] = -sample; optional per-sample delay and a
 // sample that throws, to exercise overlap and error paths.

@@ -15,17 +15,8 @@ namespace {
 
 using testing::TempDir;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using testing::error_of;
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
 
 std::string write_file(const TempDir& dir, const std::string& name, const std::string& text) {
   std::string path = dir / name;

@@ -8,11 +8,28 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
+// EXPECT_CONTAINS(text, part): the text holds the part (error messages name file, key, fix).
+#define EXPECT_CONTAINS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
+
 namespace seqtrain::testing {
+
+// The message of the seqtrain::Error thrown by f, or "<no error>".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
 
 namespace fs = std::filesystem;
 
