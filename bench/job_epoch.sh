@@ -29,15 +29,17 @@ st_total=$(/usr/bin/python3 -c "print($(date +%s.%N) - $start)")
 read -r st_train st_wait <<<"$(/usr/bin/python3 -c "
 import json; r=[json.loads(l) for l in open('$W/run/metrics.jsonl')]; d=[x for x in r if x['split']=='data'][0]
 print(d['epoch_train_s'], d['data_wait_s'])")"
+st_ckpt=$(sed -n 's/^checkpoint_block_s: //p' "$W/st.log")
 PYBIN=${PYBIN:-/usr/bin/python3}
 $PIN $PYBIN "$(dirname "$0")/torch_job.py" "$W/w1.csv" "$THREADS" "$W/torch.pt" > "$W/torch.json"
-/usr/bin/python3 - "$W/torch.json" "$st_total" "$st_train" "$st_wait" "$BATCHES" "$THREADS" "$PYBIN" <<'PY'
+/usr/bin/python3 - "$W/torch.json" "$st_total" "$st_train" "$st_wait" "$BATCHES" "$THREADS" "$PYBIN" "$st_ckpt" <<'PY'
 import json, sys
-t = json.load(open(sys.argv[1])); total, train, wait = map(float, sys.argv[2:5])
+t = json.load(open(sys.argv[1])); total, train, wait = map(float, sys.argv[2:5]); ckpt = float(sys.argv[8])
 print(f"| job epoch, W1 shape, {sys.argv[5]} batches, {sys.argv[6]} threads | seqtrain | torch {t['torch']} ({sys.argv[7]}) | speedup |")
 print("|---|---|---|---|")
 print(f"| whole job (process start to exit) s | {total:.2f} | {t['total_s']:.2f} | {t['total_s']/total:.1f}x |")
 print(f"| training epoch s | {train:.2f} | {t['train_s']:.2f} | {t['train_s']/train:.1f}x |")
 print(f"| seqtrain data wait s (share of epoch) | {wait:.4f} ({100*wait/train:.2f}%) | | |")
+print(f"| seqtrain checkpoint time the loop waited (share of epoch) | {ckpt:.4f} ({100*ckpt/train:.2f}%) | | |")
 print(f"| seqtrain everything but training steps (data, validation, checkpoints, start-up) s | {total-train:.2f} ({100*(total-train)/total:.1f}% of job) | {t['total_s']-t['train_s']:.2f} | |")
 PY

@@ -541,18 +541,25 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     st["schedule"] = schedule_state_to_json(schedule->state());
     return st;
   };
+  // Time the training loop spends on checkpoints: the snapshot copy and any wait for the
+  // previous background write (the write itself overlaps training).
+  double checkpoint_block_s = 0;
   // A periodic checkpoint: step-<N>, then `last` as its hard links, then pruning.
   auto submit_step = [&](int64_t next_epoch, int64_t next_batch) {
+    const auto t0 = Clock::now();
     const std::string tag = step_tag(step.updates());
     writer.submit(WriteJob{(ckpt_dir / tag).string(), (ckpt_dir / "last").string(), ckpt_dir.string(),
                            config.train.keep_last, resumed_from},
                   model->params(), optimizer->state(), state_json(tag, next_epoch, next_batch));
+    checkpoint_block_s += seconds_since(t0);
   };
   auto submit_tag = [&](const std::string& tag, int64_t next_epoch, int64_t next_batch) {
+    const auto t0 = Clock::now();
     WriteJob job;
     job.dir = (ckpt_dir / tag).string();
     writer.submit(std::move(job), model->params(), optimizer->state(),
                   state_json(tag, next_epoch, next_batch));
+    checkpoint_block_s += seconds_since(t0);
   };
 
   SignalGuard signals;
@@ -665,7 +672,12 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
       break;
     }
   }
-  writer.wait();
+  {
+    const auto t0 = Clock::now();
+    writer.wait();
+    checkpoint_block_s += seconds_since(t0);
+  }
+  summary.checkpoint_block_s = checkpoint_block_s;
   summary.epochs = epoch;
   summary.steps = step.updates();
   summary.signal = summary.stopped_by == "signal" ? g_signal.load() : 0;

@@ -27,6 +27,7 @@ struct TrainSummary {
   double best_val = 0, test_loss = 0, baseline_val = 0;  // baseline: predict-last-value MSE
   std::string stopped_by;  // "epochs" | "max_steps" | "early_stopping" | "signal"
   int signal = 0;          // the signal number when stopped_by == "signal"
+  double checkpoint_block_s = 0;  // time the loop spent on checkpoints (snapshots + waits)
 };
 
 TrainSummary train(const Config& config, const TrainOptions& options);
