@@ -2,6 +2,7 @@
 //
 //   bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K]
 //              [--profile-steps P] [--peak-gflops G] [--rev REV] [--json OUT]
+//              [--rnn-impl fused|onednn] [--precision fp32|bf16|auto]
 //
 // Workloads (forecaster, MSE loss, AdamW lr 1e-3, grad_clip 1.0, fixed-seed random data):
 //   W1     batch 256, lookback 150, 8 features, LSTM hidden 128, 2 layers, 1 output
@@ -15,11 +16,15 @@
 //     peak RSS). --peak-gflops G skips it and uses G (run.sh measures it once for all rows).
 //  2. step: seqtrain::TrainStep::run, the whole step, K warm-up steps then S timed ones;
 //     ms/step is the median. Peak RSS (getrusage ru_maxrss) is read right after this phase.
+// --rnn-impl and --precision set ModelSpec::rnn_impl / precision (defaults: the model's own
+// defaults, fused kernels in fp32) for the step and the profile alike.
+//
 //  3. profile: the same model rebuilt from its layers (RnnStack + Linear over a ParamStore,
 //     as models/forecaster.cpp wires them) and stepped like train/step.cpp, with a clock
 //     around each phase; "rnn" = RnnStack forward + backward, the RNN layers alone.
-//  4. primitive: each layer's oneDNN RNN primitive run directly on pre-packed weights; the
-//     difference to the RnnStack phases is nn/rnn.cpp's packing, transposes and unpacking.
+//  4. primitive: each layer's oneDNN RNN primitive run directly on pre-packed weights, as a
+//     reference: with --rnn-impl onednn the difference to the RnnStack phases is nn/rnn.cpp's
+//     packing, transposes and unpacking; with the fused kernels it compares the two kernels.
 //
 // FLOPs (multiply-add = 2): one layer and direction of the RNN forward is
 // 2*T*N*G*H*(C+H) with G = 4 gates for LSTM, 3 for GRU, C its input width and H the hidden
@@ -74,6 +79,8 @@ struct Args {
   int profile_steps = -1;  // -1: same as steps
   double peak_gflops = 0;  // 0: measure
   std::string rev = "unknown";
+  std::string rnn_impl;   // empty: ModelSpec's default
+  std::string precision;  // empty: ModelSpec's default
   std::string json_out;
 };
 
@@ -86,7 +93,8 @@ struct Workload {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "bench_step: " << why << "\n"
             << "usage: bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K]\n"
-            << "                  [--profile-steps P] [--peak-gflops G] [--rev REV] [--json OUT]\n";
+            << "                  [--profile-steps P] [--peak-gflops G] [--rev REV] [--json OUT]\n"
+            << "                  [--rnn-impl fused|onednn] [--precision fp32|bf16|auto]\n";
   std::exit(2);
 }
 
@@ -104,6 +112,8 @@ Args parse(int argc, char** argv) {
       else if (k == "--profile-steps") a.profile_steps = std::stoi(v);
       else if (k == "--peak-gflops") a.peak_gflops = std::stod(v);
       else if (k == "--rev") a.rev = v;
+      else if (k == "--rnn-impl") a.rnn_impl = v;
+      else if (k == "--precision") a.precision = v;
       else if (k == "--json") a.json_out = v;
       else usage("unknown option " + k);
     } catch (const std::logic_error&) {
@@ -261,6 +271,8 @@ json bench_full_step(const Workload& w, const Args& a, const Data& d) {
   spec.hidden = w.hidden;
   spec.layers = w.layers;
   spec.output_size = w.outputs;
+  if (!a.rnn_impl.empty()) spec.rnn_impl = a.rnn_impl;
+  if (!a.precision.empty()) spec.precision = a.precision;
   auto model = make_model(spec);
   Rng rng(42);
   model->init(rng);
@@ -298,7 +310,11 @@ json bench_full_step(const Workload& w, const Args& a, const Data& d) {
 
 json bench_profile(const Workload& w, const Args& a, const Data& d) {
   ParamStore ps;
-  RnnStack rnn(ps, "rnn", w.cell, w.features, w.hidden, w.layers, false, 0.f);
+  const ModelSpec defaults;
+  RnnOptions ro;
+  ro.impl = parse_rnn_impl(a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl);
+  ro.bf16 = rnn_precision_is_bf16(a.precision.empty() ? defaults.precision : a.precision);
+  RnnStack rnn(ps, "rnn", w.cell, w.features, w.hidden, w.layers, false, 0.f, ro);
   Linear head(ps, "head", rnn.output_size(), w.outputs);
   ps.finalize();
   Rng rng(42);
@@ -419,6 +435,11 @@ int main(int argc, char** argv) {
                   (v->cpu_runtime == DNNL_RUNTIME_OMP ? " (OpenMP)" : "");
   out["workload"] = a.workload;
   out["threads"] = a.threads;
+  {
+    const ModelSpec defaults;
+    out["rnn_impl"] = a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl;
+    out["precision"] = a.precision.empty() ? defaults.precision : a.precision;
+  }
   out["load_before"] = loadavg();
 
   double peak = a.peak_gflops;

@@ -3,8 +3,10 @@
 
     python3 bench/report.py RAW_DIR OUT_PREFIX
 
-RAW_DIR holds peak.json, meta.json and <workload>.<engine-tag>.json (bench_step.cpp and
-torch_step.py output). Writes OUT_PREFIX.md and OUT_PREFIX.csv. Speedup vs a peer is
+RAW_DIR holds peak.json (and peak-end.json), meta.json and runs/<workload>.<engine>.r<k>.json
+(bench_step.cpp and torch_step.py output, one per round). Each (workload, engine) row is its
+fastest round (lowest median ms/step); "runs" gives how many rounds and the slowest one's
+ms/step. Writes OUT_PREFIX.md and OUT_PREFIX.csv. Speedup vs a peer is
 peer ms/step / this row's ms/step, on the same workload.
 """
 import csv
@@ -17,20 +19,28 @@ ORDER = ["W1", "W1GRU", "W2"]
 
 
 def load(raw):
-    rows = []
-    for path in sorted(glob.glob(os.path.join(raw, "*.*.json"))):
-        workload, tag = os.path.basename(path)[:-5].split(".", 1)
+    groups = {}
+    for path in sorted(glob.glob(os.path.join(raw, "runs", "*.json"))):
+        workload, tag, _ = os.path.basename(path)[:-5].split(".")
         with open(path) as f:
             d = json.load(f)
         d["_tag"] = tag
-        rows.append(d)
+        groups.setdefault((workload, tag), []).append(d)
+    rows = []
+    for runs in groups.values():
+        best = min(runs, key=lambda d: d["ms_per_step"])
+        best["_runs"] = len(runs)
+        best["_slowest"] = max(d["ms_per_step"] for d in runs)
+        rows.append(best)
     rows.sort(key=lambda d: (ORDER.index(d["workload"]) if d["workload"] in ORDER else 99, d["_tag"] != "seqtrain", d["_tag"]))
     return rows
 
 
 def engine_name(d, meta):
     if d["engine"] == "seqtrain":
-        return f"seqtrain {d['version']} (oneDNN {d['onednn']})"
+        if "rnn_impl" not in d:  # written before bench_step recorded its kernels
+            return f"seqtrain {d['version']} (default RNN kernels; oneDNN {d['onednn']})"
+        return f"seqtrain {d['version']} ({d['rnn_impl']} RNN, {d['precision']}; oneDNN {d['onednn']})"
     label = meta.get("peers", {}).get(d["_tag"], d["_tag"])
     return f"torch {d['version']} ({label})"
 
@@ -49,12 +59,13 @@ def main():
     peers = sorted({d["_tag"] for d in rows if d["engine"] != "seqtrain"})
     by = {(d["workload"], d["_tag"]): d for d in rows}
 
-    header = ["workload", "engine", "steps", "ms/step", "samples/s", "GFLOP/s", "% of peak", "peak RSS MB",
+    header = ["workload", "engine", "steps", "runs (slowest ms/step)", "ms/step", "samples/s", "GFLOP/s", "% of peak", "peak RSS MB",
               "RSS after start-up MB", "ctx switches"]
     header += [f"speedup vs {p}" for p in peers]
     table = []
     for d in rows:
-        line = [d["workload"], engine_name(d, meta), f"{d['steps']}+{d['warmup']}", f"{d['ms_per_step']:.1f}", f"{d['samples_per_s']:.1f}",
+        line = [d["workload"], engine_name(d, meta), f"{d['steps']}+{d['warmup']}",
+                f"{d['_runs']} ({d['_slowest']:.0f})", f"{d['ms_per_step']:.1f}", f"{d['samples_per_s']:.1f}",
                 f"{d['gflops']:.2f}", f"{100 * d['gflops'] / peak['peak_gflops']:.1f}", f"{d['peak_rss_mb']:.0f}", f"{d['rss_start_mb']:.0f}",
                 str((d.get("step") or d).get("involuntary_switches", "?"))]
         for p in peers:
@@ -73,14 +84,18 @@ def main():
           f"load average before/after: {meta['load_before']} / {meta['load_after']}",
           f"f32 matmul peak (2048^3, best of 20 runs, higher of start and end, {peak['threads']} threads): {peak['peak_gflops']:.1f} GFLOP/s "
           f"(dnnl::matmul {peak['peak']['matmul_gflops']:.1f}, dnnl_sgemm {peak['peak']['sgemm_gflops']:.1f})",
-          f"Command: `{meta['command']}`; each row the fastest of {meta.get('repeats', '1')} runs; "
-          "steps = timed + warm-up; ms/step is the median of the timed steps", "",
+          f"Command: `{meta['command']}`; each row is the fastest of its runs; "
+          "steps = timed + warm-up; ms/step is the median of the timed steps; ctx switches = "
+          "involuntary context switches during the timed steps (other jobs taking the cores)", "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(r) + " |" for r in table]
 
     md += ["", "## seqtrain: RNN layers alone and where the step's time goes (medians, ms)", "",
-           "| workload | step | RNN fwd | RNN bwd | RNN GFLOP/s | RNN % of peak | oneDNN prim fwd | oneDNN prim bwd "
-           "| pack/transpose (fwd) | pack/unpack (bwd) | head+loss+dtop | clip | AdamW | zero_grad |",
+           "RNN fwd/bwd: seqtrain's RnnStack (its configured kernels) inside the step, rebuilt from its "
+           "layers. oneDNN prim: oneDNN 2.6's RNN primitive alone on the same shapes, weights pre-packed "
+           "(a reference; with rnn_impl onednn the difference is nn/rnn.cpp's packing).", "",
+           "| workload | step | RNN fwd | RNN bwd | RNN GFLOP/s | RNN % of peak | oneDNN prim fwd (reference) "
+           "| oneDNN prim bwd (reference) | RNN fwd − prim fwd | RNN bwd − prim bwd | head+loss+dtop | clip | AdamW | zero_grad |",
            "|" + "---|" * 14]
     for d in rows:
         if d["engine"] != "seqtrain":

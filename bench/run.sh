@@ -6,52 +6,36 @@
 #
 #   bench/run.sh                          2 threads, workloads W1 W1GRU W2
 #   THREADS=1 WORKLOADS="W1" bench/run.sh
-#   STEPS=20 WARMUP=3 bench/run.sh        override the per-workload step counts below
+#   STEPS=20 WARMUP=3 bench/run.sh        override the step counts below
+#   REPEAT=3 bench/run.sh                 3 rounds; each row keeps its fastest run (other jobs
+#                                         on a shared machine only ever slow a run down)
 #   BUILD_DIR=build-bench bench/run.sh    build directory (default build)
-#   REPEAT=3 bench/run.sh                 run each (workload, engine) 3 times, keep the fastest
-#                                         (a shared machine's other jobs only ever slow a run)
+#   SEQTRAIN_ARGS="--rnn-impl onednn --precision bf16" bench/run.sh   extra bench_step options
 #
 # Peers: Debian's /usr/bin/python3 (python3-torch 1.13) and, when bench/setup_venv.sh has
-# made it, bench/.venv/bin/python (PyPI torch). Each run is a fresh process, so peak RSS is
-# that engine's own.
+# made it, bench/.venv/bin/python (PyPI torch). Every run is a fresh process, so peak RSS is
+# that engine's own. Within a workload the engines take turns, round after round, so a burst
+# of load elsewhere hits them alike.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-2}
 WORKLOADS=${WORKLOADS:-"W1 W1GRU W2"}
 BUILD_DIR=${BUILD_DIR:-build}
+REPEAT=${REPEAT:-1}
 
-# Default step counts: small enough for a few minutes on 2 cores (see docs/BENCHMARKS.md).
-# Debian's torch 1.13 calls the reference (netlib) BLAS here and takes tens of seconds a step,
-# so it gets fewer; STEPS/WARMUP override every engine, SLOW_STEPS/SLOW_WARMUP that one.
-steps_for() {  # engine -> "steps warmup repeats"
+# Step counts: small enough for a few minutes on 2 cores. Debian's torch 1.13 calls the
+# reference (netlib) BLAS here and takes tens of seconds a step, so it gets fewer steps and
+# one round; SLOW_STEPS/SLOW_WARMUP/SLOW_REPEAT set those.
+steps_for() {  # engine -> "steps warmup rounds"
   case "$1" in
     torch-debian) echo "${SLOW_STEPS:-${STEPS:-2}} ${SLOW_WARMUP:-${WARMUP:-1}} ${SLOW_REPEAT:-1}" ;;
-    *) echo "${STEPS:-5} ${WARMUP:-2} ${REPEAT:-1}" ;;
+    *) echo "${STEPS:-5} ${WARMUP:-2} $REPEAT" ;;
   esac
-}
-
-# run_best TAG WORKLOAD CMD...: runs CMD --steps --warmup --json <file> `repeats` times and
-# keeps the run with the lowest median ms/step as $out/WORKLOAD.TAG.json (all in repeats/).
-run_best() {
-  local tag=$1 w=$2; shift 2
-  local steps warmup repeats best="" best_ms="" f ms
-  read -r steps warmup repeats <<<"$(steps_for "$tag")"
-  for ((r = 1; r <= repeats; r++)); do
-    echo "== $w $tag, run $r/$repeats ($steps steps after $warmup warm-up)"
-    f="$out/repeats/$w.$tag.r$r.json"
-    "${PIN[@]}" "$@" --steps "$steps" --warmup "$warmup" --json "$f" >/dev/null
-    ms=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ms_per_step"])' "$f")
-    echo "   $ms ms/step"
-    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $ms < $best_ms else 1)"; then
-      best=$f; best_ms=$ms
-    fi
-  done
-  cp "$best" "$out/$w.$tag.json"
 }
 
 stamp=$(date +%Y%m%d-%H%M%S)
 out=bench/results/step-$stamp
-mkdir -p "$out/repeats"
+mkdir -p "$out/runs"
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" --target bench_step >/dev/null
@@ -69,13 +53,13 @@ export OMP_NUM_THREADS=$THREADS
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain -- src 2>/dev/null)" ]; then rev="$rev+dirty"; fi
 
-declare -A PEERS=()
-PEER_ORDER=()
+ENGINES=(seqtrain)
+declare -A CMD=([seqtrain]="$BENCH")
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  PEERS[debian]=/usr/bin/python3; PEER_ORDER+=(debian)
+  ENGINES+=(torch-debian); CMD[torch-debian]="/usr/bin/python3 bench/torch_step.py"
 fi
 if [ -x bench/.venv/bin/python ] && bench/.venv/bin/python -c 'import torch' 2>/dev/null; then
-  PEERS[pypi]=bench/.venv/bin/python; PEER_ORDER+=(pypi)
+  ENGINES+=(torch-pypi); CMD[torch-pypi]="bench/.venv/bin/python bench/torch_step.py"
 fi
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -84,11 +68,23 @@ echo "== f32 matmul peak ($THREADS threads)"
 peak=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_gflops"])' "$out/peak.json")
 echo "   $peak GFLOP/s"
 
+rounds=$REPEAT
+[ "${SLOW_REPEAT:-1}" -gt "$rounds" ] && rounds=${SLOW_REPEAT:-1}
 for w in $WORKLOADS; do
-  run_best seqtrain "$w" "$BENCH" --workload "$w" --threads "$THREADS" --peak-gflops "$peak" --rev "$rev"
-  for p in "${PEER_ORDER[@]}"; do
-    run_best "torch-$p" "$w" "${PEERS[$p]}" bench/torch_step.py --workload "$w" --threads "$THREADS" \
-      --peak-gflops "$peak"
+  for ((r = 1; r <= rounds; r++)); do
+    for e in "${ENGINES[@]}"; do
+      read -r steps warmup n <<<"$(steps_for "$e")"
+      [ "$r" -le "$n" ] || continue
+      extra=()
+      # shellcheck disable=SC2206  # SEQTRAIN_ARGS is a list of options
+      [ "$e" = seqtrain ] && extra=(--rev "$rev" ${SEQTRAIN_ARGS:-})
+      f="$out/runs/$w.$e.r$r.json"
+      echo "== $w $e, round $r/$n ($steps steps after $warmup warm-up)"
+      # shellcheck disable=SC2086  # CMD holds an interpreter and a script
+      "${PIN[@]}" ${CMD[$e]} --workload "$w" --threads "$THREADS" --steps "$steps" --warmup "$warmup" \
+        --peak-gflops "$peak" --json "$f" "${extra[@]}" >/dev/null
+      python3 -c 'import json,sys; print("   %.1f ms/step" % json.load(open(sys.argv[1]))["ms_per_step"])' "$f"
+    done
   done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -102,8 +98,7 @@ json.dump({
   "cpu": "$(lscpu | sed -n 's/^Model name: *//p' | head -1)", "nproc": $(nproc),
   "load_before": "$load_before", "load_after": "$load_after",
   "omp_wait_policy": "${OMP_WAIT_POLICY:-unset}",
-  "command": "${OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$OMP_WAIT_POLICY }THREADS=$THREADS WORKLOADS='$WORKLOADS' ${STEPS:+STEPS=$STEPS }${WARMUP:+WARMUP=$WARMUP }bench/run.sh",
-  "repeats": "${REPEAT:-1} (Debian torch: ${SLOW_REPEAT:-1})",
+  "command": "${OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$OMP_WAIT_POLICY }${SEQTRAIN_ARGS:+SEQTRAIN_ARGS='$SEQTRAIN_ARGS' }THREADS=$THREADS WORKLOADS='$WORKLOADS' REPEAT=$REPEAT ${STEPS:+STEPS=$STEPS }${WARMUP:+WARMUP=$WARMUP }bench/run.sh",
   "peers": {"torch-debian": "Debian python3-torch, /usr/bin/python3", "torch-pypi": "PyPI, bench/.venv"},
 }, open(sys.argv[1], "w"), indent=2)
 EOF
