@@ -17,8 +17,6 @@ namespace seqtrain {
 namespace {
 
 using testing::error_of;
-
-
 // Strictly positive, distinct values so ratios and shifts are identifiable.
 std::vector<float> ramp(int64_t T, int64_t F) {
   std::vector<float> x(static_cast<size_t>(T * F));

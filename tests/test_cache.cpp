@@ -21,8 +21,6 @@ namespace fs = std::filesystem;
 using testing::TempDir;
 
 using testing::error_of;
-
-
 // 40 samples of [10 steps, 2 features]; y = [i]. Counts samples filled; may fail at one sample.
 struct Base : BatchSource {
   mutable std::atomic<int64_t> filled{0};

@@ -15,8 +15,6 @@ namespace {
 using testing::TempDir;
 
 using testing::error_of;
-
-
 // X file with n samples of [2, 1]; sample i of file f holds (f * 100 + i, f * 100 + i + 0.5).
 void write_part(const TempDir& dir, const std::string& name, int f, int64_t n, int64_t t = 2) {
   std::vector<float> v;

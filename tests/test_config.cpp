@@ -18,13 +18,7 @@ namespace {
 using testing::TempDir;
 
 using testing::error_of;
-
-
-std::string write_file(const TempDir& dir, const std::string& name, const std::string& text) {
-  std::string path = dir / name;
-  std::ofstream(path) << text;
-  return path;
-}
+using testing::write_file;
 
 // Loads `yaml` written to cfg.yaml in a fresh directory; returns the error message.
 std::string load_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {

@@ -27,13 +27,7 @@ namespace {
 using testing::TempDir;
 
 using testing::error_of;
-
-
-std::string write_file(const TempDir& dir, const std::string& name, const std::string& text) {
-  std::string path = dir / name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
+using testing::write_file;
 
 std::string csv_error(const std::string& text, const std::vector<std::string>& cols, const std::string& policy = "error") {
   TempDir dir;

@@ -23,8 +23,6 @@ namespace seqtrain {
 namespace {
 
 using testing::error_of;
-
-
 // x[i][j] = sample * 1000 + j + epoch / 8, y[i] = -sample; optional per-sample delay and a
 // sample that throws, to exercise overlap and error paths.
 struct CountingSource : BatchSource {

@@ -20,8 +20,6 @@ namespace {
 using testing::TempDir;
 
 using testing::error_of;
-
-
 bool numpy_available() {
   static int ok = -1;
   if (ok < 0) ok = testing::run_command("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;

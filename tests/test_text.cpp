@@ -16,13 +16,7 @@ namespace {
 using testing::TempDir;
 
 using testing::error_of;
-
-
-std::string write_file(const TempDir& dir, const std::string& name, const std::string& text) {
-  std::string path = dir / name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
+using testing::write_file;
 
 TEST(DataText, Utf8DecodingAndErrorsWithByteOffsets) {
   // "aé€😀": 1-, 2-, 3- and 4-byte characters; the BOM is skipped.

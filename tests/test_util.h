@@ -47,6 +47,13 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
+// Writes `text` to dir/name (bytes as given) and returns the path.
+inline std::string write_file(const TempDir& dir, const std::string& name, const std::string& text) {
+  std::string path = dir / name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
 inline int run_command(const std::string& cmd) {
   int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
