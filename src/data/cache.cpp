@@ -3,6 +3,8 @@
 // rename-into-place can be checked, read back through a read-only mapping.
 #include "data/cache.h"
 
+#include "io/atomic_dir.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -111,15 +113,7 @@ void build(const BatchSource& base, const std::string& tmp, uint64_t key, int64_
 }  // namespace
 
 uint64_t hash_file_content(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  ST_CHECK(f.good(), "{}: cannot read the file to compute the data cache key", path);
-  uint64_t h = kFnvOffset;
-  std::vector<char> buf(1 << 20);
-  while (f) {
-    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    h = fnv1a(h, buf.data(), static_cast<size_t>(f.gcount()));
-  }
-  return h;
+  return file_fnv1a(path, "to compute the data cache key");
 }
 
 uint64_t cache_key(const std::vector<std::string>& files, const std::string& settings, int64_t n, int64_t x_size,

@@ -61,11 +61,11 @@ void publish_dir(const std::string& tmp_dir, const std::string& final_dir) {
   fs::remove_all(old, ec);
 }
 
-std::string file_checksum(const std::string& path) {
+uint64_t file_fnv1a(const std::string& path, const std::string& purpose) {
   std::ifstream f(path, std::ios::binary);
-  ST_CHECK(f.good(), "cannot read '{}' to verify its checksum", path);
+  ST_CHECK(f.good(), "{}: cannot read the file {}", path, purpose);
   uint64_t h = 0xcbf29ce484222325ULL;
-  std::vector<char> buf(1 << 16);
+  std::vector<char> buf(1 << 20);
   while (f) {
     f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     for (std::streamsize i = 0; i < f.gcount(); ++i) {
@@ -73,7 +73,11 @@ std::string file_checksum(const std::string& path) {
       h *= 0x100000001b3ULL;
     }
   }
-  return fmt::format("{:016x}", h);
+  return h;
+}
+
+std::string file_checksum(const std::string& path) {
+  return fmt::format("{:016x}", file_fnv1a(path, "to verify its checksum"));
 }
 
 }  // namespace seqtrain

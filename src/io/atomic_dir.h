@@ -18,7 +18,10 @@ void publish_dir(const std::string& tmp_dir, const std::string& final_dir);
 
 void fsync_path(const std::string& path);  // a file or a directory
 
-// FNV-1a 64 of a file's bytes, as 16 hex digits (checkpoint checksums).
+// FNV-1a 64 of a file's bytes, streamed (checkpoint checksums, data cache keys); `purpose`
+// finishes the error message ("to verify its checksum").
+uint64_t file_fnv1a(const std::string& path, const std::string& purpose);
+// The same as 16 hex digits (checkpoint checksums).
 std::string file_checksum(const std::string& path);
 
 }  // namespace seqtrain
