@@ -2,7 +2,7 @@
 # The forecasting job end to end on W1's shape (batch 256, lookback 150, 8 features, LSTM 128x2):
 # one epoch of `seqtrain train` (data, training, validation, checkpoints) against the equivalent
 # PyTorch script (Dataset + DataLoader, same loop, torch.save), same threads, same CSV.
-# Usage: bench/job_epoch.sh [THREADS=2] [BATCHES=12]   (run from the repository root)
+# Usage: [THREADS=2] [BATCHES=12] [PYBINS="python ..."] bench/job_epoch.sh   (from the repository root)
 set -euo pipefail
 THREADS=${THREADS:-2}; BATCHES=${BATCHES:-12}
 BIN=${BIN:-build/seqtrain}
@@ -30,16 +30,29 @@ read -r st_train st_wait <<<"$(/usr/bin/python3 -c "
 import json; r=[json.loads(l) for l in open('$W/run/metrics.jsonl')]; d=[x for x in r if x['split']=='data'][0]
 print(d['epoch_train_s'], d['data_wait_s'])")"
 st_ckpt=$(sed -n 's/^checkpoint_block_s: //p' "$W/st.log")
-PYBIN=${PYBIN:-/usr/bin/python3}
-$PIN $PYBIN "$(dirname "$0")/torch_job.py" "$W/w1.csv" "$THREADS" "$W/torch.pt" > "$W/torch.json"
-/usr/bin/python3 - "$W/torch.json" "$st_total" "$st_train" "$st_wait" "$BATCHES" "$THREADS" "$PYBIN" "$st_ckpt" <<'PY'
+# Peers: Debian's torch (python3-torch) and, when bench/setup_venv.sh made it, PyPI's torch;
+# PYBINS overrides the list. Every peer runs the same script on the same CSV in this command.
+DEFAULT_PEERS=/usr/bin/python3; [ -x bench/.venv/bin/python ] && DEFAULT_PEERS="$DEFAULT_PEERS bench/.venv/bin/python"
+PYBINS=${PYBINS:-${PYBIN:-$DEFAULT_PEERS}}
+i=0; for py in $PYBINS; do
+  $PIN $py "$(dirname "$0")/torch_job.py" "$W/w1.csv" "$THREADS" "$W/torch.pt" > "$W/torch$i.json"
+  i=$((i+1))
+done
+/usr/bin/python3 - "$st_total" "$st_train" "$st_wait" "$BATCHES" "$THREADS" "$st_ckpt" $(ls "$W"/torch*.json | sort) <<'PY'
 import json, sys
-t = json.load(open(sys.argv[1])); total, train, wait = map(float, sys.argv[2:5]); ckpt = float(sys.argv[8])
-print(f"| job epoch, W1 shape, {sys.argv[5]} batches, {sys.argv[6]} threads | seqtrain | torch {t['torch']} ({sys.argv[7]}) | speedup |")
-print("|---|---|---|---|")
-print(f"| whole job (process start to exit) s | {total:.2f} | {t['total_s']:.2f} | {t['total_s']/total:.1f}x |")
-print(f"| training epoch s | {train:.2f} | {t['train_s']:.2f} | {t['train_s']/train:.1f}x |")
-print(f"| seqtrain data wait s (share of epoch) | {wait:.4f} ({100*wait/train:.2f}%) | | |")
-print(f"| seqtrain checkpoint time the loop waited (share of epoch) | {ckpt:.4f} ({100*ckpt/train:.2f}%) | | |")
-print(f"| seqtrain everything but training steps (data, validation, checkpoints, start-up) s | {total-train:.2f} ({100*(total-train)/total:.1f}% of job) | {t['total_s']-t['train_s']:.2f} | |")
+total, train, wait = map(float, sys.argv[1:4]); batches, threads = sys.argv[4], sys.argv[5]
+ckpt = float(sys.argv[6]); peers = [json.load(open(f)) for f in sys.argv[7:]]
+name = lambda t: f"torch {t['torch']}"
+print(f"| job epoch, W1 shape, {batches} batches, {threads} threads | seqtrain | "
+      + " | ".join(f"{name(t)} | speedup" for t in peers) + " |")
+print("|---|---|" + "---|---|" * len(peers))
+row = lambda label, mine, key: print(f"| {label} | {mine:.2f} | " + " | ".join(
+    f"{t[key]:.2f} | **{t[key] / mine:.1f}x**" for t in peers) + " |")
+row("whole job (process start to exit) s", total, "total_s")
+row("training epoch s", train, "train_s")
+blank = "  |" * (2 * len(peers))
+print(f"| seqtrain data wait s (share of epoch) | {wait:.4f} ({100*wait/train:.2f}%) |{blank}")
+print(f"| seqtrain checkpoint time the loop waited (share of epoch) | {ckpt:.4f} ({100*ckpt/train:.2f}%) |{blank}")
+print(f"| everything but training steps (start-up, data, validation, checkpoints) s | {total-train:.2f} ({100*(total-train)/total:.1f}% of job) | "
+      + " | ".join(f"{t['total_s']-t['train_s']:.2f} | " for t in peers) + "|")
 PY
