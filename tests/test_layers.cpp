@@ -23,17 +23,12 @@
 namespace seqtrain {
 namespace {
 
+using testing::randn;
 using testing::read_npy;
 using testing::rel_err;
 using testing::run_python;
 using testing::TempDir;
 using testing::write_npy;
-
-std::vector<float> randn(Rng& rng, int64_t n, float scale = 1.f) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = scale * rng.normal();
-  return v;
-}
 
 std::vector<double> to_double(const float* p, int64_t n) { return std::vector<double>(p, p + n); }
 std::vector<double> to_double(const std::vector<float>& v) { return to_double(v.data(), v.size()); }

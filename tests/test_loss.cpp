@@ -16,17 +16,12 @@
 namespace seqtrain {
 namespace {
 
+using testing::randn;
 using testing::read_npy;
 using testing::rel_err;
 using testing::run_python;
 using testing::TempDir;
 using testing::write_npy;
-
-std::vector<float> randn(Rng& rng, int64_t n, float scale = 1.f) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = scale * rng.normal();
-  return v;
-}
 
 std::vector<double> numgrad(std::vector<double>& v, const std::function<double()>& f, double eps = 1e-6) {
   std::vector<double> g(v.size());

@@ -12,12 +12,15 @@
 
 #include "core/rng.h"
 #include "io/safetensors.h"
+#include "safetensors_fixtures.h"
 #include "test_util.h"
 
 namespace seqtrain {
 namespace {
 
 using seqtrain::testing::run_python;
+using seqtrain::testing::every_dtype_tensors;
+using seqtrain::testing::tensor_of;
 using seqtrain::testing::TempDir;
 
 constexpr int kStrictRefused = 3;  // mirror_check.py's exit code when strict loading refuses
@@ -120,14 +123,6 @@ TEST(SafetensorsPythonMirror, StrictLoadRefusesWrongShape) {
             kStrictRefused);
 }
 
-template <typename T>
-NamedTensor tensor_of(std::string name, StDType t, Shape shape, const std::vector<T>& values) {
-  NamedTensor nt{std::move(name), t, std::move(shape), {}};
-  nt.bytes.resize(values.size() * sizeof(T));
-  if (!values.empty()) std::memcpy(nt.bytes.data(), values.data(), nt.bytes.size());
-  return nt;
-}
-
 std::string read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
@@ -137,20 +132,7 @@ TEST(SafetensorsPythonMirror, NumpyReaderAndWriterAgreeWithCpp) {
   // Values must match EXPECTED in tests/py/safetensors_roundtrip.py.
   SEQTRAIN_REQUIRE_TORCH();
   TempDir dir;
-  std::vector<NamedTensor> ts = {
-      tensor_of<double>("f64", StDType::F64, {2}, {0.1, -2.5}),
-      tensor_of<float>("f32", StDType::F32, {2, 3}, {1, -2, 3.5f, 0, 1e-30f, -7}),
-      tensor_of<uint16_t>("f16", StDType::F16, {3}, {0x3c00, 0x8001, 0x7c00}),
-      tensor_of<uint16_t>("bf16", StDType::BF16, {2}, {0x3f80, 0xc040}),
-      tensor_of<int64_t>("i64", StDType::I64, {2}, {-1, INT64_MAX}),
-      tensor_of<int32_t>("i32", StDType::I32, {1}, {42}),
-      tensor_of<int16_t>("i16", StDType::I16, {2}, {-3, 3}),
-      tensor_of<int8_t>("i8", StDType::I8, {3}, {-128, 0, 127}),
-      tensor_of<uint8_t>("u8", StDType::U8, {2}, {0, 255}),
-      tensor_of<uint8_t>("bool", StDType::BOOL, {2}, {0, 1}),
-      tensor_of<float>("scalar", StDType::F32, {}, {2.5f}),
-      tensor_of<float>("empty", StDType::F32, {0, 4}, {}),
-  };
+  std::vector<NamedTensor> ts = every_dtype_tensors();
   Metadata meta = {{"a", "1"}, {"b", "two"}};
   write_safetensors(dir / "cpp.safetensors", ts, meta);
   ASSERT_EQ(run_python("safetensors_roundtrip.py", (dir / "cpp.safetensors") + " " + (dir / "py.safetensors")), 0);

@@ -14,6 +14,7 @@
 
 #include "core/rng.h"
 #include "io/safetensors.h"
+#include "safetensors_fixtures.h"
 #include "test_util.h"
 
 namespace seqtrain {
@@ -21,6 +22,8 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using seqtrain::testing::every_dtype_tensors;
+using seqtrain::testing::tensor_of;
 using seqtrain::testing::TempDir;
 namespace fs = std::filesystem;
 
@@ -57,14 +60,6 @@ std::string crafted(const std::string& header, size_t data_bytes) {
   return le64(header.size()) + header + std::string(data_bytes, '\0');
 }
 
-template <typename T>
-NamedTensor tensor_of(std::string name, StDType t, Shape shape, const std::vector<T>& values) {
-  NamedTensor nt{std::move(name), t, std::move(shape), {}};
-  nt.bytes.resize(values.size() * sizeof(T));
-  if (!values.empty()) std::memcpy(nt.bytes.data(), values.data(), nt.bytes.size());
-  return nt;
-}
-
 ParamStore small_store() {
   ParamStore s;
   s.add("rnn.weight_ih_l0", {8, 3});
@@ -85,20 +80,7 @@ void fill_random(ParamStore& s, uint64_t seed) {
 TEST(SafetensorsRoundTrip, AllDTypesShapesAndMetadata) {
   TempDir dir;
   std::string path = dir / "t.safetensors";
-  std::vector<NamedTensor> in = {
-      tensor_of<float>("f32", StDType::F32, {2, 3}, {1, -2, 3.5f, 0, 1e-30f, -7}),
-      tensor_of<double>("f64", StDType::F64, {2}, {1.0 / 3, -1e300}),
-      tensor_of<uint16_t>("f16", StDType::F16, {3}, {0x3c00, 0x8001, 0x7c00}),
-      tensor_of<uint16_t>("bf16", StDType::BF16, {1, 1}, {0x3f80}),
-      tensor_of<int64_t>("i64", StDType::I64, {2}, {-1, std::numeric_limits<int64_t>::max()}),
-      tensor_of<int32_t>("i32", StDType::I32, {1}, {42}),
-      tensor_of<int16_t>("i16", StDType::I16, {2}, {-3, 3}),
-      tensor_of<int8_t>("i8", StDType::I8, {3}, {-128, 0, 127}),
-      tensor_of<uint8_t>("u8", StDType::U8, {2}, {0, 255}),
-      tensor_of<uint8_t>("bool", StDType::BOOL, {2}, {0, 1}),
-      tensor_of<float>("scalar", StDType::F32, {}, {2.5f}),
-      tensor_of<float>("empty", StDType::F32, {0, 4}, {}),
-  };
+  std::vector<NamedTensor> in = every_dtype_tensors();
   Metadata meta = {{"format", "pt"}, {"step", "12"}};
   write_safetensors(path, in, meta);
 

@@ -14,12 +14,20 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/rng.h"
 
 // EXPECT_CONTAINS(text, part): the text holds the part (error messages name file, key, fix).
 #define EXPECT_CONTAINS(text, part) \
   EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
 
 namespace seqtrain::testing {
+
+// n normal draws from rng, times scale: test inputs and weights.
+inline std::vector<float> randn(Rng& rng, int64_t n, float scale = 1.f) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = scale * rng.normal();
+  return v;
+}
 
 // The message of the seqtrain::Error thrown by f, or "<no error>".
 inline std::string error_of(const std::function<void()>& f) {

@@ -12,7 +12,7 @@ from seqtrain_torch import read_file, save_file
 
 # Must match SafetensorsPythonMirror.NumpyReaderAndWriterAgreeWithCpp.
 EXPECTED = {
-    "f64": np.array([0.1, -2.5], dtype=np.float64),
+    "f64": np.array([1 / 3, -1e300], dtype=np.float64),
     "f32": np.array([[1, -2, 3.5], [0, 1e-30, -7]], dtype=np.float32),
     "f16": np.array([1.0, -(2.0 ** -24), np.inf], dtype=np.float16),
     "bf16": np.array([1.0, -3.0], dtype=np.float32),  # widened by the reader
