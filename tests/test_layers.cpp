@@ -24,6 +24,7 @@ namespace seqtrain {
 namespace {
 
 using testing::randn;
+using testing::numgrad;
 using testing::read_npy;
 using testing::rel_err;
 using testing::run_python;
@@ -36,21 +37,6 @@ std::vector<double> to_double(const std::vector<float>& v) { return to_double(v.
 void copy_into(const Tensor& t, const std::vector<float>& v) {
   ASSERT_EQ(t.numel(), static_cast<int64_t>(v.size()));
   std::copy(v.begin(), v.end(), t.f32());
-}
-
-// Central differences of a scalar function of v, one element at a time, in double.
-std::vector<double> numgrad(std::vector<double>& v, const std::function<double()>& f, double eps = 1e-6) {
-  std::vector<double> g(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double keep = v[i];
-    v[i] = keep + eps;
-    const double lp = f();
-    v[i] = keep - eps;
-    const double lm = f();
-    v[i] = keep;
-    g[i] = (lp - lm) / (2 * eps);
-  }
-  return g;
 }
 
 double dot(const std::vector<double>& a, const std::vector<double>& r) {

@@ -17,25 +17,12 @@ namespace seqtrain {
 namespace {
 
 using testing::randn;
+using testing::numgrad;
 using testing::read_npy;
 using testing::rel_err;
 using testing::run_python;
 using testing::TempDir;
 using testing::write_npy;
-
-std::vector<double> numgrad(std::vector<double>& v, const std::function<double()>& f, double eps = 1e-6) {
-  std::vector<double> g(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double keep = v[i];
-    v[i] = keep + eps;
-    const double lp = f();
-    v[i] = keep - eps;
-    const double lm = f();
-    v[i] = keep;
-    g[i] = (lp - lm) / (2 * eps);
-  }
-  return g;
-}
 
 // Naive double references, straight from the definitions.
 double regression_ref(LossKind k, const std::vector<double>& p, const std::vector<double>& y, double delta) {

@@ -22,6 +22,23 @@
 
 namespace seqtrain::testing {
 
+// Central differences of a scalar function of v, one element at a time, in double: the
+// finite-difference reference every analytic backward is checked against.
+inline std::vector<double> numgrad(std::vector<double>& v, const std::function<double()>& f,
+                                   double eps = 1e-6) {
+  std::vector<double> g(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double keep = v[i];
+    v[i] = keep + eps;
+    const double lp = f();
+    v[i] = keep - eps;
+    const double lm = f();
+    v[i] = keep;
+    g[i] = (lp - lm) / (2 * eps);
+  }
+  return g;
+}
+
 // n normal draws from rng, times scale: test inputs and weights.
 inline std::vector<float> randn(Rng& rng, int64_t n, float scale = 1.f) {
   std::vector<float> v(n);
