@@ -49,6 +49,59 @@ float Rng::normal() {
   return static_cast<float>(r * std::cos(2.0 * M_PI * u2));
 }
 
+namespace {
+// The ziggurat for the half normal f(x) = exp(-x^2 / 2): 128 strips of equal area v. Strip 0
+// is the base rectangle [0, r] x [0, f(r)] plus the tail beyond r, drawn as if it were a
+// rectangle of width v / f(r); strip i > 0 spans [0, x[i]] horizontally between heights f(x[i])
+// and f(x[i+1]). A point drawn uniformly in a strip left of x[i+1] is under the curve whatever
+// its height, which is the common case; the rest goes to the wedge test or the tail.
+struct Ziggurat {
+  static constexpr int kStrips = 128;
+  static constexpr double kR = 3.442619855899;          // right edge of the base rectangle
+  static constexpr double kArea = 9.91256303526217e-3;  // area of every strip
+  double x[kStrips + 1], f[kStrips + 1], inner[kStrips];  // inner[i] = x[i+1] / x[i]
+  Ziggurat() {
+    const auto pdf = [](double v) { return std::exp(-0.5 * v * v); };
+    x[0] = kArea / pdf(kR);
+    x[1] = kR;
+    for (int i = 1; i < kStrips - 1; ++i) x[i + 1] = std::sqrt(-2.0 * std::log(kArea / x[i] + pdf(x[i])));
+    x[kStrips] = 0.0;
+    for (int i = 0; i <= kStrips; ++i) f[i] = pdf(x[i]);
+    for (int i = 0; i < kStrips; ++i) inner[i] = x[i + 1] / x[i];
+  }
+};
+
+double unit(uint64_t bits) { return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0); }
+}  // namespace
+
+void Rng::add_normal(float* out, int64_t n, float scale) {
+  static const Ziggurat z;
+  for (int64_t k = 0; k < n; ++k) {
+    double v;
+    for (;;) {
+      const uint64_t u = next_u64();
+      const int i = static_cast<int>(u & (Ziggurat::kStrips - 1));
+      const double sign = (u & Ziggurat::kStrips) ? -1.0 : 1.0;
+      const double w = unit(u);  // the top 53 bits: independent of the strip and sign bits
+      if (w < z.inner[i]) { v = sign * w * z.x[i]; break; }
+      if (i == 0) {
+        // The tail beyond r, by Marsaglia's exponential rejection. 1 - unit keeps log finite.
+        double a, b;
+        do {
+          a = -std::log(1.0 - unit(next_u64())) / Ziggurat::kR;
+          b = -std::log(1.0 - unit(next_u64()));
+        } while (b + b < a * a);
+        v = sign * (Ziggurat::kR + a);
+        break;
+      }
+      const double xv = w * z.x[i];
+      const double y = z.f[i] + unit(next_u64()) * (z.f[i + 1] - z.f[i]);
+      if (y < std::exp(-0.5 * xv * xv)) { v = sign * xv; break; }
+    }
+    out[k] += scale * static_cast<float>(v);
+  }
+}
+
 uint64_t Rng::below(uint64_t n) {
   // Lemire's rejection keeps the result unbiased.
   __uint128_t m = static_cast<__uint128_t>(next_u64()) * n;

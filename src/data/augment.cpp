@@ -64,7 +64,7 @@ void augment_window(const AugmentOptions& opt, uint64_t sample_seed, float* x, i
     }
   }
   if (opt.jitter_sigma > 0) {
-    for (int64_t i = 0; i < T * F; ++i) x[i] += opt.jitter_sigma * rng.normal();
+    rng.add_normal(x, T * F, opt.jitter_sigma);
   }
   if (opt.mask_prob > 0) {
     int64_t masked_until = 0;  // runs may overlap; a step is masked while inside any run
