@@ -37,6 +37,14 @@ MappedFile::~MappedFile() {
   if (data != nullptr && size > 0) munmap(const_cast<unsigned char*>(data), size);
 }
 
+void MappedFile::note_read(size_t bytes) {
+  if (read_since_drop.fetch_add(bytes, std::memory_order_relaxed) + bytes < kResidentBudget) return;
+  // One reader wins the reset and drops the mapping; concurrent readers just fault pages back in.
+  size_t seen = read_since_drop.load(std::memory_order_relaxed);
+  if (seen >= kResidentBudget && read_since_drop.compare_exchange_strong(seen, 0) && data != nullptr)
+    madvise(const_cast<unsigned char*>(data), size, MADV_DONTNEED);
+}
+
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   ST_CHECK(fd >= 0, "{}: cannot open: {} (check the path in the config)", path, std::strerror(errno));
@@ -266,6 +274,7 @@ void NpyArray::read_floats(int64_t first, int64_t n, float* out) const {
     case NpyDtype::F32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
     case NpyDtype::F64: convert<double>(src, n, out); break;
   }
+  if (map) map->note_read(static_cast<size_t>(n * itemsize));
 }
 
 float NpyArray::at(int64_t i) const {

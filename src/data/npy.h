@@ -8,6 +8,8 @@
 // (object, complex, strings, float16, structured ...), and a data section shorter (truncated)
 // or longer (trailing bytes) than the shape says.
 #pragma once
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -22,9 +24,17 @@ enum class NpyDtype { Bool, I8, I16, I32, I64, U8, U16, U32, U64, F32, F64 };
 const char* npy_dtype_name(NpyDtype d);  // numpy's spelling: "float32", "int8", "bool", ...
 
 // A read-only memory mapping of a whole file; unmapped when the last owner goes.
+// Pages a process reads through a mapping count in its resident set until unmapped, so an
+// epoch over a 1 GB file would end with 1 GB resident. Readers report what they copied out
+// (note_read); every kResidentBudget bytes the whole mapping is dropped from this process's
+// page tables (madvise MADV_DONTNEED: the pages stay in the kernel's page cache, a later read
+// maps them back without I/O), which bounds the file's share of the resident set.
 struct MappedFile {
+  static constexpr size_t kResidentBudget = size_t{4} << 20;
   const unsigned char* data = nullptr;
   size_t size = 0;
+  std::atomic<size_t> read_since_drop{0};
+  void note_read(size_t bytes);
   MappedFile() = default;
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
