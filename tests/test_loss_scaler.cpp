@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/cpu/gemm_bf16.h"
 #include "config/config.h"
 #include "models/forecaster.h"
 #include "optim/loss_scaler.h"
@@ -279,6 +280,26 @@ TEST(LossScalerTrainer, Fp32RecordsHaveNoScalerFields) {
   train(c, TrainOptions{dir / "r", false, false, true});
   for (const auto& rec : read_metrics(dir / "r/metrics.jsonl")) EXPECT_FALSE(rec.contains("loss_scale"));
   EXPECT_FALSE(read_checkpoint_state(dir / "r/checkpoints/last").contains("loss_scaler"));
+}
+
+// The CLI: the log says fp16 is emulated and bf16 is the fast choice, the summary line counts
+// the skipped steps, and a bad loss-scale key is an error naming it.
+TEST(LossScalerTrainer, CliLogsEmulationAndSkippedStepsAndRejectsBadKeys) {
+  TempDir dir;
+  const Result r = run_seqtrain("train " + example_config() + " --out " + (dir / "run") + kSmall +
+                                " --set train.epochs=1 --set runtime.precision=fp16"
+                                " --set runtime.loss_scale.init=1099511627776");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "fp16 is emulated on this CPU");
+  if (cpu_has_native_bf16()) {
+    EXPECT_CONTAINS(r.out, "bf16 is the fast choice");
+  }
+  EXPECT_CONTAINS(r.out, "skipped on fp16 overflow");
+  const Result bad = run_seqtrain("train " + example_config() + " --out " + (dir / "bad") + kSmall +
+                                  " --set runtime.precision=fp16 --set runtime.loss_scale.backoff_factor=1.5");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_CONTAINS(bad.out, "runtime.loss_scale.backoff_factor");
+  EXPECT_FALSE(fs::exists(dir / "bad/metrics.jsonl"));
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+// LossScaler: torch GradScaler's dynamic loss scaling; see loss_scaler.h.
 #include "optim/loss_scaler.h"
 
 #include <cmath>
