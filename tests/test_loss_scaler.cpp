@@ -241,15 +241,23 @@ Config fp16_config(std::vector<std::string> extra) {
   return load_config(example_config(), o);
 }
 
-TEST(LossScalerTrainer, StateSurvivesCheckpointAndResumeBitwise) {
+class LossScalerResume : public ::testing::TestWithParam<int> {};
+
+// grad_accum 1, and 3 (38 batches an epoch: `last` falls inside an accumulation, whose first
+// micro-batches the resumed run replays under the restored scale).
+TEST_P(LossScalerResume, StateSurvivesCheckpointAndResumeBitwise) {
   TempDir dir;
   const std::string a = dir / "a", b = dir / "b";
-  const TrainSummary full = train(fp16_config({"train.epochs=3"}), TrainOptions{a, false, false, true});
-  train(fp16_config({"train.epochs=2"}), TrainOptions{b, false, false, true});
+  const std::string accum = "train.grad_accum=" + std::to_string(GetParam());
+  const TrainSummary full = train(fp16_config({"train.epochs=3", accum}), TrainOptions{a, false, false, true});
+  train(fp16_config({"train.epochs=2", accum}), TrainOptions{b, false, false, true});
   const nlohmann::json mid = read_checkpoint_state(b + "/checkpoints/last");
   ASSERT_TRUE(mid.contains("loss_scaler")) << mid.dump();
   EXPECT_GT(mid["loss_scaler"]["skipped_total"].get<int64_t>(), 0);
-  const TrainSummary resumed = train(fp16_config({"train.epochs=3"}), TrainOptions{b, true, false, true});
+  if (GetParam() > 1) {
+    EXPECT_NE(mid["micro_steps"].get<int64_t>() % GetParam(), 0);
+  }
+  const TrainSummary resumed = train(fp16_config({"train.epochs=3", accum}), TrainOptions{b, true, false, true});
 
   const nlohmann::json sa = read_checkpoint_state(a + "/checkpoints/last");
   const nlohmann::json sb = read_checkpoint_state(b + "/checkpoints/last");
@@ -272,6 +280,8 @@ TEST(LossScalerTrainer, StateSurvivesCheckpointAndResumeBitwise) {
   EXPECT_LE(skips, full.skipped_steps);
   EXPECT_GT(skips, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(GradAccum, LossScalerResume, ::testing::Values(1, 3));
 
 TEST(LossScalerTrainer, Fp32RecordsHaveNoScalerFields) {
   TempDir dir;
