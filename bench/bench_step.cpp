@@ -313,7 +313,7 @@ json bench_profile(const Workload& w, const Args& a, const Data& d) {
   const ModelSpec defaults;
   RnnOptions ro;
   ro.impl = parse_rnn_impl(a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl);
-  ro.bf16 = rnn_precision_is_bf16(a.precision.empty() ? defaults.precision : a.precision);
+  ro.precision = rnn_precision(a.precision.empty() ? defaults.precision : a.precision);
   RnnStack rnn(ps, "rnn", w.cell, w.features, w.hidden, w.layers, false, 0.f, ro);
   Linear head(ps, "head", rnn.output_size(), w.outputs);
   ps.finalize();

@@ -84,11 +84,13 @@ TEST(Bf16, GemmMatchesF32GemmOnBf16RoundedInputsForEveryTransposeAndCachesPrimit
 
 TEST(Bf16, PrecisionNamesResolve) {
   std::string why;
-  EXPECT_FALSE(rnn_precision_is_bf16("fp32", &why));
-  EXPECT_EQ(rnn_precision_is_bf16("auto", &why), cpu_has_native_bf16());
+  EXPECT_EQ(rnn_precision("fp32", &why), RnnPrecision::fp32);
+  EXPECT_EQ(rnn_precision("auto", &why), cpu_has_native_bf16() ? RnnPrecision::bf16 : RnnPrecision::fp32);
   EXPECT_NE(why.find("auto"), std::string::npos);
-  EXPECT_THROW(rnn_precision_is_bf16("fp16"), Error);
-  EXPECT_THROW(rnn_precision_is_bf16("bf32"), Error);
+  // fp16 is never auto's pick; asked for, it runs emulated and the log says so.
+  EXPECT_EQ(rnn_precision("fp16", &why), RnnPrecision::fp16);
+  EXPECT_CONTAINS(why, "emulated");
+  EXPECT_THROW(rnn_precision("bf32"), Error);
 }
 
 struct Bf16Case { const char* type; int64_t layers; bool bidir; };

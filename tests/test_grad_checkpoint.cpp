@@ -74,7 +74,8 @@ INSTANTIATE_TEST_SUITE_P(Cells, GradCheckpoint,
                                            CkptCase{"gru", 2, false, 0.f, "fp32"},
                                            CkptCase{"gru", 2, true, 0.2f, "fp32"},
                                            CkptCase{"lstm", 2, false, 0.f, "bf16"},
-                                           CkptCase{"gru", 2, true, 0.f, "bf16"}),
+                                           CkptCase{"gru", 2, true, 0.f, "bf16"},
+                                           CkptCase{"lstm", 2, true, 0.f, "fp16"}),
                          [](const auto& info) {
                            return std::string(info.param.type) + "_l" + std::to_string(info.param.layers) +
                                   (info.param.bidir ? "_bi" : "_uni") + (info.param.dropout > 0 ? "_drop_" : "_") +

@@ -107,12 +107,22 @@ struct TrainConfig {
   bool operator==(const TrainConfig&) const = default;
 };
 
+// Dynamic loss scaling under precision fp16 (optim/loss_scaler.h; torch GradScaler's defaults).
+struct LossScaleConfig {
+  double init = 65536.0;          // > 0; the starting scale, 2^16
+  double growth_factor = 2.0;     // > 1; applied after growth_interval clean steps
+  double backoff_factor = 0.5;    // (0, 1); applied on a step with inf/NaN gradients (skipped)
+  int64_t growth_interval = 2000; // >= 1; consecutive clean steps before the scale grows
+  bool operator==(const LossScaleConfig&) const = default;
+};
+
 struct RuntimeConfig {
   int64_t threads = 0;              // >= 0; 0 = all cores
   std::string precision = "fp32";   // fp32 | bf16 | fp16 | auto (bf16 where the CPU has native bf16)
   bool deterministic = false;       // bitwise-repeatable runs at some speed cost
   std::string rnn_impl = "fused";   // fused | onednn: kernels for the LSTM/GRU layers
   bool autotune = false;            // time fused vs oneDNN per RNN layer shape at the first step
+  LossScaleConfig loss_scale;       // used only when precision is fp16
   bool operator==(const RuntimeConfig&) const = default;
 };
 

@@ -8,7 +8,7 @@ namespace {
 RnnOptions rnn_options(const ModelSpec& spec, std::string* note) {
   RnnOptions o;
   o.impl = parse_rnn_impl(spec.rnn_impl);
-  o.bf16 = rnn_precision_is_bf16(spec.precision, note);
+  o.precision = rnn_precision(spec.precision, note);
   o.grad_checkpoint = spec.grad_checkpoint;
   o.autotune = spec.autotune;
   return o;

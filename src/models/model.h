@@ -22,9 +22,10 @@ struct ModelSpec {
   float dropout = 0.f;        // between RNN layers and before the head, training only
   int64_t output_size = 1;    // horizon * targets
   std::string rnn_impl = "fused";  // fused | onednn: which kernels run the RNN layers
-  // Mixed precision of the RNN layers: fp32 | bf16 | auto (bf16 where the CPU has native bf16).
-  // bf16 = bf16 GEMM inputs with fp32 accumulation; master weights, gradients, optimizer
-  // state, gate math, cell state, loss and reductions stay fp32. Fused kernels only.
+  // Mixed precision of the RNN layers: fp32 | bf16 | fp16 | auto (bf16 where the CPU has native
+  // bf16). bf16/fp16 = 16-bit GEMM inputs with fp32 accumulation; master weights, gradients,
+  // optimizer state, gate math, cell state, loss and reductions stay fp32. Fused kernels only.
+  // fp16 needs loss scaling (optim/loss_scaler.h), which the trainer adds.
   std::string precision = "fp32";
   bool grad_checkpoint = false;  // recompute each RNN layer's saved state inside backward
   bool autotune = false;         // time fused vs oneDNN per RNN layer shape at the first step

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/gemm_fp16.h"
 #include "core/rng.h"
 
 namespace seqtrain {
@@ -29,17 +30,20 @@ RnnStack::RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, 
 RnnStack::RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
                    int64_t hidden, int64_t layers, bool bidirectional, float dropout, const RnnOptions& options)
     : params_(params), cell_(cell), impl_(options.impl), hidden_(hidden), dirs_(bidirectional ? 2 : 1),
-      bf16_(options.bf16), ckpt_(options.grad_checkpoint), autotune_(options.autotune), tuner_(options.autotuner) {
+      precision_(options.precision), half_(options.precision != RnnPrecision::fp32),
+      half_type_(options.precision == RnnPrecision::fp16 ? HalfType::fp16 : HalfType::bf16),
+      ckpt_(options.grad_checkpoint), autotune_(options.autotune), tuner_(options.autotuner) {
   ST_CHECK(input_size > 0 && hidden > 0 && layers > 0, "RNN sizes must be positive (input {}, hidden {}, layers {})",
            input_size, hidden, layers);
-  ST_CHECK(!(bf16_ && impl_ == RnnImpl::onednn && !autotune_),
-           "bf16 precision runs on the fused RNN kernels only: use rnn_impl fused (or precision fp32 with onednn)");
+  ST_CHECK(!(half_ && impl_ == RnnImpl::onednn && !autotune_),
+           "{} precision runs on the fused RNN kernels only: use rnn_impl fused (or precision fp32 with onednn)",
+           rnn_precision_name(precision_));
   if (autotune_ && !tuner_) tuner_ = std::make_shared<Autotuner>();
   const int64_t G = rnn_gates(cell);
   layers_.resize(layers);
   for (int64_t k = 0; k < layers; ++k) {
     Layer& l = layers_[k];
-    l.impl = bf16_ ? RnnImpl::fused : impl_;
+    l.impl = half_ ? RnnImpl::fused : impl_;
     l.in = k == 0 ? input_size : hidden * dirs_;
     for (int64_t d = 0; d < dirs_; ++d) {
       const std::string sfx = "_l" + std::to_string(k) + (d ? "_reverse" : "");
@@ -175,32 +179,42 @@ RnnImpl parse_rnn_impl(const std::string& name) {
 
 const char* rnn_impl_name(RnnImpl impl) { return impl == RnnImpl::fused ? "fused" : "onednn"; }
 
-bool rnn_precision_is_bf16(const std::string& precision, std::string* why) {
+const char* rnn_precision_name(RnnPrecision p) {
+  return p == RnnPrecision::bf16 ? "bf16" : p == RnnPrecision::fp16 ? "fp16" : "fp32";
+}
+
+RnnPrecision rnn_precision(const std::string& precision, std::string* why) {
   auto say = [&](const std::string& w) { if (why) *why = w; };
-  if (precision == "fp32") { say("precision fp32: as configured"); return false; }
+  if (precision == "fp32") { say("precision fp32: as configured"); return RnnPrecision::fp32; }
   if (precision == "bf16") {
     ST_CHECK(cpu_has_native_bf16(),
              "precision bf16 needs a CPU with AVX512-BF16, which this one lacks: use precision fp32 (or auto)");
     say("precision bf16: as configured (CPU has native bf16)");
-    return true;
+    return RnnPrecision::bf16;
+  }
+  if (precision == "fp16") {
+    say(std::string("precision fp16: as configured, with dynamic loss scaling; fp16 is emulated on this CPU "
+                    "(oneDNN has no fp16 matmul without AVX512-FP16): fp16's numerics, not its speed, slower than "
+                    "fp32 here") +
+        (cpu_has_native_bf16() ? "; bf16 is the fast choice on this CPU" : ""));
+    return RnnPrecision::fp16;
   }
   if (precision == "auto") {
     const bool bf = cpu_has_native_bf16();
     say(bf ? "precision auto -> bf16: the CPU has native bf16 dot products (AVX512-BF16)"
            : "precision auto -> fp32: the CPU has no native bf16 (AVX512-BF16)");
-    return bf;
+    return bf ? RnnPrecision::bf16 : RnnPrecision::fp32;
   }
-  if (precision == "fp16") fail("precision fp16 is not supported on CPU: use fp32, bf16 or auto");
-  fail("precision '{}' is not known: use fp32, bf16 or auto", precision);
+  fail("precision '{}' is not known: use fp32, bf16, fp16 or auto", precision);
 }
 
-void RnnStack::convert_weights_bf16(Layer& l) {
+void RnnStack::convert_weights_half(Layer& l) {
   const int64_t GH = rnn_gates(cell_) * hidden_;
   l.w_ih_bf.resize(dirs_ * GH * l.in);
   l.w_hh_bf.resize(dirs_ * GH * hidden_);
   for (int64_t d = 0; d < dirs_; ++d) {
-    f32_to_bf16(params_.param(l.w_ih[d]).f32(), l.w_ih_bf.data() + d * GH * l.in, GH * l.in);
-    f32_to_bf16(params_.param(l.w_hh[d]).f32(), l.w_hh_bf.data() + d * GH * hidden_, GH * hidden_);
+    f32_to_half(half_type_, params_.param(l.w_ih[d]).f32(), l.w_ih_bf.data() + d * GH * l.in, GH * l.in);
+    f32_to_half(half_type_, params_.param(l.w_hh[d]).f32(), l.w_hh_bf.data() + d * GH * hidden_, GH * hidden_);
   }
 }
 
@@ -221,14 +235,14 @@ Tensor RnnStack::backward_onednn(Layer& l, const Tensor& dy, Arena& arena) {
   return dsrc;
 }
 
-// Saved state (gates, cell state, bf16 copies) comes from keep: the step's arena, or under
+// Saved state (gates, cell state, 16-bit copies) comes from keep: the step's arena, or under
 // gradient checkpointing the private one that holds one layer at a time.
 void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
   const int64_t T = in.shape[0], N = in.shape[1], G = rnn_gates(cell_) * hidden_;
   uint16_t* x_bf = nullptr;
-  if (bf16_) {
+  if (half_) {
     x_bf = static_cast<uint16_t*>(keep.alloc(T * N * l.in * sizeof(uint16_t)));
-    f32_to_bf16_rows(in.f32(), l.in, x_bf, T * N, l.in);
+    f32_to_half_rows(half_type_, in.f32(), l.in, x_bf, T * N, l.in);
   }
   l.fused.resize(dirs_);
   for (int64_t d = 0; d < dirs_; ++d) {
@@ -247,10 +261,11 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
     a.gates = keep.tensor({T, N, G}).f32();
     a.extra = keep.tensor({T, N, hidden_}).f32();
     a.scratch = keep.tensor({N, G}).f32();
-    if (bf16_) {
+    if (half_) {
       a.w_ih_bf = l.w_ih_bf.data() + d * G * l.in;
       a.w_hh_bf = l.w_hh_bf.data() + d * G * hidden_;
       a.x_bf = x_bf;
+      a.half = half_type_;
       a.h_bf = static_cast<uint16_t*>(keep.alloc(T * N * hidden_ * sizeof(uint16_t)));
     }
     fused_rnn_forward(a);
@@ -277,7 +292,7 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
   Tensor dh = work.tensor({N, hidden_}), dc = work.tensor({N, hidden_});
   uint16_t* dgi_bf = nullptr;
   uint16_t* dgh_bf = nullptr;
-  if (bf16_) {
+  if (half_) {
     dgi_bf = static_cast<uint16_t*>(work.alloc(T * N * G * sizeof(uint16_t)));
     if (gru) dgh_bf = static_cast<uint16_t*>(work.alloc(T * N * G * sizeof(uint16_t)));
   }
@@ -319,7 +334,7 @@ Tensor RnnStack::layer_backward(Layer& l, const Tensor& dy, Arena& arena, bool w
 void RnnStack::autotune_layer(Layer& l, const Tensor& in) {
   const int64_t T = in.shape[0], N = in.shape[1];
   const std::string key = fmt::format("{} T={} N={} C={} H={} D={} {}{}", cell_ == RnnCell::lstm ? "lstm" : "gru", T,
-                                      N, l.in, hidden_, dirs_, bf16_ ? "bf16" : "fp32", ckpt_ ? " ckpt" : "");
+                                      N, l.in, hidden_, dirs_, rnn_precision_name(precision_), ckpt_ ? " ckpt" : "");
   std::vector<float> saved(params_.grads(), params_.grads() + params_.size());
   Arena tune_arena;
   auto run = [&](RnnImpl impl) {
@@ -333,7 +348,7 @@ void RnnStack::autotune_layer(Layer& l, const Tensor& in) {
     layer_backward(l, dy, tune_arena, true);
   };
   std::vector<TuneCandidate> cands{{"fused", [&] { run(RnnImpl::fused); }}};
-  if (!bf16_) cands.push_back({"onednn", [&] { run(RnnImpl::onednn); }});
+  if (!half_) cands.push_back({"onednn", [&] { run(RnnImpl::onednn); }});
   const std::string choice = tuner_->choose(key, cands);
   std::copy(saved.begin(), saved.end(), params_.grads());
   l.impl = parse_rnn_impl(choice);
@@ -350,7 +365,7 @@ Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, uint64_t 
   Tensor in = transpose01(x, arena);
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& l = layers_[k];
-    if (bf16_) convert_weights_bf16(l);  // once per step; backward reuses the copies
+    if (half_) convert_weights_half(l);  // once per step; backward reuses the copies
     if (autotune_ && training && (l.tuned_T != T || l.tuned_N != N)) autotune_layer(l, in);
     l.src = in;
     l.dst = arena.tensor({T, N, hidden_ * dirs_});

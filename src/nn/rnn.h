@@ -29,15 +29,22 @@ enum class RnnImpl { fused, onednn };
 RnnImpl parse_rnn_impl(const std::string& name);
 const char* rnn_impl_name(RnnImpl impl);
 
-// Whether precision ("fp32" | "bf16" | "auto") computes in bf16. "auto" is bf16 exactly when the
-// CPU has native bf16 dot products; *why (when given) says which and why, for the log. Unknown
-// names and "fp16" (not supported on CPU) are a seqtrain::Error naming the accepted values.
-bool rnn_precision_is_bf16(const std::string& precision, std::string* why = nullptr);
+// The compute precision of the layers' matrix products. fp32 master weights, gradients, gate
+// math and state in every case; bf16 and fp16 round the GEMM operands to 16 bits and
+// accumulate in fp32 (fp16 is emulated on CPUs without native fp16: backend/cpu/gemm_fp16.h).
+enum class RnnPrecision { fp32, bf16, fp16 };
+const char* rnn_precision_name(RnnPrecision p);
+
+// Resolves runtime.precision ("fp32" | "bf16" | "fp16" | "auto"). "auto" is bf16 exactly when the
+// CPU has native bf16 dot products, fp32 otherwise (never fp16: it needs loss scaling and is not
+// faster here); *why (when given) says which and why, for the log. Unknown names, and bf16 on a
+// CPU without AVX512-BF16, are a seqtrain::Error naming the accepted values.
+RnnPrecision rnn_precision(const std::string& precision, std::string* why = nullptr);
 
 struct RnnOptions {
   RnnImpl impl = RnnImpl::fused;
-  // bf16 GEMMs with fp32 accumulation, fp32 master weights, gate math and state (fused only).
-  bool bf16 = false;
+  // bf16 / fp16 GEMMs with fp32 accumulation, fp32 master weights, gate math and state (fused only).
+  RnnPrecision precision = RnnPrecision::fp32;
   // Keep only each layer's input in forward; recompute the layer inside backward (fused only;
   // layers on oneDNN primitives keep their workspace as before). The saved state of one layer
   // at a time lives in a private arena, so the top layer, computed last, needs no recompute.
@@ -69,7 +76,7 @@ class RnnStack {
   // at a time) instead of the caller's: its high-water mark in bytes. Activation memory of a
   // step = caller's Arena::high_water() + this (0 without checkpointing).
   size_t checkpoint_scratch_bytes() const { return ckpt_arena_.high_water(); }
-  bool bf16() const { return bf16_; }
+  RnnPrecision precision() const { return precision_; }
   bool grad_checkpoint() const { return ckpt_; }
   // Which implementation layer k runs now (after autotuning, the chosen one).
   RnnImpl layer_impl(size_t k) const { return layers_.at(k).impl; }
@@ -88,11 +95,11 @@ class RnnStack {
     void* workspace = nullptr;                      // oneDNN's, or
     std::vector<FusedRnnArgs> fused;                // the fused kernels' saved state, per direction
     RnnImpl impl = RnnImpl::fused;
-    std::vector<uint16_t> w_ih_bf, w_hh_bf;         // bf16 copies, all directions, made each forward
+    std::vector<uint16_t> w_ih_bf, w_hh_bf;         // 16-bit copies, all directions, made each forward
     int64_t tuned_T = -1, tuned_N = -1;             // shape of the last autotune decision
   };
   void init_layers(const std::string& prefix, int64_t input_size, int64_t layers, float dropout);
-  void convert_weights_bf16(Layer& l);
+  void convert_weights_half(Layer& l);
   void layer_forward(Layer& l, const Tensor& in, Arena& arena, bool training);
   Tensor layer_backward(Layer& l, const Tensor& dy, Arena& arena, bool want_dx);
   void autotune_layer(Layer& l, const Tensor& in);
@@ -109,7 +116,10 @@ class RnnStack {
   RnnCell cell_;
   RnnImpl impl_;
   int64_t hidden_, dirs_;
-  bool bf16_ = false, ckpt_ = false, autotune_ = false;
+  RnnPrecision precision_;
+  bool half_ = false;  // 16-bit GEMM operands (bf16 or fp16), of type half_type_
+  HalfType half_type_ = HalfType::bf16;
+  bool ckpt_ = false, autotune_ = false;
   std::shared_ptr<Autotuner> tuner_;
   Arena ckpt_arena_;  // one layer's recomputable state under gradient checkpointing
   const Layer* ckpt_live_ = nullptr;  // the layer whose state ckpt_arena_ holds now, if any

@@ -1,5 +1,7 @@
 #include "train/step.h"
 
+#include <limits>
+
 #include "optim/clip.h"
 
 namespace seqtrain {
@@ -16,18 +18,33 @@ StepResult TrainStep::run(const Tensor& x, const Tensor& y, uint64_t seed) {
   Tensor pred = model_.forward(x, arena_, true);
   loss_sum_ += loss_forward(options_.loss, pred, y, options_.loss_options);
   ++loss_count_;
-  // Each micro-batch contributes 1/k of the mean, so k micro-batches equal one big batch.
+  // Each micro-batch contributes 1/k of the mean, so k micro-batches equal one big batch; under
+  // loss scaling the gradient is that times the scale, as backward of scaler.scale(loss / k).
   Tensor dpred = arena_.tensor(pred.shape);
-  loss_backward(options_.loss, pred, y, dpred, 1.0f / static_cast<float>(options_.grad_accum), options_.loss_options);
+  const float scale = options_.scaler ? options_.scaler->scale() : 1.0f;
+  loss_backward(options_.loss, pred, y, dpred, scale * (1.0f / static_cast<float>(options_.grad_accum)),
+                options_.loss_options);
   model_.backward(dpred, arena_);
 
   StepResult r;
   if (++micro_ < options_.grad_accum) return r;
   micro_ = 0;
   ParamStore& ps = model_.params();
+  r.lr = schedule_.lr(updates_);
+  if (options_.scaler) {
+    const bool finite = options_.scaler->unscale(ps.grads(), ps.size());
+    options_.scaler->update(!finite);
+    if (!finite) {
+      r.skipped = true;
+      r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+      ps.zero_grad();
+      ++updates_;
+      r.updated = true;
+      return r;
+    }
+  }
   r.grad_norm = options_.grad_clip > 0 ? clip_grad_norm(ps.grads(), ps.size(), options_.grad_clip)
                                        : grad_norm(ps.grads(), ps.size());
-  r.lr = schedule_.lr(updates_);
   optimizer_.step(ps.params(), ps.grads(), ps.size(), r.lr);
   ps.zero_grad();
   ++updates_;

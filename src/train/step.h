@@ -1,6 +1,10 @@
 // TrainStep: one optimisation step, read top to bottom: forward, loss, backward into the flat
 // gradient buffer, and every grad_accum micro-batches: clip the global norm, take the
 // scheduled learning rate, update the flat parameter buffer, zero the gradients.
+// Under fp16 a LossScaler scales the loss gradient and, at the accumulation boundary, unscales
+// the gradients before clipping; a step whose gradients overflowed is skipped: no parameter
+// or optimizer-state change, but it counts as a step, so the LR schedule moves on as in a
+// PyTorch loop that calls scheduler.step() after scaler.step(optimizer) either way.
 // Losses are summed where they are computed and read once per log interval (take_loss()).
 #pragma once
 #include <cstdint>
@@ -8,6 +12,7 @@
 #include "core/arena.h"
 #include "models/model.h"
 #include "nn/loss.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 
@@ -18,11 +23,13 @@ struct StepOptions {
   LossOptions loss_options;
   double grad_clip = 0.0;  // max global L2 norm; 0 turns clipping off
   int64_t grad_accum = 1;  // micro-batches per optimizer update
+  LossScaler* scaler = nullptr;  // dynamic loss scaling (fp16); null: none
 };
 
 struct StepResult {
-  bool updated = false;      // this micro-batch completed an optimizer update
-  double grad_norm = 0.0;    // pre-clip norm of the update (when updated)
+  bool updated = false;      // this micro-batch completed an optimizer step (skipped ones included)
+  bool skipped = false;      // ... whose gradients overflowed: nothing was updated (fp16 only)
+  double grad_norm = 0.0;    // pre-clip norm of the unscaled gradients (when updated; NaN when skipped)
   double lr = 0.0;           // learning rate used (when updated)
 };
 
@@ -45,7 +52,7 @@ class TrainStep {
   StepOptions options_;
   Arena arena_;
   int64_t micro_ = 0;    // micro-batches into the current accumulation
-  int64_t updates_ = 0;  // optimizer updates taken (the schedule's step)
+  int64_t updates_ = 0;  // optimizer steps taken, skipped ones included (the schedule's step)
   double loss_sum_ = 0.0;
   int64_t loss_count_ = 0;
 };

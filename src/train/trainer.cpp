@@ -27,6 +27,7 @@
 #include "io/atomic_dir.h"
 #include "io/safetensors.h"
 #include "nn/loss.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
@@ -294,9 +295,6 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
          run.string());
 
   // Everything that can fail on bad input happens before the run directory is touched.
-  // fp16 needs dynamic loss scaling, which is not built yet: refuse it rather than run fp32.
-  ST_CHECK(config.runtime.precision != "fp16",
-           "runtime.precision: fp16 is not implemented yet in this build; use bf16 (or auto, or fp32)");
   const int threads = set_cpu_threads(static_cast<int>(config.runtime.threads));
   Dataset data = load_dataset(config);
   ST_CHECK(!data.train.empty(), "data.split leaves no training window; raise the train fraction");
@@ -359,9 +357,16 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   so.patience = config.train.schedule.patience;
   auto schedule = make_schedule(so);
 
+  // fp16 gradients need dynamic loss scaling (optim/loss_scaler.h); other precisions run without.
+  std::unique_ptr<LossScaler> scaler;
+  if (config.runtime.precision == "fp16") {
+    const LossScaleConfig& ls = config.runtime.loss_scale;
+    scaler = std::make_unique<LossScaler>(
+        LossScalerOptions{ls.init, ls.growth_factor, ls.backoff_factor, ls.growth_interval});
+  }
   TrainStep step(*model, *optimizer, *schedule,
                  StepOptions{parse_loss(config.train.loss), loss_options(config.train.huber_delta),
-                             config.train.grad_clip, config.train.grad_accum});
+                             config.train.grad_clip, config.train.grad_accum, scaler.get()});
 
   // The run directory: lock it, clear it for --overwrite, tidy what a crash left behind.
   fs::create_directories(run);
@@ -419,6 +424,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     pending_loss_sum = st.value("pending_loss_sum", 0.0);
     pending_loss_count = st.value("pending_loss_count", int64_t{0});
     step.set_updates(st.at("updates"));
+    if (scaler && st.contains("loss_scaler")) scaler->load_json(st.at("loss_scaler"));
     const std::string tag = st.value("tag", std::string());
     if (tag.rfind("step-", 0) == 0) resumed_from = tag;
     const int64_t saved_threads = st.value("threads", int64_t{0});
@@ -539,6 +545,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     st["features"] = data.features;
     st["targets"] = data.targets;
     st["schedule"] = schedule_state_to_json(schedule->state());
+    if (scaler) st["loss_scaler"] = scaler->to_json();
     return st;
   };
   // Time the training loop spends on checkpoints: the snapshot copy and any wait for the
@@ -600,9 +607,14 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
       if (r.updated && step.updates() % config.train.log_every == 0) {
         const double secs = seconds_since(log_start);
         const double loss = take_logged_loss();
-        metrics.write({{"split", "train"}, {"step", step.updates()}, {"epoch", epoch}, {"loss", loss}, {"lr", r.lr},
-                       {"grad_norm", r.grad_norm}, {"samples_per_s", log_samples / std::max(secs, 1e-9)},
-                       {"time_s", time_s()}});
+        nlohmann::json rec{{"split", "train"}, {"step", step.updates()}, {"epoch", epoch}, {"loss", loss}, {"lr", r.lr},
+                           {"grad_norm", r.grad_norm}, {"samples_per_s", log_samples / std::max(secs, 1e-9)},
+                           {"time_s", time_s()}};
+        if (scaler) {
+          rec["loss_scale"] = scaler->scale();
+          rec["skipped_steps"] = scaler->take_skipped_since_report();
+        }
+        metrics.write(rec);
         if (!opt.quiet) {
           const double frac = double(step.updates()) / double(std::max<int64_t>(1, total_updates));
           const double eta = frac > 0 ? time_s() * (1 - frac) / frac : 0;
@@ -680,6 +692,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   summary.checkpoint_block_s = checkpoint_block_s;
   summary.epochs = epoch;
   summary.steps = step.updates();
+  summary.skipped_steps = scaler ? scaler->skipped_total() : 0;
   summary.signal = summary.stopped_by == "signal" ? g_signal.load() : 0;
   if (data.val.empty() && summary.stopped_by != "signal") {
     submit_tag("best", epoch, batch_in_epoch);
@@ -698,8 +711,11 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     std::fprintf(stderr, "seqtrain: stopped by signal %d after step %ld; checkpoints/last holds it. Continue with: "
                  "seqtrain train --resume %s\n", summary.signal, (long)summary.steps, run.c_str());
   else if (!opt.quiet)
-    std::fprintf(stderr, "seqtrain: stopped by %s after %ld steps; best val loss %.5f, test loss %.5f, %.1fs\n",
-                 summary.stopped_by.c_str(), (long)summary.steps, best_val, summary.test_loss, time_s());
+    std::fprintf(stderr, "seqtrain: stopped by %s after %ld steps%s; best val loss %.5f, test loss %.5f, %.1fs\n",
+                 summary.stopped_by.c_str(), (long)summary.steps,
+                 scaler ? fmt::format(" ({} skipped on fp16 overflow, loss scale {})", summary.skipped_steps,
+                                      scaler->scale()).c_str() : "",
+                 best_val, summary.test_loss, time_s());
   return summary;
 }
 

@@ -24,6 +24,7 @@ struct TrainOptions {
 
 struct TrainSummary {
   int64_t epochs = 0, steps = 0;
+  int64_t skipped_steps = 0;  // of `steps`, skipped by fp16 loss scaling (inf/NaN gradients)
   double best_val = 0, test_loss = 0, baseline_val = 0;  // baseline: predict-last-value MSE
   std::string stopped_by;  // "epochs" | "max_steps" | "early_stopping" | "signal"
   int signal = 0;          // the signal number when stopped_by == "signal"

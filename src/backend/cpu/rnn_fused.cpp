@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "backend/cpu/gemm.h"
-#include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/gemm_fp16.h"
 #include "core/error.h"
 
 namespace seqtrain {
@@ -64,7 +64,7 @@ void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
       cn[j] = cv;
       hn[j] = o * fast_tanh(cv);
     }
-    if (a.h_bf) f32_to_bf16(hn, a.h_bf + (t * N + n) * H, H);  // while the row is in cache
+    if (a.h_bf) f32_to_half(a.half, hn, a.h_bf + (t * N + n) * H, H);  // while the row is in cache
   }
 }
 
@@ -93,7 +93,7 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
       en[j] = e;
       hn[j] = (1.f - z) * nv + z * (hp ? hp[j] : 0.f);
     }
-    if (a.h_bf) f32_to_bf16(hn, a.h_bf + (t * N + n) * H, H);
+    if (a.h_bf) f32_to_half(a.half, hn, a.h_bf + (t * N + n) * H, H);
   }
 }
 
@@ -103,7 +103,7 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
   const int64_t G = rnn_gates(a.cell) * a.H, N = a.N;
   const bool bf = a.bf16();
   // Input projection of every step at once.
-  if (bf) gemm_bf16(false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
+  if (bf) gemm_half(a.half, false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
   else gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
   for (int64_t s = 0; s < a.T; ++s) {
     const int64_t t = time_of(a, s);
@@ -111,13 +111,13 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
     const uint16_t* hb_prev = s && bf ? a.h_bf + time_of(a, s - 1) * N * a.H : nullptr;
     if (a.cell == RnnCell::lstm) {
       if (h_prev) {
-        if (bf) gemm_bf16(false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, true, a.gates + t * N * G, G);
+        if (bf) gemm_half(a.half, false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, true, a.gates + t * N * G, G);
         else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 1.f, a.gates + t * N * G, G);
       }
       lstm_step_forward(a, s);
     } else {
       if (h_prev) {
-        if (bf) gemm_bf16(false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, false, a.scratch, G);
+        if (bf) gemm_half(a.half, false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, false, a.scratch, G);
         else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 0.f, a.scratch, G);
       }
       gru_step_forward(a, s);
@@ -129,7 +129,7 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   const int64_t N = a.N, H = a.H, G = rnn_gates(a.cell) * H, ld = a.ld_out;
   const bool lstm = a.cell == RnnCell::lstm;
   const bool bf = a.bf16();
-  ST_CHECK(!bf || (g.dgi_bf && (lstm || g.dgh_bf)), "fused_rnn_backward: bf16 mode needs dgi_bf/dgh_bf");
+  ST_CHECK(!bf || (g.dgi_bf && (lstm || g.dgh_bf)), "fused_rnn_backward: 16-bit mode needs dgi_bf/dgh_bf");
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
   for (int64_t s = a.T; s-- > 0;) {
@@ -138,7 +138,7 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
     const float* dout = g.dout + t * N * ld;
     float* dgi = g.dgi + t * N * G;
     float* dgh = g.dgh + t * N * G;
-    // bf16 copies of this step's gate gradients, written row by row inside the gate loops.
+    // 16-bit copies of this step's gate gradients, written row by row inside the gate loops.
     uint16_t* dgi_b = bf ? g.dgi_bf + t * N * G : nullptr;
     uint16_t* dgh_b = bf && !lstm ? g.dgh_bf + t * N * G : nullptr;
     const bool first = s == 0;
@@ -165,10 +165,10 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
           d[3 * H + j] = dh * tc * o * (1.f - o);
           dcn[j] = dcv * f;
         }
-        if (dgi_b) f32_to_bf16(d, dgi_b + n * G, G);
+        if (dgi_b) f32_to_half(a.half, d, dgi_b + n * G, G);
       }
       if (bf) {
-        if (!first) gemm_bf16(false, false, N, H, G, dgi_b, G, a.w_hh_bf, H, false, g.dh, H);
+        if (!first) gemm_half(a.half, false, false, N, H, G, dgi_b, G, a.w_hh_bf, H, false, g.dh, H);
       } else if (!first) {
         gemm(false, false, N, H, G, 1.f, dgi, G, a.w_hh, H, 0.f, g.dh, H);
       }
@@ -194,12 +194,12 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
           dhn[j] = dh * z;  // the direct path; the gate paths are added by the GEMM below
         }
         if (dgi_b) {
-          f32_to_bf16(di, dgi_b + n * G, G);
-          f32_to_bf16(dr, dgh_b + n * G, G);
+          f32_to_half(a.half, di, dgi_b + n * G, G);
+          f32_to_half(a.half, dr, dgh_b + n * G, G);
         }
       }
       if (bf) {
-        if (!first) gemm_bf16(false, false, N, H, G, dgh_b, G, a.w_hh_bf, H, true, g.dh, H);
+        if (!first) gemm_half(a.half, false, false, N, H, G, dgh_b, G, a.w_hh_bf, H, true, g.dh, H);
       } else if (!first) {
         gemm(false, false, N, H, G, 1.f, dgh, G, a.w_hh, H, 1.f, g.dh, H);
       }
@@ -210,13 +210,13 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   // Whole-sequence GEMMs: dW_ih, dx, dW_hh (each step's h_prev is the neighbouring output).
   if (bf) {
     const uint16_t* dgh_b = lstm ? g.dgi_bf : g.dgh_bf;
-    gemm_bf16(true, false, G, a.C, TN, g.dgi_bf, G, a.x_bf, a.C, true, g.dw_ih, a.C);
-    if (g.dx) gemm_bf16(false, false, TN, a.C, G, g.dgi_bf, G, a.w_ih_bf, a.C, g.accumulate_dx, g.dx, a.C);
+    gemm_half(a.half, true, false, G, a.C, TN, g.dgi_bf, G, a.x_bf, a.C, true, g.dw_ih, a.C);
+    if (g.dx) gemm_half(a.half, false, false, TN, a.C, G, g.dgi_bf, G, a.w_ih_bf, a.C, g.accumulate_dx, g.dx, a.C);
     if (a.T > 1) {
       const int64_t rows = (a.T - 1) * N;
       const uint16_t* d = a.reverse ? dgh_b : dgh_b + N * G;
       const uint16_t* hp = a.reverse ? a.h_bf + N * H : a.h_bf;
-      gemm_bf16(true, false, G, H, rows, d, G, hp, H, true, g.dw_hh, H);
+      gemm_half(a.half, true, false, G, H, rows, d, G, hp, H, true, g.dw_hh, H);
     }
   } else {
     gemm(true, false, G, a.C, TN, 1.f, g.dgi, G, a.x, a.C, 1.f, g.dw_ih, a.C);

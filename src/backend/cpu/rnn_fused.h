@@ -7,12 +7,14 @@
 // Backward: per step the fused elementwise gate gradients and one GEMM for dh_prev; after the
 // loop, dW_ih, dW_hh and dx are each one large GEMM over all T*N rows. This is why it is
 // several times faster than oneDNN 2.6's reference RNN backward on CPU (docs/BENCHMARKS.md).
-// In bf16 mode (FusedRnnArgs::bf16()) the same GEMMs run in bf16 with fp32 accumulation.
+// In 16-bit mode (FusedRnnArgs::bf16(), named for the first format) the same GEMMs take bf16
+// or fp16 operands (FusedRnnArgs::half) with fp32 accumulation.
 // dgi may alias the forward's gates buffer (each gate gradient overwrites the gate it is
 // computed from); gradient checkpointing uses that to need no separate dgi buffer.
 #pragma once
 #include <cstdint>
 
+#include "backend/cpu/gemm_fp16.h"
 #include "backend/cpu/rnn_primitive.h"
 
 namespace seqtrain {
@@ -30,14 +32,16 @@ struct FusedRnnArgs {
   // W_hn h + b_hn.
   float* gates = nullptr; float* extra = nullptr;
   float* scratch = nullptr;   // [N, G*H] (GRU's recurrent projection)
-  // Mixed precision (backend/cpu/gemm_bf16.h): when w_ih_bf is set, every GEMM takes bf16
-  // inputs with fp32 accumulation and output; gate math, the cell state, the saved state and
+  // Mixed precision (backend/cpu/gemm_bf16.h, gemm_fp16.h): when w_ih_bf is set, every GEMM
+  // takes 16-bit inputs of type `half` (the *_bf buffers then hold that format) with fp32
+  // accumulation and output; gate math, the cell state, the saved state and
   // the outputs stay fp32. Set all four: bf16 copies of w_ih, w_hh and x, and h_bf, [T, N, H],
   // where forward writes this direction's outputs in bf16 (the next step's GEMM input and
   // backward's dW_hh input).
   const uint16_t* w_ih_bf = nullptr; const uint16_t* w_hh_bf = nullptr;
   const uint16_t* x_bf = nullptr;
   uint16_t* h_bf = nullptr;
+  HalfType half = HalfType::bf16;
   bool bf16() const { return w_ih_bf != nullptr; }
 };
 
@@ -52,7 +56,7 @@ struct FusedRnnGrads {
   // same values for LSTM), and [N, H] twice (dh and dc carried between steps).
   float* dgi = nullptr; float* dgh = nullptr; float* dh = nullptr; float* dc = nullptr;
   const float* ones = nullptr;  // [T * N] of 1.0f: bias gradients are a GEMM with it
-  // bf16 mode only: [T, N, G*H] bf16 copies of dgi (and of dgh for the GRU), the GEMM inputs.
+  // 16-bit mode only: [T, N, G*H] 16-bit copies of dgi (and of dgh for the GRU), the GEMM inputs.
   uint16_t* dgi_bf = nullptr; uint16_t* dgh_bf = nullptr;
 };
 
