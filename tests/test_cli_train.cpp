@@ -260,6 +260,20 @@ TEST(CliTrain, ResumeMayExtendEpochsButRefusesOtherChanges) {
   EXPECT_NE(lr.out.find("train.epochs"), std::string::npos) << "the message lists what may change:\n" << lr.out;
   EXPECT_EQ(slurp(b + "/metrics.jsonl"), before);
 
+  // A checkpoint written before a key existed (here: runtime.loss_scale.growth_interval) resumes
+  // when the key is at its default, and is refused when the resumed run sets another value.
+  const std::string state_path = b + "/checkpoints/last/state.json";
+  nlohmann::json st = nlohmann::json::parse(slurp(state_path));
+  std::string old_config = st["config"].get<std::string>();
+  const size_t key_at = old_config.find("    growth_interval:");
+  ASSERT_NE(key_at, std::string::npos) << old_config;
+  old_config.erase(key_at, old_config.find('\n', key_at) + 1 - key_at);
+  st["config"] = old_config;
+  std::ofstream(state_path) << st.dump(2);
+  Result newer_key = run("train --resume " + b + " --set runtime.loss_scale.growth_interval=100 --quiet");
+  EXPECT_EQ(newer_key.rc, 2);
+  EXPECT_NE(newer_key.out.find("runtime.loss_scale.growth_interval"), std::string::npos) << newer_key.out;
+
   Result more = run("train --resume " + b + " --set train.epochs=4 --quiet");
   ASSERT_EQ(more.rc, 0) << more.out;
   EXPECT_NE(slurp(b + "/config.yaml").find("epochs: 4"), std::string::npos) << "config.yaml records the extension";

@@ -146,6 +146,8 @@ std::vector<Candidate> resume_candidates(const fs::path& ckpt_dir) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> flatten_yaml(const std::string& text);
+
 // Refuses to resume when a key outside resume_changeable_keys() differs from the config the
 // checkpoint was written with; reports the allowed changes.
 void check_resume_config(const nlohmann::json& st, const Config& config, const fs::path& run,
@@ -155,7 +157,15 @@ void check_resume_config(const nlohmann::json& st, const Config& config, const f
   const auto& ok = resume_changeable_keys();
   std::string allowed;
   for (const auto& k : ok) allowed += (allowed.empty() ? "" : ", ") + k;
+  // A key the checkpoint's config lacks was added to seqtrain after it was written; at its
+  // default it means what that older version did, so it is no change.
+  const auto defaults = flatten_yaml(to_yaml(Config{}));
+  const std::map<std::string, std::string> default_of(defaults.begin(), defaults.end());
   for (const auto& c : config_differences(stored, to_yaml(config))) {
+    if (c.before == "(absent)") {
+      auto d = default_of.find(c.key);
+      if (d != default_of.end() && d->second == c.after) continue;
+    }
     if (std::find(ok.begin(), ok.end(), c.key) == ok.end())
       fail("{}: config key '{}' is {} but checkpoint '{}' was written with {}; a resumed run may only change {}. "
            "Restore the old value (in config.yaml or the --set) or start a new run with another --out",
