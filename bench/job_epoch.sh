@@ -23,6 +23,12 @@ model: {type: lstm, hidden: 128, layers: 2}
 train: {epochs: 1, batch_size: 256, shuffle: false, loss: mse, grad_clip: 1.0, log_every: 1000, optimizer: {name: adamw, lr: 0.001, weight_decay: 0.01}}
 runtime: {threads: $THREADS}
 YAML
+# AUGMENT=1: every augmentation on (seqtrain only; the PyTorch script has none, so no peers run
+# and only seqtrain's own figures, the data wait above all, are printed).
+if [ "${AUGMENT:-0}" = 1 ]; then
+  sed -i 's/split: \[0.7, 0.15, 0.15\]}/split: [0.7, 0.15, 0.15], augment: {jitter_sigma: 0.03, scale_sigma: 0.1, warp_sigma: 0.2, shift_max: 5, mask_prob: 0.02, mask_width: 4}}/' "$W/job.yaml"
+  PYBINS=none
+fi
 start=$(date +%s.%N)
 $PIN $BIN train "$W/job.yaml" --out "$W/run" --quiet > "$W/st.log"
 st_total=$(/usr/bin/python3 -c "print($(date +%s.%N) - $start)")
@@ -35,10 +41,11 @@ st_ckpt=$(sed -n 's/^checkpoint_block_s: //p' "$W/st.log")
 DEFAULT_PEERS=/usr/bin/python3; [ -x bench/.venv/bin/python ] && DEFAULT_PEERS="$DEFAULT_PEERS bench/.venv/bin/python"
 PYBINS=${PYBINS:-${PYBIN:-$DEFAULT_PEERS}}
 i=0; for py in $PYBINS; do
+  [ "$py" = none ] && break
   $PIN $py "$(dirname "$0")/torch_job.py" "$W/w1.csv" "$THREADS" "$W/torch.pt" > "$W/torch$i.json"
   i=$((i+1))
 done
-/usr/bin/python3 - "$st_total" "$st_train" "$st_wait" "$BATCHES" "$THREADS" "$st_ckpt" $(ls "$W"/torch*.json | sort) <<'PY'
+/usr/bin/python3 - "$st_total" "$st_train" "$st_wait" "$BATCHES" "$THREADS" "$st_ckpt" $(ls "$W"/torch*.json 2>/dev/null | sort) <<'PY'
 import json, sys
 total, train, wait = map(float, sys.argv[1:4]); batches, threads = sys.argv[4], sys.argv[5]
 ckpt = float(sys.argv[6]); peers = [json.load(open(f)) for f in sys.argv[7:]]
