@@ -11,6 +11,7 @@
 #include "models/forecaster.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "precision_run.h"
 #include "test_util.h"
 #include "train/step.h"
 
@@ -134,52 +135,12 @@ INSTANTIATE_TEST_SUITE_P(Cells, Bf16Grad,
                                   (info.param.bidir ? "_bi" : "_uni");
                          });
 
-// W1-shaped (LSTM, 2 layers, 8 features, 1 output), scaled down for test time: 300 AdamW steps
-// from the same initial weights over the same batches, fp32 vs bf16.
-double train_300(const std::string& precision, const std::vector<float>& X, const std::vector<float>& Y,
-                 const std::vector<float>& init, std::vector<double>* losses) {
-  const int64_t B = 32, T = 30, C = 8, OUT = 1, nb = X.size() / (B * T * C);
-  ModelSpec spec{"lstm", C, T, 32, 2, false, 0.f, OUT};
-  spec.precision = precision;
-  Forecaster model(spec);
-  std::memcpy(model.params().params(), init.data(), init.size() * sizeof(float));
-  auto opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 3e-3});
-  ScheduleOptions so;
-  so.base_lr = 3e-3;
-  auto sched = make_schedule(so);
-  TrainStep step(model, *opt, *sched, StepOptions{LossKind::mse, {}, 1.0, 1});
-  double tail = 0;
-  for (int64_t s = 0; s < 300; ++s) {
-    const int64_t b = s % nb;
-    step.run(Tensor(const_cast<float*>(X.data()) + b * B * T * C, {B, T, C}),
-             Tensor(const_cast<float*>(Y.data()) + b * B * OUT, {B, OUT}), 0);
-    const double l = step.take_loss();
-    losses->push_back(l);
-    if (s >= 300 - 50) tail += l / 50;
-  }
-  return tail;
-}
-
 TEST(Bf16Training, ThreeHundredStepsEndWithinTwoPercentOfFp32) {
   SEQTRAIN_REQUIRE_BF16();
-  const int64_t B = 32, T = 30, C = 8, nb = 20;
-  Rng rng(9);
-  std::vector<float> X(nb * B * T * C), Y(nb * B);
-  for (auto& v : X) v = rng.normal();
-  for (int64_t s = 0; s < nb * B; ++s) {
-    double acc = 0;
-    for (int64_t t = 0; t < T; ++t) acc += X[(s * T + t) * C + t % C] * (t + 1) / T;
-    // A learnable signal plus noise, like real series: both runs settle near the noise floor.
-    Y[s] = static_cast<float>(std::tanh(0.5 * acc) + 0.3 * rng.normal());
-  }
-  ModelSpec spec{"lstm", C, T, 32, 2, false, 0.f, 1};
-  Forecaster init_model(spec);
-  Rng wr(4);
-  init_model.init(wr);
-  std::vector<float> init(init_model.params().params(), init_model.params().params() + init_model.params().size());
+  const PrecisionProblem problem = PrecisionProblem::make();
   std::vector<double> l32, lbf;
-  const double f32 = train_300("fp32", X, Y, init, &l32);
-  const double bf = train_300("bf16", X, Y, init, &lbf);
+  const double f32 = problem.train_300("fp32", &l32);
+  const double bf = problem.train_300("bf16", &lbf);
   std::printf("[ bf16 ] mean loss of the last 50 of 300 steps: fp32 %.6f, bf16 %.6f (first step %.6f)\n", f32, bf,
               l32.front());
   EXPECT_LT(f32, 0.7 * l32.front()) << "the fp32 run should learn";
