@@ -11,6 +11,7 @@
 #   REPEAT=3 bench/matrix.sh                   3 rounds; each row keeps its fastest run
 #   CONFIGS="baseline bf16" bench/matrix.sh    a subset of the configurations below
 #   BUILD_DIR=build-bench bench/matrix.sh      build directory (default build)
+#   PEERS=none bench/matrix.sh                 seqtrain alone (default: every PyTorch peer present)
 #
 # Configurations (everything else equal: AdamW, MSE, grad_clip 1, no shuffle, no val/test):
 #   baseline   runtime.precision fp32, data.workers 0, runtime.autotune false
@@ -19,6 +20,12 @@
 #   autotune   runtime.autotune true only
 #   ckpt       train.grad_checkpoint true only (the memory line)
 #   all        bf16 + workers auto + autotune
+# PyTorch peers (bench/torch_matrix.py, the same CSV and loop in plain PyTorch): Debian's
+# /usr/bin/python3 (torch 1.13, tens of seconds a step here, so SLOW_STEPS (2) after
+# SLOW_WARMUP (1) steps, one round) and bench/.venv/bin/python (PyPI torch, when
+# bench/setup_venv.sh made it). They run the rows PyTorch has an equivalent for: baseline,
+# bf16 (torch.autocast on CPU), loader and all (DataLoader num_workers TORCH_WORKERS, default
+# the cores the threads leave free, at least 1), right after seqtrain's run of the same row.
 # ms/step of a run is the median over the steps after the first WARMUP (those hold the arena
 # sizing and the autotuner's timing). Activation memory comes from one
 # `bench_step --grad-checkpoint` per workload (the trainer does not report it).
@@ -31,6 +38,10 @@ STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-3}
 REPEAT=${REPEAT:-1}
 BUILD_DIR=${BUILD_DIR:-build}
+PEERS=${PEERS:-auto}
+SLOW_STEPS=${SLOW_STEPS:-2}
+SLOW_WARMUP=${SLOW_WARMUP:-1}
+TORCH_WORKERS=${TORCH_WORKERS:-$(( $(nproc) > THREADS ? $(nproc) - THREADS : 1 ))}
 
 shape_of() {  # workload -> "cell batch lookback features hidden layers"
   case "$1" in
@@ -74,6 +85,34 @@ if command -v taskset >/dev/null && [ "$THREADS" -le "$(nproc)" ]; then
 fi
 export OMP_NUM_THREADS=$THREADS
 
+declare -A PEER_CMD=()
+if [ "$PEERS" = auto ]; then
+  PEERS=""
+  /usr/bin/python3 -c 'import torch' 2>/dev/null && PEERS="torch-debian"
+  [ -x bench/.venv/bin/python ] && bench/.venv/bin/python -c 'import torch' 2>/dev/null && PEERS="$PEERS torch-pypi"
+elif [ "$PEERS" = none ]; then
+  PEERS=""
+fi
+for e in $PEERS; do
+  case "$e" in
+    torch-debian) PEER_CMD[$e]="/usr/bin/python3 bench/torch_matrix.py" ;;
+    torch-pypi) PEER_CMD[$e]="bench/.venv/bin/python bench/torch_matrix.py" ;;
+    *) echo "matrix.sh: unknown peer '$e' (torch-debian, torch-pypi, auto or none)" >&2; exit 2 ;;
+  esac
+done
+peer_plan() {  # peer round -> "steps warmup" when it runs this round, else nothing
+  if [ "$1" = torch-debian ]; then [ "$2" -eq 1 ] && echo "$SLOW_STEPS $SLOW_WARMUP"; return 0; fi
+  echo "$STEPS $WARMUP"
+}
+torch_switches() {  # config -> "precision workers" of its PyTorch equivalent, or nothing
+  case "$1" in
+    baseline) echo "fp32 0" ;;
+    bf16) echo "bf16 0" ;;
+    loader) echo "fp32 $TORCH_WORKERS" ;;
+    all) echo "bf16 $TORCH_WORKERS" ;;
+  esac
+}
+
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain -- src 2>/dev/null)" ]; then rev="$rev+dirty"; fi
 
@@ -86,7 +125,8 @@ echo "   $peak GFLOP/s"
 for w in $WORKLOADS; do
   read -r cell batch lookback features hidden layers <<<"$(shape_of "$w")"
   # Rows for WARMUP+STEPS full batches of windows (lookback + horizon 1 rows each), all train.
-  rows=$(( (WARMUP + STEPS + 1) * batch + lookback + 1 ))
+  most=$(( WARMUP + STEPS > SLOW_WARMUP + SLOW_STEPS ? WARMUP + STEPS : SLOW_WARMUP + SLOW_STEPS ))
+  rows=$(( (most + 1) * batch + lookback + 1 ))
   /usr/bin/python3 - "$tmp/$w.csv" "$rows" "$features" <<'PY'
 import math, random, sys
 path, rows, feats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -111,7 +151,7 @@ YAML
   for ((r = 1; r <= REPEAT; r++)); do
     for c in $CONFIGS; do
       read -r precision workers autotune ckpt <<<"$(switches_of "$c")"
-      d="$out/runs/$w.$c.r$r"
+      d="$out/runs/$w.$c.seqtrain.r$r"
       mkdir -p "$d"
       echo "== $w $c, round $r/$REPEAT ($STEPS steps after $WARMUP warm-up)"
       rm -rf "$tmp/run"
@@ -124,11 +164,36 @@ YAML
       cp "$tmp/run/metrics.jsonl" "$d/"
       cp "$tmp/$w.$c.yaml" "$d/config.yaml"
       cat >"$d/run.json" <<JSON
-{"workload": "$w", "config": "$c", "round": $r, "cell": "$cell", "batch": $batch, "lookback": $lookback,
+{"workload": "$w", "config": "$c", "engine": "seqtrain", "round": $r, "cell": "$cell", "batch": $batch, "lookback": $lookback,
  "features": $features, "hidden": $hidden, "layers": $layers, "outputs": 1, "precision": "$precision",
  "workers": "$workers", "autotune": $autotune, "grad_checkpoint": $ckpt, "steps": $STEPS, "warmup": $WARMUP}
 JSON
       python3 bench/matrix_report.py --run "$d"
+      read -r tprec tworkers <<<"$(torch_switches "$c")"
+      [ -n "$tprec" ] || continue
+      for e in $PEERS; do
+        plan=$(peer_plan "$e" "$r")
+        [ -n "$plan" ] || continue
+        read -r psteps pwarmup <<<"$plan"
+        d="$out/runs/$w.$c.$e.r$r"
+        mkdir -p "$d"
+        echo "== $w $c $e ($tprec, $tworkers DataLoader workers), round $r ($psteps steps after $pwarmup warm-up)"
+        # shellcheck disable=SC2086  # PEER_CMD holds an interpreter and a script
+        if ! "${PIN[@]}" /usr/bin/time -f '%M' -o "$d/maxrss_kb" ${PEER_CMD[$e]} --csv "$tmp/$w.csv" --cell "$cell" \
+            --batch "$batch" --lookback "$lookback" --hidden "$hidden" --layers "$layers" --threads "$THREADS" \
+            --steps "$psteps" --warmup "$pwarmup" --precision "$tprec" --workers "$tworkers" \
+            --json "$d/result.json" >"$d/log.txt" 2>&1; then
+          echo "matrix.sh: $e failed for $w $c; its log:" >&2
+          cat "$d/log.txt" >&2
+          exit 1
+        fi
+        cat >"$d/run.json" <<JSON
+{"workload": "$w", "config": "$c", "engine": "$e", "round": $r, "cell": "$cell", "batch": $batch, "lookback": $lookback,
+ "features": $features, "hidden": $hidden, "layers": $layers, "outputs": 1, "precision": "$tprec",
+ "workers": "$tworkers", "autotune": false, "grad_checkpoint": false, "steps": $psteps, "warmup": $pwarmup}
+JSON
+        python3 bench/matrix_report.py --run "$d"
+      done
     done
   done
   # Activation memory with and without gradient checkpointing, from the step benchmark.
@@ -147,8 +212,9 @@ json.dump({
   "cpu": "$(lscpu | sed -n 's/^Model name: *//p' | head -1)", "nproc": $(nproc),
   "load_before": "$load_before", "load_after": "$load_after",
   "steps": $STEPS, "warmup": $WARMUP, "repeat": $REPEAT,
-  "workloads": "$WORKLOADS".split(), "configs": "$CONFIGS".split(),
-  "command": "THREADS=$THREADS WORKLOADS='$WORKLOADS' STEPS=$STEPS WARMUP=$WARMUP REPEAT=$REPEAT bench/matrix.sh",
+  "workloads": "$WORKLOADS".split(), "configs": "$CONFIGS".split(), "peers": "$PEERS".split(),
+  "slow_steps": $SLOW_STEPS, "slow_warmup": $SLOW_WARMUP, "torch_workers": $TORCH_WORKERS,
+  "command": "THREADS=$THREADS WORKLOADS='$WORKLOADS' CONFIGS='$CONFIGS' PEERS='${PEERS:-none}' STEPS=$STEPS WARMUP=$WARMUP REPEAT=$REPEAT bench/matrix.sh",
 }, open(sys.argv[1], "w"), indent=2)
 EOF
 python3 bench/matrix_report.py "$out" "bench/results/matrix-$stamp"

@@ -5,11 +5,14 @@
     python3 bench/matrix_report.py --run RUN_DIR        one run's line, for matrix.sh's progress
 
 RAW_DIR holds meta.json, peak.json (and peak-end.json), activations-<workload>.json
-(bench_step --grad-checkpoint) and runs/<workload>.<config>.r<k>/ with run.json (shape and
-switches, written by matrix.sh), metrics.jsonl, log.txt and maxrss_kb (/usr/bin/time %M).
-A run's ms/step is the median over its train records after the first `warmup` steps, each
-1000 * batch / samples_per_s (log_every is 1, so a record is one step, data wait included).
-Each (workload, config) row is its fastest round. Standard library only.
+(bench_step --grad-checkpoint) and runs/<workload>.<config>.<engine>.r<k>/ with run.json
+(engine, shape and switches, written by matrix.sh), log.txt and maxrss_kb (/usr/bin/time %M),
+plus metrics.jsonl for seqtrain or result.json (bench/torch_matrix.py) for a PyTorch peer.
+A seqtrain run's ms/step is the median over its train records after the first `warmup`
+steps, each 1000 * batch / samples_per_s (log_every is 1, so a record is one step, data wait
+included). Each (workload, config, engine) keeps its fastest round. The table has one row per
+seqtrain configuration; each peer adds its ms/step on the same row and seqtrain's speedup over
+it. Standard library only.
 """
 import csv
 import glob
@@ -46,6 +49,14 @@ def step_flops(s):
 def load_run(d):
     with open(os.path.join(d, "run.json")) as f:
         run = json.load(f)
+    with open(os.path.join(d, "maxrss_kb")) as f:
+        run["peak_rss_mb"] = int(f.read().split()[-1]) / 1024.0
+    if run["engine"] != "seqtrain":
+        with open(os.path.join(d, "result.json")) as f:
+            res = json.load(f)
+        run.update(ms_per_step=res["ms_per_step"], timed_steps=len(res["ms_all"]), version=res["version"],
+                   data_wait_share=None, workers_used=run["workers"])
+        return run
     ms, wait_share = [], None
     with open(os.path.join(d, "metrics.jsonl")) as f:
         for n, line in enumerate(f, 1):
@@ -62,8 +73,6 @@ def load_run(d):
     run["ms_per_step"] = statistics.median(ms)
     run["timed_steps"] = len(ms)
     run["data_wait_share"] = wait_share
-    with open(os.path.join(d, "maxrss_kb")) as f:
-        run["peak_rss_mb"] = int(f.read().split()[-1]) / 1024.0
     run["workers_used"] = run["workers"]
     with open(os.path.join(d, "log.txt")) as f:
         m = re.search(r"loader: (\d+) worker", f.read())
@@ -102,7 +111,7 @@ def main():
     groups = {}
     for d in sorted(glob.glob(os.path.join(raw, "runs", "*"))):
         r = load_run(d)
-        groups.setdefault((r["workload"], r["config"]), []).append(r)
+        groups.setdefault((r["workload"], r["config"], r["engine"]), []).append(r)
     if not groups:
         fail(f"{raw}/runs holds no runs")
     rows = []
@@ -113,6 +122,9 @@ def main():
         rows.append(best)
     rank = lambda seq, x: seq.index(x) if x in seq else len(seq)
     rows.sort(key=lambda r: (rank(WORKLOAD_ORDER, r["workload"]), rank(CONFIG_ORDER, r["config"])))
+    peers = sorted({r["engine"] for r in rows} - {"seqtrain"})
+    by_engine = {(r["workload"], r["config"], r["engine"]): r for r in rows}
+    rows = [r for r in rows if r["engine"] == "seqtrain"]
     by = {(r["workload"], r["config"]): r for r in rows}
 
     act = {}
@@ -122,15 +134,17 @@ def main():
             with open(p) as f:
                 act[w] = json.load(f)
 
-    def activation(r):  # bench_step measures fp32 only: the fp32 rows without and with checkpointing
+    def activation(r):  # bench_step's fp32 model without and with checkpointing: those two rows
         a = act.get(r["workload"])
-        if a is None or r["precision"] != "fp32":
+        if a is None or r["config"] not in ("baseline", "ckpt"):
             return None
         return a["activation_mb"] if r["grad_checkpoint"] else a["activation_mb_without_ckpt"]
 
     header = ["workload", "configuration", "precision", "data.workers", "autotune", "grad_checkpoint",
               "runs (slowest ms/step)", "ms/step", "speedup vs baseline", "samples/s", "GFLOP/s", "% of peak",
               "peak RSS MB", "data wait %", "activation MB (fp32, bench_step)"]
+    for p in peers:
+        header += [f"{p} ms/step", f"{p} peak RSS MB", f"speedup vs {p}"]
     table = []
     for r in rows:
         base = by.get((r["workload"], "baseline"))
@@ -144,6 +158,13 @@ def main():
             f"{r['peak_rss_mb']:.0f}", fmt(None if r["data_wait_share"] is None else 100 * r["data_wait_share"], ".2f"),
             fmt(activation(r), ".1f"),
         ])
+        for p in peers:
+            o = by_engine.get((r["workload"], r["config"], p))
+            if o is None:
+                table[-1] += ["—", "—", "—"]
+            else:
+                table[-1] += [f"{o['ms_per_step']:.1f}", f"{o['peak_rss_mb']:.0f}",
+                              f"{o['ms_per_step'] / r['ms_per_step']:.2f}x"]
 
     with open(prefix + ".csv", "w", newline="") as f:
         wr = csv.writer(f)
@@ -157,7 +178,13 @@ def main():
              f"Measured f32 matmul peak: {peak:.1f} GFLOP/s (bench_step --workload peak, higher of start and end).",
              f"Each run: a fresh `seqtrain train` process, {meta['warmup']} warm-up + {meta['steps']} timed steps "
              f"(median ms/step); {meta['repeat']} round(s), fastest kept. Peak RSS: /usr/bin/time, whole process.",
-             "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+             ]
+    for p in peers:
+        some = next(o for k, o in by_engine.items() if k[2] == p)
+        lines.append(f"{p}: torch {some['version']}, bench/torch_matrix.py, {some['warmup']} warm-up + "
+                     f"{some['steps']} timed steps; rows with no PyTorch equivalent show —; its loader rows use "
+                     f"DataLoader num_workers {meta.get('torch_workers', '?')}.")
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in table]
     lines.append("")
     # The issue's targets, computed from the rows above (issue 5, "Speed and memory").
@@ -165,10 +192,10 @@ def main():
         base, bf16, ckpt = by.get((w, "baseline")), by.get((w, "bf16")), by.get((w, "ckpt"))
         if base and bf16:
             s = base["ms_per_step"] / bf16["ms_per_step"]
-            lines.append(f"- {w}: bf16 {s:.2f}x faster than fp32 (target ≥ 1.7x: {'met' if s >= 1.7 else 'missed'}).")
+            lines.append(f"- {w}: bf16 speedup over fp32 {s:.2f}x (target ≥ 1.7x: {'met' if s >= 1.7 else 'missed'}).")
         if base and ckpt:
             extra = 100.0 * (ckpt["ms_per_step"] / base["ms_per_step"] - 1)
-            line = f"- {w}: gradient checkpointing costs {extra:+.1f}% step time (target ≤ +35%: " \
+            line = f"- {w}: gradient checkpointing changes step time by {extra:+.1f}% (target ≤ +35%: " \
                    f"{'met' if extra <= 35 else 'missed'})"
             a = act.get(w)
             if a is not None:
