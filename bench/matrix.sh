@@ -66,25 +66,6 @@ for w in $WORKLOADS; do shape_of "$w" >/dev/null; done
 for c in $CONFIGS; do switches_of "$c" >/dev/null; done
 [ -x /usr/bin/time ] || { echo "matrix.sh: needs /usr/bin/time (Debian package 'time') for peak RSS" >&2; exit 2; }
 
-stamp=$(date +%Y%m%d-%H%M%S)
-out=bench/results/matrix-$stamp
-mkdir -p "$out/runs"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD_DIR" --target seqtrain bench_step >/dev/null
-SEQTRAIN="$BUILD_DIR/seqtrain"
-BENCH="$BUILD_DIR/bench_step"
-
-PIN=()
-pinned=no
-if command -v taskset >/dev/null && [ "$THREADS" -le "$(nproc)" ]; then
-  PIN=(taskset -c "0-$((THREADS - 1))")
-  pinned="cores 0-$((THREADS - 1))"
-fi
-export OMP_NUM_THREADS=$THREADS
-
 declare -A PEER_CMD=()
 if [ "$PEERS" = auto ]; then
   PEERS=""
@@ -104,6 +85,26 @@ peer_plan() {  # peer round -> "steps warmup" when it runs this round, else noth
   if [ "$1" = torch-debian ]; then [ "$2" -eq 1 ] && echo "$SLOW_STEPS $SLOW_WARMUP"; return 0; fi
   echo "$STEPS $WARMUP"
 }
+
+stamp=$(date +%Y%m%d-%H%M%S)
+out=bench/results/matrix-$stamp
+mkdir -p "$out/runs"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" --target seqtrain bench_step >/dev/null
+SEQTRAIN="$BUILD_DIR/seqtrain"
+BENCH="$BUILD_DIR/bench_step"
+
+PIN=()
+pinned=no
+if command -v taskset >/dev/null && [ "$THREADS" -le "$(nproc)" ]; then
+  PIN=(taskset -c "0-$((THREADS - 1))")
+  pinned="cores 0-$((THREADS - 1))"
+fi
+export OMP_NUM_THREADS=$THREADS
+
 torch_switches() {  # config -> "precision workers" of its PyTorch equivalent, or nothing
   case "$1" in
     baseline) echo "fp32 0" ;;
