@@ -77,7 +77,9 @@ fi
 for e in $PEERS; do
   case "$e" in
     torch-debian) PEER_CMD[$e]="/usr/bin/python3 bench/torch_matrix.py" ;;
-    torch-pypi) PEER_CMD[$e]="bench/.venv/bin/python bench/torch_matrix.py" ;;
+    torch-pypi)
+      [ -x bench/.venv/bin/python ] || { echo "matrix.sh: PEERS names torch-pypi but bench/.venv/bin/python is missing; create it with bench/setup_venv.sh" >&2; exit 2; }
+      PEER_CMD[$e]="bench/.venv/bin/python bench/torch_matrix.py" ;;
     *) echo "matrix.sh: unknown peer '$e' (torch-debian, torch-pypi, auto or none)" >&2; exit 2 ;;
   esac
 done
@@ -148,7 +150,8 @@ train: {epochs: 1, max_steps: $((WARMUP + STEPS)), batch_size: $batch, shuffle: 
 runtime: {threads: $THREADS, precision: $precision, autotune: $autotune}
 YAML
   done
-  # Engines' configurations take turns within each round, so a burst of load elsewhere hits them alike.
+  # The configurations (each followed by its PyTorch peers) take turns within each round, so a
+  # burst of load elsewhere hits them alike.
   for ((r = 1; r <= REPEAT; r++)); do
     for c in $CONFIGS; do
       read -r precision workers autotune ckpt <<<"$(switches_of "$c")"
