@@ -1,8 +1,8 @@
 // bench_step: how fast seqtrain's full training step is, and where its time goes.
 //
-//   bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K]
+//   bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K] [--grad-checkpoint]
 //              [--profile-steps P] [--peak-gflops G] [--rev REV] [--json OUT]
-//              [--rnn-impl fused|onednn] [--precision fp32|bf16|auto] [--grad-checkpoint]
+//              [--rnn-impl fused|onednn] [--precision fp32|bf16|auto]
 //
 // Workloads (forecaster, MSE loss, AdamW lr 1e-3, grad_clip 1.0, fixed-seed random data):
 //   W1     batch 256, lookback 150, 8 features, LSTM hidden 128, 2 layers, 1 output
@@ -17,13 +17,14 @@
 //  2. step: seqtrain::TrainStep::run, the whole step, K warm-up steps then S timed ones;
 //     ms/step is the median. Peak RSS (getrusage ru_maxrss) is read right after this phase.
 // --rnn-impl and --precision set ModelSpec::rnn_impl / precision (defaults: the model's own
-// defaults, fused kernels in fp32) for the step and the profile alike; --grad-checkpoint sets
-// ModelSpec::grad_checkpoint (RnnOptions::grad_checkpoint in the profile), as the config key
-// train.grad_checkpoint does.
-//  Activation memory of the step: the TrainStep arena's high-water mark plus the RNN's
-//  checkpoint recompute arena (Forecaster::extra_activation_bytes), after the timed steps. With
-//  --grad-checkpoint the same model without checkpointing then runs two steps for the "without"
-//  figure (after peak RSS is read, so it stays the checkpointed run's own).
+// defaults, fused kernels in fp32) for the step and the profile alike.
+//
+// --grad-checkpoint sets ModelSpec::grad_checkpoint (RnnOptions::grad_checkpoint in the
+// profile), as the config key train.grad_checkpoint does. Activation memory of the step
+// (activation_mb): the TrainStep arena's high-water mark plus the RNN's checkpoint recompute
+// arena (Forecaster::extra_activation_bytes), after the timed steps. With --grad-checkpoint
+// the same model without checkpointing then runs two steps for the "without" figure (after
+// peak RSS is read, so that stays the checkpointed run's own).
 //
 //  3. profile: the same model rebuilt from its layers (RnnStack + Linear over a ParamStore,
 //     as models/forecaster.cpp wires them) and stepped like train/step.cpp, with a clock
@@ -89,8 +90,8 @@ struct Args {
   std::string rev = "unknown";
   std::string rnn_impl;   // empty: ModelSpec's default
   std::string precision;  // empty: ModelSpec's default
-  bool grad_checkpoint = false;
   std::string json_out;
+  bool grad_checkpoint = false;
 };
 
 struct Workload {
@@ -101,9 +102,9 @@ struct Workload {
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "bench_step: " << why << "\n"
-            << "usage: bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K]\n"
+            << "usage: bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K] [--grad-checkpoint]\n"
             << "                  [--profile-steps P] [--peak-gflops G] [--rev REV] [--json OUT]\n"
-            << "                  [--rnn-impl fused|onednn] [--precision fp32|bf16|auto] [--grad-checkpoint]\n";
+            << "                  [--rnn-impl fused|onednn] [--precision fp32|bf16|auto]\n";
   std::exit(2);
 }
 
@@ -361,9 +362,9 @@ json bench_profile(const Workload& w, const Args& a, const Data& d) {
   ParamStore ps;
   const ModelSpec defaults;
   RnnOptions ro;
+  ro.grad_checkpoint = a.grad_checkpoint;
   ro.impl = parse_rnn_impl(a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl);
   ro.bf16 = rnn_precision_is_bf16(a.precision.empty() ? defaults.precision : a.precision);
-  ro.grad_checkpoint = a.grad_checkpoint;
   RnnStack rnn(ps, "rnn", w.cell, w.features, w.hidden, w.layers, false, 0.f, ro);
   Linear head(ps, "head", rnn.output_size(), w.outputs);
   ps.finalize();
