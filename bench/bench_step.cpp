@@ -1,6 +1,6 @@
 // bench_step: how fast seqtrain's full training step is, and where its time goes.
 //
-//   bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K]
+//   bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K] [--grad-checkpoint]
 //              [--profile-steps P] [--peak-gflops G] [--rev REV] [--json OUT]
 //              [--rnn-impl fused|onednn] [--precision fp32|bf16|auto]
 //
@@ -18,6 +18,13 @@
 //     ms/step is the median. Peak RSS (getrusage ru_maxrss) is read right after this phase.
 // --rnn-impl and --precision set ModelSpec::rnn_impl / precision (defaults: the model's own
 // defaults, fused kernels in fp32) for the step and the profile alike.
+//
+// --grad-checkpoint sets ModelSpec::grad_checkpoint (RnnOptions::grad_checkpoint in the
+// profile), as the config key train.grad_checkpoint does. Activation memory of the step
+// (activation_mb): the TrainStep arena's high-water mark plus the RNN's checkpoint recompute
+// arena (Forecaster::extra_activation_bytes), after the timed steps. With --grad-checkpoint
+// the same model without checkpointing then runs two steps for the "without" figure (after
+// peak RSS is read, so that stays the checkpointed run's own).
 //
 //  3. profile: the same model rebuilt from its layers (RnnStack + Linear over a ParamStore,
 //     as models/forecaster.cpp wires them) and stepped like train/step.cpp, with a clock
@@ -42,6 +49,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -55,6 +63,7 @@
 #include "backend/cpu/rnn_primitive.h"
 #include "core/arena.h"
 #include "core/rng.h"
+#include "models/forecaster.h"
 #include "models/model.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
@@ -82,6 +91,7 @@ struct Args {
   std::string rnn_impl;   // empty: ModelSpec's default
   std::string precision;  // empty: ModelSpec's default
   std::string json_out;
+  bool grad_checkpoint = false;
 };
 
 struct Workload {
@@ -92,7 +102,7 @@ struct Workload {
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "bench_step: " << why << "\n"
-            << "usage: bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K]\n"
+            << "usage: bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K] [--grad-checkpoint]\n"
             << "                  [--profile-steps P] [--peak-gflops G] [--rev REV] [--json OUT]\n"
             << "                  [--rnn-impl fused|onednn] [--precision fp32|bf16|auto]\n";
   std::exit(2);
@@ -102,6 +112,10 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
+    if (k == "--grad-checkpoint") {  // the one option without a value
+      a.grad_checkpoint = true;
+      continue;
+    }
     if (i + 1 >= argc) usage("missing value after " + k);
     std::string v = argv[++i];
     try {
@@ -263,7 +277,7 @@ Data make_data(const Workload& w) {
   return d;
 }
 
-json bench_full_step(const Workload& w, const Args& a, const Data& d) {
+ModelSpec bench_spec(const Workload& w, const Args& a) {
   ModelSpec spec;
   spec.type = w.cell == RnnCell::lstm ? "lstm" : "gru";
   spec.input_size = w.features;
@@ -273,15 +287,50 @@ json bench_full_step(const Workload& w, const Args& a, const Data& d) {
   spec.output_size = w.outputs;
   if (!a.rnn_impl.empty()) spec.rnn_impl = a.rnn_impl;
   if (!a.precision.empty()) spec.precision = a.precision;
-  auto model = make_model(spec);
-  Rng rng(42);
-  model->init(rng);
-  auto opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 1e-3});
-  auto sched = make_schedule(ScheduleOptions{.name = "constant", .base_lr = 1e-3});
+  spec.grad_checkpoint = a.grad_checkpoint;
+  return spec;
+}
+
+// Bytes of activations one step held: the step's arena plus, with gradient checkpointing, the
+// RNN's private recompute arena (the high-water marks of both).
+size_t activation_bytes(Model& model, TrainStep& step) {
+  const auto* f = dynamic_cast<const Forecaster*>(&model);
+  return step.arena().high_water() + (f ? f->extra_activation_bytes() : 0);
+}
+
+// The benchmark's step (AdamW lr 1e-3, constant schedule, MSE, grad_clip 1); opt and sched
+// receive what the step refers to, so they must outlive it.
+std::unique_ptr<TrainStep> make_step(Model& model, std::unique_ptr<Optimizer>& opt, std::unique_ptr<LrSchedule>& sched) {
+  opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 1e-3});
+  sched = make_schedule(ScheduleOptions{.name = "constant", .base_lr = 1e-3});
   StepOptions so;
   so.loss = LossKind::mse;
   so.grad_clip = 1.0;
-  TrainStep step(*model, *opt, *sched, so);
+  return std::make_unique<TrainStep>(model, *opt, *sched, so);
+}
+
+// Activation bytes of the same model and data with gradient checkpointing set to `ckpt`: two
+// steps, the second on the sized arenas.
+size_t activation_bytes_with(const Workload& w, Args a, const Data& d, bool ckpt) {
+  a.grad_checkpoint = ckpt;
+  auto model = make_model(bench_spec(w, a));
+  Rng rng(42);
+  model->init(rng);
+  std::unique_ptr<Optimizer> opt;
+  std::unique_ptr<LrSchedule> sched;
+  auto step = make_step(*model, opt, sched);
+  for (uint64_t i = 0; i < 2; ++i) step->run(d.xt, d.yt, i);
+  return activation_bytes(*model, *step);
+}
+
+json bench_full_step(const Workload& w, const Args& a, const Data& d) {
+  auto model = make_model(bench_spec(w, a));
+  Rng rng(42);
+  model->init(rng);
+  std::unique_ptr<Optimizer> opt;
+  std::unique_ptr<LrSchedule> sched;
+  auto step_ptr = make_step(*model, opt, sched);
+  TrainStep& step = *step_ptr;
 
   std::vector<double> ms;
   double first_ms = 0;
@@ -303,7 +352,8 @@ json bench_full_step(const Workload& w, const Args& a, const Data& d) {
           {"first_step_ms", first_ms},
           {"mean_loss", loss},
           {"params", model->params().size()},
-          {"arena_high_water_mb", step.arena().high_water() / 1048576.0}};
+          {"arena_high_water_mb", step.arena().high_water() / 1048576.0},
+          {"activation_mb", activation_bytes(*model, step) / 1048576.0}};
 }
 
 // ---- 3. per-phase profile of the same step, rebuilt from its layers -------------------------
@@ -312,6 +362,7 @@ json bench_profile(const Workload& w, const Args& a, const Data& d) {
   ParamStore ps;
   const ModelSpec defaults;
   RnnOptions ro;
+  ro.grad_checkpoint = a.grad_checkpoint;
   ro.impl = parse_rnn_impl(a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl);
   ro.precision = rnn_precision(a.precision.empty() ? defaults.precision : a.precision);
   RnnStack rnn(ps, "rnn", w.cell, w.features, w.hidden, w.layers, false, 0.f, ro);
@@ -440,6 +491,7 @@ int main(int argc, char** argv) {
     out["rnn_impl"] = a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl;
     out["precision"] = a.precision.empty() ? defaults.precision : a.precision;
   }
+  out["grad_checkpoint"] = a.grad_checkpoint;
   out["load_before"] = loadavg();
 
   double peak = a.peak_gflops;
@@ -474,6 +526,13 @@ int main(int argc, char** argv) {
       out["pct_peak"] = 100.0 * step_flops / ms / 1e6 / peak;
       out["rss_start_mb"] = rss_start;
       out["peak_rss_mb"] = rss_peak;
+      const double act_mb = step["activation_mb"].get<double>();
+      out["activation_mb"] = act_mb;
+      if (a.grad_checkpoint) {
+        const double without = activation_bytes_with(w, a, d, false) / 1048576.0;
+        out["activation_mb_without_ckpt"] = without;
+        out["activation_saved_pct"] = 100.0 * (1.0 - act_mb / without);
+      }
 
       json prof = bench_profile(w, a, d);
       json prim = bench_primitives(w, a);
@@ -496,6 +555,15 @@ int main(int argc, char** argv) {
   out["load_after"] = loadavg();
   const std::string s = out.dump(2);
   std::cout << s << "\n";
+  if (out.contains("ms_per_step")) {  // one line for people; stdout stays pure JSON
+    std::cerr << std::fixed << std::setprecision(1) << "bench_step: " << a.workload << " " << out["precision"].get<std::string>()
+              << (a.grad_checkpoint ? " grad-checkpoint" : "") << ": " << out["ms_per_step"].get<double>()
+              << " ms/step, activations " << out["activation_mb"].get<double>() << " MB";
+    if (a.grad_checkpoint)
+      std::cerr << " (without checkpointing " << out["activation_mb_without_ckpt"].get<double>() << " MB, "
+                << out["activation_saved_pct"].get<double>() << "% saved)";
+    std::cerr << ", peak RSS " << out["peak_rss_mb"].get<double>() << " MB\n";
+  }
   if (!a.json_out.empty()) {
     std::ofstream f(a.json_out);
     f << s << "\n";

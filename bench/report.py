@@ -40,7 +40,8 @@ def engine_name(d, meta):
     if d["engine"] == "seqtrain":
         if "rnn_impl" not in d:  # written before bench_step recorded its kernels
             return f"seqtrain {d['version']} (default RNN kernels; oneDNN {d['onednn']})"
-        return f"seqtrain {d['version']} ({d['rnn_impl']} RNN, {d['precision']}; oneDNN {d['onednn']})"
+        ckpt = ", grad checkpoint" if d.get("grad_checkpoint") else ""
+        return f"seqtrain {d['version']} ({d['rnn_impl']} RNN, {d['precision']}{ckpt}; oneDNN {d['onednn']})"
     label = meta.get("peers", {}).get(d["_tag"], d["_tag"])
     return f"torch {d['version']} ({label})"
 
