@@ -297,11 +297,18 @@ class Loader {
     if (d.targets.empty())
       fail("{}: config key 'data.targets' is empty; name at least one column to predict", origin("data.targets"));
     const auto& t = c.train;
-    if (t.early_stopping.patience > 0 && d.split[1] <= 0)
+    const bool npy = d.source == "npy";
+    if (npy) check_npy(c);
+    if (!npy && t.loss == "cross_entropy")
+      fail("{}: config key 'train.loss' is cross_entropy, which needs class labels: use data.source npy with a "
+           "label y of shape [N] (data.npy.train_y), or a regression loss (mse, mae, huber)", origin("train.loss"));
+    // npy jobs validate when data.npy.val_x is set; csv/synthetic when the val fraction is > 0.
+    const bool has_val = npy ? !d.npy.val_x.empty() : d.split[1] > 0;
+    if (t.early_stopping.patience > 0 && !has_val)
       fail("{}: config key 'train.early_stopping.patience' is {} but the validation split (data.split[1]) "
            "is 0; give validation a fraction or set patience to 0",
            origin("train.early_stopping.patience"), t.early_stopping.patience);
-    if (t.schedule.name == "plateau" && d.split[1] <= 0)
+    if (t.schedule.name == "plateau" && !has_val)
       fail("{}: config key 'train.schedule.name' is 'plateau', which watches the validation loss, but "
            "the validation split (data.split[1]) is 0; give validation a fraction or pick another schedule",
            origin("train.schedule.name"));
@@ -314,6 +321,31 @@ class Loader {
   Config config;
 
  private:
+  // data.source npy: the train arrays are required, a split's y goes with its X, and only
+  // normalizations that work per feature over [N, T, F] apply.
+  void check_npy(const Config& c) const {
+    const NpyConfig& n = c.data.npy;
+    if (n.train_x.empty() || n.train_y.empty()) {
+      const char* key = n.train_x.empty() ? "data.npy.train_x" : "data.npy.train_y";
+      fail("{}: config key '{}' is empty but data.source is 'npy'; set it to the .npy file (or glob, e.g. "
+           "data/train_*_{}.npy) of the training {}", origin(key), key, n.train_x.empty() ? "X" : "y",
+           n.train_x.empty() ? "inputs [N, T, F]" : "targets ([N] labels or [N, H, targets])");
+    }
+    const std::pair<const char*, const std::string*> pairs[2][2] = {
+        {{"data.npy.val_x", &n.val_x}, {"data.npy.val_y", &n.val_y}},
+        {{"data.npy.test_x", &n.test_x}, {"data.npy.test_y", &n.test_y}}};
+    for (const auto& p : pairs)
+      if (p[0].second->empty() != p[1].second->empty()) {
+        const auto& set = p[0].second->empty() ? p[1] : p[0];
+        const auto& unset = p[0].second->empty() ? p[0] : p[1];
+        fail("{}: config key '{}' is set but '{}' is empty; a split needs both X and y (or neither)",
+             origin(set.first), set.first, unset.first);
+      }
+    if (c.data.normalize == "minmax")
+      fail("{}: config key 'data.normalize' is minmax, which data.source npy does not support; use zscore (fitted "
+           "per feature on the training X) or none", origin("data.normalize"));
+  }
+
   void walk(const YAML::Node& map, const std::string& prefix) {
     std::set<std::string> seen;
     for (auto it = map.begin(); it != map.end(); ++it) {
