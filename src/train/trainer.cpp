@@ -315,6 +315,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   std::string workers_reason;
   const int64_t workers = loader_workers(config, threads, &workers_reason);
   TrainFeed feed = training_feed(plan, config, workers);
+  if (!opt.quiet) std::fprintf(stderr, "seqtrain: data: %s\n", plan.source.c_str());
   if (!opt.quiet && !feed.cache.path.empty()) std::fprintf(stderr, "seqtrain: %s\n", feed.cache.message.c_str());
   const BatchSource* train_source = feed.source;
   const ModelSpec spec = model_spec(config, plan);
@@ -654,9 +655,13 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
       if (plan.classes > 0) rec["accuracy"] = accuracy;
       if (!plan.windows) rec.erase("baseline_last_value");  // the baseline needs the target among the inputs
       metrics.write(rec);
-      if (!opt.quiet)
+      if (!opt.quiet && plan.windows)
         std::fprintf(stderr, "epoch %ld val loss %.5f (best %.5f, last-value baseline %.5f)\n", (long)epoch, val,
                      std::isfinite(best_val) ? std::min(best_val, val) : val, summary.baseline_val);
+      else if (!opt.quiet)
+        std::fprintf(stderr, "epoch %ld val loss %.5f (best %.5f)%s\n", (long)epoch, val,
+                     std::isfinite(best_val) ? std::min(best_val, val) : val,
+                     plan.classes > 0 ? fmt::format(", accuracy {:.4f}", accuracy).c_str() : "");
       schedule->observe(val);
       if (val < best_val - config.train.early_stopping.min_delta) {
         best_val = val;

@@ -29,7 +29,8 @@ def write_set(out, make_y):
         # One train file in float64: the reader converts dtypes per file.
         np.save(f"{out}/{name}_x.npy", x if name == "train_1" else x.astype(np.float32))
         np.save(f"{out}/{name}_y.npy", make_y(x.astype(np.float32)))
-    train = np.concatenate([xs["train_0"].astype(np.float32), xs["train_1"]], axis=0).astype(np.float64)
+    # seqtrain reads every element as float32 (docs/DATA.md), so the reference starts there too.
+    train = np.concatenate([xs["train_0"], xs["train_1"]], axis=0).astype(np.float32).astype(np.float64)
     mean = train.mean(axis=(0, 1))
     std = train.std(axis=(0, 1))
     json.dump({"mean": mean.tolist(), "std": std.tolist()}, open(f"{out}/stats.json", "w"))
