@@ -91,6 +91,24 @@ TEST(CliData, RegressionOnNpyFilesTrainsEndToEndAndSavesNumpysStatistics) {
   }
 }
 
+// An npy run stopped after 2 epochs and resumed to 4 writes the records of an uninterrupted
+// 4-epoch run (the normalizer check and the data position hold for npy too); eval refuses it.
+TEST(CliData, NpyRunResumesToTheUninterruptedRecords) {
+  REQUIRE_NUMPY();
+  TempDir dir;
+  write_sets(dir);
+  const std::string cfg = npy_config(dir, "reg") + " --quiet --set train.shuffle=true";
+  ASSERT_EQ(run_seqtrain("train " + cfg + " --set train.epochs=4 --out " + (dir / "a")).rc, 0);
+  ASSERT_EQ(run_seqtrain("train " + cfg + " --set train.epochs=2 --out " + (dir / "b")).rc, 0);
+  Result resumed = run_seqtrain("train --resume " + (dir / "b") + " --set train.epochs=4");
+  ASSERT_EQ(resumed.rc, 0) << resumed.out;
+  EXPECT_CONTAINS(resumed.out, "resuming");
+  EXPECT_EQ(timeless(read_metrics(dir / "b/metrics.jsonl")), timeless(read_metrics(dir / "a/metrics.jsonl")));
+  Result eval = run_seqtrain("eval " + (dir / "a"));
+  EXPECT_EQ(eval.rc, 2) << eval.out;
+  EXPECT_CONTAINS(eval.out, "npy");
+}
+
 TEST(CliData, ClassificationOnNpyLabelsTrainsWithCrossEntropyAndReportsAccuracy) {
   REQUIRE_NUMPY();
   TempDir dir;
@@ -263,6 +281,13 @@ TEST(CliData, BadNpyInputIsAClearErrorThatWritesNothing) {
                      (dir / "cls/val_y.npy") + " --set data.npy.test_y=" + (dir / "cls/test_y.npy"),
                  {"class labels", "train.loss: cross_entropy"});
   expect_refused(" --set train.loss=cross_entropy", {"train.loss is cross_entropy", "[N, 2, 1]"});
+  // A label beyond data.npy.classes.
+  {
+    Result r = run_seqtrain("train " + npy_config(dir, "cls") + " --set data.npy.classes=2 --out " + run);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_CONTAINS(r.out, "outside data.npy.classes = 2");
+    EXPECT_FALSE(fs::exists(run));
+  }
   // A val X without its y.
   expect_refused(" --set data.npy.val_y=", {"data.npy.val_x", "data.npy.val_y"});
   // An unwritable cache directory (below a regular file): no cache, no run.
