@@ -241,7 +241,9 @@ ModelSpec model_spec(const Config& c, const Dataset& data) {
   return model_spec(c, data.n_features(), c.data.lookback, c.data.horizon * data.n_targets());
 }
 
-ModelSpec model_spec(const Config& c, const DataPlan& plan) { return model_spec(c, plan.features, plan.steps, plan.outputs); }
+ModelSpec model_spec(const Config& c, const DataPlan& plan) {
+  return model_spec(c, plan.features, plan.steps, plan.outputs);
+}
 
 ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int64_t output_size) {
   ModelSpec s;
