@@ -330,6 +330,14 @@ TEST(CliData, KillNineWhileWritingTheCacheLeavesNoUsableFile) {
   EXPECT_CONTAINS(again.out, "hit: false");
   Result hit = run_seqtrain(args);
   EXPECT_CONTAINS(hit.out, "hit: true");
+  // A final file cut short (a copy gone wrong, a failing disk) is listed as incomplete and rebuilt.
+  const std::string path = cache_file(hit.out);
+  fs::resize_file(path, fs::file_size(path) - 100);
+  EXPECT_CONTAINS(run_seqtrain("data info " + cache).out, "incomplete");
+  Result rebuilt = run_seqtrain(args);
+  EXPECT_CONTAINS(rebuilt.out, "hit: false");
+  EXPECT_CONTAINS(rebuilt.out, "incomplete or did not match");
+  EXPECT_EQ(run_seqtrain("data info " + cache).out.find("incomplete"), std::string::npos);
 }
 
 }  // namespace
