@@ -4,7 +4,8 @@
 // workers; the cache hits on a second use and misses after a source file or a data setting
 // changes; a cached run trains exactly like an uncached one; `data info` lists what was built;
 // bad input (X/y mismatch, missing glob, Fortran order, unwritable cache dir, a crash while
-// writing the cache) exits non-zero naming the key and file and leaves nothing half-written.
+// writing the cache) exits non-zero naming the key and file and leaves nothing half-written;
+// data.source text trains the char LM end to end, and bad text is refused the same way.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -338,6 +339,79 @@ TEST(CliData, KillNineWhileWritingTheCacheLeavesNoUsableFile) {
   EXPECT_CONTAINS(rebuilt.out, "hit: false");
   EXPECT_CONTAINS(rebuilt.out, "incomplete or did not match");
   EXPECT_EQ(run_seqtrain("data info " + cache).out.find("incomplete"), std::string::npos);
+}
+
+// A word salad with one two-byte character, so the char vocabulary is not just bytes.
+std::string word_text(int words) {
+  const char* vocab[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "\xc3\xb6l"};
+  std::string out;
+  uint64_t s = 12345;
+  for (int i = 0; i < words; ++i) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    out += std::string(vocab[(s >> 33) % 11]) + (i % 17 == 16 ? "\n" : " ");
+  }
+  return out;
+}
+
+std::string text_config(const TempDir& dir, const std::string& text_path) {
+  return write_file(dir, "text.yaml",
+                    "data:\n  source: text\n  path: " + text_path +
+                        "\n  block_size: 16\n  stride: 8\n  workers: 0\n"
+                        "model:\n  hidden: 32\n"
+                        "train:\n  epochs: 4\n  batch_size: 32\n  log_every: 10\n  loss: cross_entropy\n"
+                        "  optimizer:\n    lr: 0.01\n"
+                        "runtime:\n  threads: 1\n  deterministic: true\n");
+}
+
+// data.source text trains the char LM end to end: next-token loss over every position falls
+// far below the uniform guess, val records report per-token accuracy, the vocabulary is saved
+// with the checkpoint, and a resumed run ends with the uninterrupted run's records.
+TEST(CliData, TextTrainsTheCharLmOnEveryNextToken) {
+  TempDir dir;
+  const std::string text = word_text(3000);
+  const std::string cfg = text_config(dir, write_file(dir, "words.txt", text));
+  const std::string run = dir / "run";
+  Result r = run_seqtrain("train " + cfg + " --out " + run);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "char vocabulary of 17 ids");  // <unk>, space, newline, 13 letters, ö
+  const auto val = records(run, "val");
+  ASSERT_EQ(val.size(), 4u);
+  EXPECT_LT(val.back()["loss"].get<double>(), val.front()["loss"].get<double>());
+  EXPECT_LT(val.back()["loss"].get<double>(), 0.5 * std::log(17.0));
+  EXPECT_GT(val.back()["accuracy"].get<double>(), 0.5);
+  ASSERT_EQ(records(run, "test").size(), 1u);
+  const auto st = nlohmann::json::parse(slurp(run + "/checkpoints/best/state.json"));
+  EXPECT_EQ(st["vocab"]["kind"], "char");
+  EXPECT_EQ(st["vocab"]["size"], 17);
+  EXPECT_EQ(st["vocab"]["code_points"].back(), 0xf6);
+
+  const std::string b = dir / "b";
+  ASSERT_EQ(run_seqtrain("train " + cfg + " --quiet --set train.epochs=2 --out " + b).rc, 0);
+  Result resumed = run_seqtrain("train --resume " + b + " --set train.epochs=4");
+  ASSERT_EQ(resumed.rc, 0) << resumed.out;
+  EXPECT_EQ(timeless(read_metrics(b + "/metrics.jsonl")), timeless(read_metrics(run + "/metrics.jsonl")));
+}
+
+TEST(CliData, BadTextInputIsAClearErrorThatWritesNothing) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  auto refused = [&](const std::string& cfg, const std::string& extra, std::initializer_list<std::string> parts) {
+    Result r = run_seqtrain("train " + cfg + extra + " --out " + run);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    for (const auto& p : parts) EXPECT_CONTAINS(r.out, p);
+    EXPECT_FALSE(fs::exists(run));
+  };
+  // Latin-1 bytes: not UTF-8, reported with the byte offset; byte vocabularies accept them.
+  const std::string latin1 = write_file(dir, "latin1.txt", word_text(200) + "caf\xe9 " + word_text(20));
+  refused(text_config(dir, latin1), "", {"data.path", "latin1.txt", "invalid UTF-8 at byte"});
+  EXPECT_EQ(run_seqtrain("train " + text_config(dir, latin1) + " --quiet --set data.vocab=byte --set train.epochs=1"
+                         " --out " + run).rc, 0);
+  fs::remove_all(run);
+  // Too short for one block in the val split.
+  refused(text_config(dir, write_file(dir, "short.txt", word_text(30))), " --set data.block_size=40",
+          {"short.txt", "val split", "data.block_size"});
+  refused(text_config(dir, write_file(dir, "ok.txt", word_text(300))), " --set train.loss=mse",
+          {"train.loss", "cross_entropy"});
 }
 
 }  // namespace

@@ -42,8 +42,8 @@ struct NpyConfig {
 };
 
 struct DataConfig {
-  std::string source = "synthetic";        // csv | synthetic | npy
-  std::string path;                        // csv file; made absolute by load_config
+  std::string source = "synthetic";        // csv | synthetic | npy | text
+  std::string path;                        // csv or text file; made absolute by load_config
   std::vector<std::string> features;       // input columns; empty = every column of the source
   std::vector<std::string> targets = {"voltage"};  // predicted columns, at least one
   int64_t lookback = 64;                   // >= 1; input time steps per window
@@ -52,6 +52,8 @@ struct DataConfig {
   std::array<double, 3> split = {0.8, 0.1, 0.1};  // train/val/test fractions, see docs/DATA.md
   std::string normalize = "zscore";        // zscore | minmax | none
   std::string nan_policy = "error";        // error | drop | ffill
+  std::string vocab = "char";              // text: char | byte
+  int64_t block_size = 64;                 // >= 1; text: tokens per sample (next-token targets)
   SyntheticConfig synthetic;
   std::string workers = "auto";            // loader threads: an integer >= 0, or auto
   int64_t prefetch = 2;                    // >= 1; ready batches queued per worker
@@ -106,7 +108,7 @@ struct TrainConfig {
   int64_t max_steps = 0;          // >= 0; optimizer steps cap; 0 = no cap
   int64_t batch_size = 64;        // >= 1; windows per micro-batch
   bool shuffle = true;            // permute training windows each epoch (see epoch_order)
-  std::string loss = "mse";       // mse | mae | huber | cross_entropy (npy labels)
+  std::string loss = "mse";       // mse | mae | huber | cross_entropy (npy labels, text)
   double huber_delta = 1.0;       // > 0
   double grad_clip = 1.0;         // >= 0; max global gradient L2 norm; 0 = off
   int64_t grad_accum = 1;         // >= 1; micro-batches per optimizer step

@@ -59,7 +59,7 @@ void visit_fields(C& c, V&& v) {
   v.field("seed", c.seed);
 
   auto& d = c.data;
-  v.field("data.source", d.source, Choices{"csv", "synthetic", "npy"});
+  v.field("data.source", d.source, Choices{"csv", "synthetic", "npy", "text"});
   v.field("data.path", d.path, PathTag{});
   v.field("data.features", d.features);
   v.field("data.targets", d.targets);
@@ -69,6 +69,8 @@ void visit_fields(C& c, V&& v) {
   v.field("data.split", d.split);
   v.field("data.normalize", d.normalize, Choices{"zscore", "minmax", "none"});
   v.field("data.nan_policy", d.nan_policy, Choices{"error", "drop", "ffill"});
+  v.field("data.vocab", d.vocab, Choices{"char", "byte"});
+  v.field("data.block_size", d.block_size, at_least(1));
   v.field("data.synthetic.rows", d.synthetic.rows, at_least(1));
   v.field("data.synthetic.seed", d.synthetic.seed);
   v.field("data.synthetic.noise", d.synthetic.noise, at_least(0));

@@ -291,17 +291,24 @@ class Loader {
       fail("{}: config key 'data.split' gives the train split a fraction of 0; training needs a "
            "positive first fraction, e.g. [0.8, 0.1, 0.1]",
            origin("data.split"));
-    if (d.source == "csv" && d.path.empty())
-      fail("{}: config key 'data.path' is empty but data.source is 'csv'; set data.path to the CSV file",
-           origin("data.path"));
+    if ((d.source == "csv" || d.source == "text") && d.path.empty())
+      fail("{}: config key 'data.path' is empty but data.source is '{}'; set data.path to the {} file",
+           origin("data.path"), d.source, d.source == "csv" ? "CSV" : "UTF-8 text");
     if (d.targets.empty())
       fail("{}: config key 'data.targets' is empty; name at least one column to predict", origin("data.targets"));
     const auto& t = c.train;
     const bool npy = d.source == "npy";
     if (npy) check_npy(c);
-    if (!npy && t.loss == "cross_entropy")
+    const bool text = d.source == "text";
+    if (!npy && !text && t.loss == "cross_entropy")
       fail("{}: config key 'train.loss' is cross_entropy, which needs class labels: use data.source npy with a "
            "label y of shape [N] (data.npy.train_y), or a regression loss (mse, mae, huber)", origin("train.loss"));
+    if (text && t.loss != "cross_entropy")
+      fail("{}: config key 'train.loss' is {} but data.source text trains next-token prediction; set "
+           "train.loss: cross_entropy", origin("train.loss"), t.loss);
+    if (text && c.model.type == "mlp")
+      fail("{}: config key 'model.type' is mlp, but data.source text needs the char LM (lstm or gru)",
+           origin("model.type"));
     // npy jobs validate when data.npy.val_x is set; csv/synthetic when the val fraction is > 0.
     const bool has_val = npy ? !d.npy.val_x.empty() : d.split[1] > 0;
     if (t.early_stopping.patience > 0 && !has_val)

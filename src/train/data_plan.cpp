@@ -10,6 +10,8 @@
 #include "core/rng.h"
 #include "data/concat.h"
 #include "data/npy.h"
+#include "data/split.h"
+#include "data/text.h"
 #include "data/zscore_source.h"
 #include "io/atomic_dir.h"
 
@@ -161,10 +163,43 @@ DataPlan plan_windows(const Config& config) {
   return p;
 }
 
+// Text: one token stream split chronologically like csv rows; samples are block_size tokens
+// with the next tokens as targets.
+DataPlan plan_text(const Config& config) {
+  const DataConfig& d = config.data;
+  const TextData text = with_key("data.path", [&] { return load_text(d.path, parse_vocab_kind(d.vocab)); });
+  const int64_t n = static_cast<int64_t>(text.tokens->size());
+  const auto ranges = split_rows(n, d.split);
+  DataPlan p;
+  std::shared_ptr<const BatchSource>* splits[3] = {&p.train, &p.val, &p.test};
+  const char* names[3] = {"train", "val", "test"};
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0 && (d.split[i] <= 0 || ranges[i].size() == 0)) continue;
+    const std::string where = fmt::format("{} ({} split: tokens [{}, {}) of {}; data.split {})", d.path, names[i],
+                                          ranges[i].begin, ranges[i].end, n, d.split[i]);
+    *splits[i] = std::make_shared<TextSource>(text.tokens, d.block_size, d.stride, ranges[i].begin, ranges[i].end,
+                                              where);
+  }
+  p.steps = d.block_size;
+  p.features = 1;
+  p.vocab = text.vocab.size();
+  p.classes = p.vocab;
+  p.outputs = p.vocab;
+  p.vocab_json = text.vocab.to_json();
+  p.normalizer = Normalizer{}.to_json();
+  p.files.push_back(d.path);
+  p.unit = "samples";
+  p.source = fmt::format("text: {} ({} vocabulary of {} ids, {} tokens, block_size {})", d.path, d.vocab, p.vocab, n,
+                         d.block_size);
+  return p;
+}
+
 }  // namespace
 
 DataPlan plan_data(const Config& config) {
-  return config.data.source == "npy" ? plan_npy(config) : plan_windows(config);
+  if (config.data.source == "npy") return plan_npy(config);
+  if (config.data.source == "text") return plan_text(config);
+  return plan_windows(config);
 }
 
 AugmentOptions augment_options(const Config& c) {
@@ -239,9 +274,10 @@ TrainFeed training_feed(const DataPlan& plan, const Config& config, int64_t work
 }
 
 Tensor target_tensor(const DataPlan& plan, const float* y, int64_t n, std::vector<int64_t>& labels) {
-  if (plan.classes == 0) return Tensor(const_cast<float*>(y), {n, plan.train->y_size()});
-  for (int64_t i = 0; i < n; ++i) labels[i] = static_cast<int64_t>(y[i]);
-  return Tensor(labels.data(), {n}, DType::i64);
+  const int64_t ys = plan.train->y_size();
+  if (plan.classes == 0) return Tensor(const_cast<float*>(y), {n, ys});
+  for (int64_t i = 0; i < n * ys; ++i) labels[i] = static_cast<int64_t>(y[i]);
+  return ys == 1 ? Tensor(labels.data(), {n}, DType::i64) : Tensor(labels.data(), {n, ys}, DType::i64);
 }
 
 }  // namespace seqtrain

@@ -1,5 +1,5 @@
 // DataPlan: where the trainer's batches come from. plan_data() turns the `data:` section into
-// one BatchSource per split (csv/synthetic windows, or npy arrays) plus what the model needs
+// one BatchSource per split (csv/synthetic windows, npy arrays, text blocks) plus what the model needs
 // to match them, so the training loop and evaluate() work the same for every source.
 // training_feed() then stacks augmentation and the pre-augmentation cache on the train split.
 // docs/DATA.md describes the npy layout, docs/PIPELINE.md the cache.
@@ -23,7 +23,9 @@ struct DataPlan {
   std::shared_ptr<const BatchSource> train, val, test;  // val / test null when the job has none
   int64_t steps = 0, features = 0;  // x of a sample is [steps, features]
   int64_t outputs = 0;              // model outputs per sample
-  int64_t classes = 0;              // > 0: y holds one class label per sample (cross-entropy)
+  int64_t classes = 0;              // > 0: y holds class labels (cross-entropy), one per y value
+  int64_t vocab = 0;                // text: token ids (the char LM predicts one per step)
+  nlohmann::json vocab_json;        // text: the vocabulary, saved in state.json
   std::shared_ptr<const Dataset> windows;  // csv/synthetic only: columns, normalizer, baseline
   nlohmann::json normalizer;        // the statistics state.json keeps (compared on resume)
   std::vector<std::string> files;   // source files in order (hashed into the cache key)
@@ -61,8 +63,9 @@ struct TrainFeed {
 };
 TrainFeed training_feed(const DataPlan& plan, const Config& config, int64_t workers);
 
-// y of n samples as the loss takes it: [n, y_size] floats, or for classification [n] int64
-// labels converted into `labels` (which must hold n).
+// y of n samples as the loss takes it: [n, y_size] floats, or for classification int64 labels
+// converted into `labels` (which must hold n * y_size): [n] for one label per sample, [n, T]
+// for next-token targets.
 Tensor target_tensor(const DataPlan& plan, const float* y, int64_t n, std::vector<int64_t>& labels);
 
 }  // namespace seqtrain

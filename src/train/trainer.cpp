@@ -242,7 +242,9 @@ ModelSpec model_spec(const Config& c, const Dataset& data) {
 }
 
 ModelSpec model_spec(const Config& c, const DataPlan& plan) {
-  return model_spec(c, plan.features, plan.steps, plan.outputs);
+  ModelSpec s = model_spec(c, plan.features, plan.steps, plan.outputs);
+  s.vocab = plan.vocab;
+  return s;
 }
 
 ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int64_t output_size) {
@@ -274,7 +276,7 @@ double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t f
   const LossKind kind = parse_loss(loss);
   Arena arena;
   std::vector<float> x(batch_size * split.x_size()), y(batch_size * split.y_size());
-  std::vector<int64_t> idx(batch_size), labels(classes > 0 ? batch_size : 0);
+  std::vector<int64_t> idx(batch_size), labels(classes > 0 ? batch_size * split.y_size() : 0);
   double sum = 0;
   int64_t correct = 0;
   for (int64_t b = 0; b < split.size(); b += batch_size) {
@@ -284,18 +286,20 @@ double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t f
     arena.reset();
     Tensor pred = model.forward(Tensor(x.data(), {n, steps, features}), arena, false);
     Tensor target(y.data(), {n, split.y_size()});
-    if (classes > 0) {
-      for (int64_t i = 0; i < n; ++i) labels[i] = static_cast<int64_t>(y[i]);
-      target = Tensor(labels.data(), {n}, DType::i64);
+    if (classes > 0) {  // one label per sample ([n]) or per step ([n, T], next-token targets)
+      const int64_t rows = n * split.y_size();
+      for (int64_t i = 0; i < rows; ++i) labels[i] = static_cast<int64_t>(y[i]);
+      target = split.y_size() == 1 ? Tensor(labels.data(), {n}, DType::i64)
+                                   : Tensor(labels.data(), {n, split.y_size()}, DType::i64);
       const float* logits = pred.f32();
-      for (int64_t i = 0; i < n; ++i) {
+      for (int64_t i = 0; i < rows; ++i) {
         const float* row = logits + i * classes;
         correct += std::max_element(row, row + classes) - row == labels[i];
       }
     }
     sum += n * static_cast<double>(loss_forward(kind, pred, target, loss_options(huber_delta)));
   }
-  if (accuracy) *accuracy = static_cast<double>(correct) / static_cast<double>(split.size());
+  if (accuracy) *accuracy = static_cast<double>(correct) / static_cast<double>(split.size() * split.y_size());
   return sum / static_cast<double>(split.size());
 }
 
@@ -428,6 +432,9 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
              "{}: the training data changed since checkpoint '{}' was written (its normalization statistics "
              "differ); restore the data (data.path / data.synthetic.*) or start a new run",
              (run / "config.yaml").string(), chosen->dir);
+    ST_CHECK(!st.contains("vocab") || st.at("vocab") == plan.vocab_json,
+             "{}: the text's vocabulary changed since checkpoint '{}' was written; restore data.path or start a "
+             "new run", (run / "config.yaml").string(), chosen->dir);
     optimizer->load_state(os);
     schedule->load_state(schedule_state_from_json(st.at("schedule")));
     epoch = st.at("epoch");
@@ -467,7 +474,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
                  workers_reason.c_str(), threads, feed.augment ? "; augmentation on" : "");
 
   const int64_t lookback = plan.steps, n_feat = plan.features, y_size = train_source->y_size();
-  std::vector<int64_t> labels(plan.classes > 0 ? B : 0);  // class labels as the loss takes them
+  std::vector<int64_t> labels(plan.classes > 0 ? B * y_size : 0);  // class labels as the loss takes them
   auto run_batch = [&](const float* x, const float* y, int64_t n, int64_t micro) {
     return step.run(Tensor(const_cast<float*>(x), {n, lookback, n_feat}), target_tensor(plan, y, n, labels),
                     mix_seed(config.seed, static_cast<uint64_t>(micro)));
@@ -541,6 +548,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     st["config_hash"] = config_hash(config);
     st["config"] = to_yaml(config);
     st["normalizer"] = plan.normalizer;
+    if (!plan.vocab_json.is_null()) st["vocab"] = plan.vocab_json;
     st["features"] = plan.windows ? plan.windows->features : std::vector<std::string>{};
     st["targets"] = plan.windows ? plan.windows->targets : std::vector<std::string>{};
     st["schedule"] = schedule_state_to_json(schedule->state());

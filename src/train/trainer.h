@@ -49,8 +49,9 @@ ModelSpec model_spec(const Config& config, int64_t input_size, int64_t lookback,
 double evaluate(Model& model, const WindowDataset& split, const std::string& loss, double huber_delta,
                 int64_t batch_size);
 // Mean loss over every sample of `split` (x [steps, features] per sample), in index order.
-// classes > 0: y holds class labels, the model outputs `classes` logits, and *accuracy (when
-// given) receives the share of samples whose largest logit is the label.
+// classes > 0: y holds class labels (one per sample, or one per step for a char LM), the model
+// outputs `classes` logits per label, and *accuracy (when given) receives the share of labels
+// whose largest logit is the label.
 double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, int64_t classes,
                 const std::string& loss, double huber_delta, int64_t batch_size, double* accuracy = nullptr);
 
