@@ -412,6 +412,7 @@ TEST(CliData, BadTextInputIsAClearErrorThatWritesNothing) {
           {"short.txt", "val split", "data.block_size"});
   refused(text_config(dir, write_file(dir, "ok.txt", word_text(300))), " --set train.loss=mse",
           {"train.loss", "cross_entropy"});
+  refused(text_config(dir, dir / "ok.txt"), " --set data.augment.shift_max=2", {"data.augment.shift_max"});
 }
 
 }  // namespace

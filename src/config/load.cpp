@@ -306,6 +306,15 @@ class Loader {
     if (text && t.loss != "cross_entropy")
       fail("{}: config key 'train.loss' is {} but data.source text trains next-token prediction; set "
            "train.loss: cross_entropy", origin("train.loss"), t.loss);
+    if (text) {
+      const auto& a = d.augment;
+      const char* on = a.jitter_sigma > 0 ? "data.augment.jitter_sigma" : a.scale_sigma > 0 ? "data.augment.scale_sigma"
+                       : a.warp_sigma > 0 ? "data.augment.warp_sigma" : a.shift_max > 0 ? "data.augment.shift_max"
+                       : a.mask_prob > 0  ? "data.augment.mask_prob" : nullptr;
+      if (on)
+        fail("{}: config key '{}' turns on series augmentation, which would alter token ids; data.source text "
+             "needs every data.augment value at 0", origin(on), on);
+    }
     if (text && c.model.type == "mlp")
       fail("{}: config key 'model.type' is mlp, but data.source text needs the char LM (lstm or gru)",
            origin("model.type"));
