@@ -250,6 +250,29 @@ TEST(ConfigErrors, CrossKeyChecksNameTheKey) {
   EXPECT_CONTAINS(m, "train.optimizer.nesterov");
 }
 
+TEST(ConfigErrors, NpyCrossKeyChecksNameTheKey) {
+  std::string m = load_error("data:\n  source: npy\n");
+  EXPECT_CONTAINS(m, "data.npy.train_x");
+  m = load_error("data:\n  source: npy\n  npy: {train_x: x.npy}\n");
+  EXPECT_CONTAINS(m, "data.npy.train_y");
+  m = load_error("data:\n  source: npy\n  npy: {train_x: x.npy, train_y: y.npy, val_y: vy.npy}\n");
+  EXPECT_CONTAINS(m, "cfg.yaml:3:");
+  EXPECT_CONTAINS(m, "'data.npy.val_y' is set but 'data.npy.val_x' is empty");
+  m = load_error("data:\n  source: npy\n  normalize: minmax\n  npy: {train_x: x.npy, train_y: y.npy}\n");
+  EXPECT_CONTAINS(m, "data.normalize");
+  EXPECT_CONTAINS(m, "minmax");
+  // npy validation comes from val_x, not data.split.
+  m = load_error("data:\n  source: npy\n  npy: {train_x: x.npy, train_y: y.npy}\ntrain:\n  early_stopping: "
+                 "{patience: 2}\n");
+  EXPECT_CONTAINS(m, "train.early_stopping.patience");
+  EXPECT_EQ(load_error("data:\n  source: npy\n  split: [1, 0, 0]\n  npy: {train_x: x.npy, train_y: y.npy, val_x: "
+                       "v.npy, val_y: vy.npy}\ntrain:\n  early_stopping: {patience: 2}\n"),
+            "<no error>");
+  m = load_error("train:\n  loss: cross_entropy\n");
+  EXPECT_CONTAINS(m, "train.loss");
+  EXPECT_CONTAINS(m, "data.source npy");
+}
+
 TEST(ConfigErrors, MissingFileNamesPath) {
   std::string m = error_of([] { load_config("/nonexistent/dir/job.yaml"); });
   EXPECT_CONTAINS(m, "/nonexistent/dir/job.yaml");
@@ -345,7 +368,7 @@ TEST(ConfigYaml, RoundTripGivesEqualConfig) {
 TEST(ConfigYaml, WritesEveryKeyOnce) {
   std::string text = to_yaml(Config{});
   const auto keys = config_keys();
-  EXPECT_EQ(keys.size(), 67u);
+  EXPECT_EQ(keys.size(), 78u);
   int64_t leaf_lines = 0;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)

@@ -7,12 +7,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
+#include <memory>
 
 #include "core/error.h"
 #include "data/loader.h"
 #include "data/npy.h"
 #include "data/window_dataset.h"
+#include "data/zscore_source.h"
 #include "test_util.h"
 
 namespace seqtrain {
@@ -241,6 +245,41 @@ TEST(DataNpy, LargeFileIsMemoryMappedNotRead) {
     if (b % 1024 == 0) grew = std::max(grew, rss_bytes() - before);
   }
   EXPECT_LT(grew, 96 << 20) << "reading every sample kept the file's pages resident";
+}
+
+// Per-feature z-score over every sample and step (the npy source's normalization): feature 0
+// varies, feature 1 is constant (scale 1, so it maps to 0 rather than NaN).
+TEST(DataNpy, FeatureZscoreFitsEverySampleAndStepAndMapsConstantsToZero) {
+  struct Table final : BatchSource {
+    std::vector<float> v = {1, 5, 2, 5, 4, 5, /* sample 1 */ -3, 5, 0, 5, 8, 5};
+    int64_t size() const override { return 2; }
+    int64_t x_size() const override { return 6; }
+    int64_t y_size() const override { return 1; }
+    void fill(std::span<const int64_t> idx, int64_t, float* x, float* y) const override {
+      for (size_t b = 0; b < idx.size(); ++b) {
+        if (x) std::copy_n(v.data() + idx[b] * 6, 6, x + b * 6);
+        if (y) y[b] = static_cast<float>(idx[b]);
+      }
+    }
+  };
+  auto table = std::make_shared<Table>();
+  const Normalizer n = fit_feature_zscore(*table, 3, 2);
+  const double mean0 = (1 + 2 + 4 - 3 + 0 + 8) / 6.0;
+  double var0 = 0;
+  for (double v : {1, 2, 4, -3, 0, 8}) var0 += (v - mean0) * (v - mean0) / 6.0;
+  ASSERT_EQ(n.shift.size(), 2u);
+  EXPECT_DOUBLE_EQ(n.shift[0], mean0);
+  EXPECT_DOUBLE_EQ(n.scale[0], std::sqrt(var0));
+  EXPECT_DOUBLE_EQ(n.shift[1], 5.0);
+  EXPECT_DOUBLE_EQ(n.scale[1], 1.0);
+  ZscoreSource z(table, n, 2);
+  const int64_t idx[1] = {1};
+  float x[6], y[1];
+  z.fill(idx, 0, x, y);
+  EXPECT_FLOAT_EQ(x[0], static_cast<float>((-3 - mean0) / std::sqrt(var0)));
+  EXPECT_FLOAT_EQ(x[4], static_cast<float>((8 - mean0) / std::sqrt(var0)));
+  EXPECT_EQ(x[1], 0.f);
+  EXPECT_EQ(y[0], 1.f);  // y passes through
 }
 
 }  // namespace

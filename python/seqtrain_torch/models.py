@@ -21,6 +21,15 @@ Forecaster (seqtrain model type ``lstm`` / ``gru``)::
   ``out[:, -1, :]`` (for a bidirectional RNN that is [forward, backward] there, the backward
   half having seen only the last step), applies dropout, then ``head``.
 
+CharLM (seqtrain model type ``lstm`` / ``gru`` with a vocabulary, data.source text)::
+
+    emb.weight                     [vocab, hidden]
+    rnn.*                          as above, with input_size = hidden
+    head.weight                    [vocab, hidden*dirs]
+    head.bias                      [vocab]
+
+  Logits at every time step: ``head(dropout(rnn(emb(ids))))``, [batch, steps, vocab].
+
 MLPForecaster (seqtrain model type ``mlp``)::
 
     body.{3*j}.weight   j = 0: [hidden, lookback*input_size]; j >= 1: [hidden, hidden]
@@ -38,7 +47,7 @@ from torch import nn
 
 from .safetensors_io import read_file, save_file
 
-__all__ = ["Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain"]
+__all__ = ["Forecaster", "CharLM", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain"]
 
 
 class Forecaster(nn.Module):
@@ -60,6 +69,26 @@ class Forecaster(nn.Module):
         """x: [batch, lookback, input_size] -> [batch, output_size]."""
         out, _ = self.rnn(x)
         return self.head(self.dropout(out[:, -1, :]))
+
+
+class CharLM(nn.Module):
+    """Embedding -> LSTM/GRU stack -> linear head at every time step (next-token logits)."""
+
+    def __init__(self, cell, vocab, hidden, layers=1, bidirectional=False, dropout=0.0):
+        super().__init__()
+        cells = {"lstm": nn.LSTM, "gru": nn.GRU}
+        if cell not in cells:
+            raise ValueError(f"cell must be 'lstm' or 'gru', got {cell!r}")
+        self.emb = nn.Embedding(vocab, hidden)
+        self.rnn = cells[cell](hidden, hidden, num_layers=layers, batch_first=True,
+                               dropout=dropout if layers > 1 else 0.0, bidirectional=bidirectional)
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(hidden * (2 if bidirectional else 1), vocab)
+
+    def forward(self, ids):
+        """ids: [batch, steps] int64 -> logits [batch, steps, vocab]."""
+        out, _ = self.rnn(self.emb(ids))
+        return self.head(self.dropout(out))
 
 
 class MLPForecaster(nn.Module):

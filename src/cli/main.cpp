@@ -40,6 +40,18 @@ int main(int argc, char** argv) {
   predict->add_option("--input", predict_args.input, "input CSV with the training columns")->required();
   predict->add_option("--output", predict_args.output, "output CSV, columns <target>_t+<h>")->required();
 
+  auto* data = app.add_subcommand("data", "Prepare and inspect training data (the pre-augmentation cache)");
+  data->require_subcommand(1);
+  DataCacheArgs cache_args;
+  auto* cache = data->add_subcommand("cache", "Build the data.cache file of a config's training split without training");
+  cache->add_option("config", cache_args.config, "YAML config file (data.cache must name a directory)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cache->add_option("--set", cache_args.overrides, "Override a config key: --set data.cache=DIR (repeatable)");
+  DataInfoArgs info_args;
+  auto* info = data->add_subcommand("info", "List the data caches of a directory: key, epochs, samples, size, created, source");
+  info->add_option("dir", info_args.dir, "cache directory (default: the current directory)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,6 +61,8 @@ int main(int argc, char** argv) {
     if (train->parsed()) return run_train(train_args);
     if (eval->parsed()) return run_eval(eval_args);
     if (predict->parsed()) return run_predict(predict_args);
+    if (cache->parsed()) return run_data_cache(cache_args);
+    if (info->parsed()) return run_data_info(info_args);
   } catch (const Error& e) {
     std::fprintf(stderr, "seqtrain: error: %s\n", e.what());
     return 2;

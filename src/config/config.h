@@ -31,9 +31,19 @@ struct AugmentConfig {
   bool operator==(const AugmentConfig&) const = default;
 };
 
+// data.source npy: one glob per split and array (several files per split, sorted and
+// concatenated); see docs/DATA.md. Globs are made absolute like data.path.
+struct NpyConfig {
+  std::string train_x, train_y;  // X [N, T, F]; y [N] labels or [N, H(, targets)]; both required
+  std::string val_x, val_y;      // optional: empty = no validation
+  std::string test_x, test_y;    // optional: empty = no test split
+  int64_t classes = 0;           // >= 0; label y: logits per sample; 0 = largest label + 1
+  bool operator==(const NpyConfig&) const = default;
+};
+
 struct DataConfig {
-  std::string source = "synthetic";        // csv | synthetic
-  std::string path;                        // csv file; made absolute by load_config
+  std::string source = "synthetic";        // csv | synthetic | npy | text
+  std::string path;                        // csv or text file; made absolute by load_config
   std::vector<std::string> features;       // input columns; empty = every column of the source
   std::vector<std::string> targets = {"voltage"};  // predicted columns, at least one
   int64_t lookback = 64;                   // >= 1; input time steps per window
@@ -42,10 +52,15 @@ struct DataConfig {
   std::array<double, 3> split = {0.8, 0.1, 0.1};  // train/val/test fractions, see docs/DATA.md
   std::string normalize = "zscore";        // zscore | minmax | none
   std::string nan_policy = "error";        // error | drop | ffill
+  std::string vocab = "char";              // text: char | byte
+  int64_t block_size = 64;                 // >= 1; text: tokens per sample (next-token targets)
   SyntheticConfig synthetic;
   std::string workers = "auto";            // loader threads: an integer >= 0, or auto
   int64_t prefetch = 2;                    // >= 1; ready batches queued per worker
+  std::string cache;                       // pre-augmentation cache directory; empty = off
+  int64_t cache_epochs = 1;                // >= 1; augmented epochs cached; epoch e reads e % K
   AugmentConfig augment;                   // training split only; all zero = off
+  NpyConfig npy;
   bool operator==(const DataConfig&) const = default;
 };
 
@@ -93,7 +108,7 @@ struct TrainConfig {
   int64_t max_steps = 0;          // >= 0; optimizer steps cap; 0 = no cap
   int64_t batch_size = 64;        // >= 1; windows per micro-batch
   bool shuffle = true;            // permute training windows each epoch (see epoch_order)
-  std::string loss = "mse";       // mse | mae | huber
+  std::string loss = "mse";       // mse | mae | huber | cross_entropy (npy labels, text)
   double huber_delta = 1.0;       // > 0
   double grad_clip = 1.0;         // >= 0; max global gradient L2 norm; 0 = off
   int64_t grad_accum = 1;         // >= 1; micro-batches per optimizer step

@@ -59,7 +59,7 @@ void visit_fields(C& c, V&& v) {
   v.field("seed", c.seed);
 
   auto& d = c.data;
-  v.field("data.source", d.source, Choices{"csv", "synthetic"});
+  v.field("data.source", d.source, Choices{"csv", "synthetic", "npy", "text"});
   v.field("data.path", d.path, PathTag{});
   v.field("data.features", d.features);
   v.field("data.targets", d.targets);
@@ -69,11 +69,15 @@ void visit_fields(C& c, V&& v) {
   v.field("data.split", d.split);
   v.field("data.normalize", d.normalize, Choices{"zscore", "minmax", "none"});
   v.field("data.nan_policy", d.nan_policy, Choices{"error", "drop", "ffill"});
+  v.field("data.vocab", d.vocab, Choices{"char", "byte"});
+  v.field("data.block_size", d.block_size, at_least(1));
   v.field("data.synthetic.rows", d.synthetic.rows, at_least(1));
   v.field("data.synthetic.seed", d.synthetic.seed);
   v.field("data.synthetic.noise", d.synthetic.noise, at_least(0));
   v.field("data.workers", d.workers, CountOrAuto{});
   v.field("data.prefetch", d.prefetch, at_least(1));
+  v.field("data.cache", d.cache, PathTag{});
+  v.field("data.cache_epochs", d.cache_epochs, at_least(1));
   v.field("data.augment.jitter_sigma", d.augment.jitter_sigma, at_least(0));
   v.field("data.augment.scale_sigma", d.augment.scale_sigma, at_least(0));
   v.field("data.augment.warp_sigma", d.augment.warp_sigma, at_least(0));
@@ -81,6 +85,13 @@ void visit_fields(C& c, V&& v) {
   v.field("data.augment.shift_max", d.augment.shift_max, at_least(0));
   v.field("data.augment.mask_prob", d.augment.mask_prob, unit_right_open());
   v.field("data.augment.mask_width", d.augment.mask_width, at_least(1));
+  v.field("data.npy.train_x", d.npy.train_x, PathTag{});
+  v.field("data.npy.train_y", d.npy.train_y, PathTag{});
+  v.field("data.npy.val_x", d.npy.val_x, PathTag{});
+  v.field("data.npy.val_y", d.npy.val_y, PathTag{});
+  v.field("data.npy.test_x", d.npy.test_x, PathTag{});
+  v.field("data.npy.test_y", d.npy.test_y, PathTag{});
+  v.field("data.npy.classes", d.npy.classes, at_least(0));
 
   auto& m = c.model;
   v.field("model.type", m.type, Choices{"lstm", "gru", "mlp"});
@@ -95,7 +106,7 @@ void visit_fields(C& c, V&& v) {
   v.field("train.max_steps", t.max_steps, at_least(0));
   v.field("train.batch_size", t.batch_size, at_least(1));
   v.field("train.shuffle", t.shuffle);
-  v.field("train.loss", t.loss, Choices{"mse", "mae", "huber"});
+  v.field("train.loss", t.loss, Choices{"mse", "mae", "huber", "cross_entropy"});
   v.field("train.huber_delta", t.huber_delta, positive());
   v.field("train.grad_clip", t.grad_clip, at_least(0));
   v.field("train.grad_accum", t.grad_accum, at_least(1));

@@ -291,17 +291,40 @@ class Loader {
       fail("{}: config key 'data.split' gives the train split a fraction of 0; training needs a "
            "positive first fraction, e.g. [0.8, 0.1, 0.1]",
            origin("data.split"));
-    if (d.source == "csv" && d.path.empty())
-      fail("{}: config key 'data.path' is empty but data.source is 'csv'; set data.path to the CSV file",
-           origin("data.path"));
+    if ((d.source == "csv" || d.source == "text") && d.path.empty())
+      fail("{}: config key 'data.path' is empty but data.source is '{}'; set data.path to the {} file",
+           origin("data.path"), d.source, d.source == "csv" ? "CSV" : "UTF-8 text");
     if (d.targets.empty())
       fail("{}: config key 'data.targets' is empty; name at least one column to predict", origin("data.targets"));
     const auto& t = c.train;
-    if (t.early_stopping.patience > 0 && d.split[1] <= 0)
+    const bool npy = d.source == "npy";
+    if (npy) check_npy(c);
+    const bool text = d.source == "text";
+    if (!npy && !text && t.loss == "cross_entropy")
+      fail("{}: config key 'train.loss' is cross_entropy, which needs class labels: use data.source npy with a "
+           "label y of shape [N] (data.npy.train_y), or a regression loss (mse, mae, huber)", origin("train.loss"));
+    if (text && t.loss != "cross_entropy")
+      fail("{}: config key 'train.loss' is {} but data.source text trains next-token prediction; set "
+           "train.loss: cross_entropy", origin("train.loss"), t.loss);
+    if (text) {
+      const auto& a = d.augment;
+      const char* on = a.jitter_sigma > 0 ? "data.augment.jitter_sigma" : a.scale_sigma > 0 ? "data.augment.scale_sigma"
+                       : a.warp_sigma > 0 ? "data.augment.warp_sigma" : a.shift_max > 0 ? "data.augment.shift_max"
+                       : a.mask_prob > 0  ? "data.augment.mask_prob" : nullptr;
+      if (on)
+        fail("{}: config key '{}' turns on series augmentation, which would alter token ids; data.source text "
+             "needs every data.augment value at 0", origin(on), on);
+    }
+    if (text && c.model.type == "mlp")
+      fail("{}: config key 'model.type' is mlp, but data.source text needs the char LM (lstm or gru)",
+           origin("model.type"));
+    // npy jobs validate when data.npy.val_x is set; csv/synthetic when the val fraction is > 0.
+    const bool has_val = npy ? !d.npy.val_x.empty() : d.split[1] > 0;
+    if (t.early_stopping.patience > 0 && !has_val)
       fail("{}: config key 'train.early_stopping.patience' is {} but the validation split (data.split[1]) "
            "is 0; give validation a fraction or set patience to 0",
            origin("train.early_stopping.patience"), t.early_stopping.patience);
-    if (t.schedule.name == "plateau" && d.split[1] <= 0)
+    if (t.schedule.name == "plateau" && !has_val)
       fail("{}: config key 'train.schedule.name' is 'plateau', which watches the validation loss, but "
            "the validation split (data.split[1]) is 0; give validation a fraction or pick another schedule",
            origin("train.schedule.name"));
@@ -314,6 +337,31 @@ class Loader {
   Config config;
 
  private:
+  // data.source npy: the train arrays are required, a split's y goes with its X, and only
+  // normalizations that work per feature over [N, T, F] apply.
+  void check_npy(const Config& c) const {
+    const NpyConfig& n = c.data.npy;
+    if (n.train_x.empty() || n.train_y.empty()) {
+      const char* key = n.train_x.empty() ? "data.npy.train_x" : "data.npy.train_y";
+      fail("{}: config key '{}' is empty but data.source is 'npy'; set it to the .npy file (or glob, e.g. "
+           "data/train_*_{}.npy) of the training {}", origin(key), key, n.train_x.empty() ? "X" : "y",
+           n.train_x.empty() ? "inputs [N, T, F]" : "targets ([N] labels or [N, H, targets])");
+    }
+    const std::pair<const char*, const std::string*> pairs[2][2] = {
+        {{"data.npy.val_x", &n.val_x}, {"data.npy.val_y", &n.val_y}},
+        {{"data.npy.test_x", &n.test_x}, {"data.npy.test_y", &n.test_y}}};
+    for (const auto& p : pairs)
+      if (p[0].second->empty() != p[1].second->empty()) {
+        const auto& set = p[0].second->empty() ? p[1] : p[0];
+        const auto& unset = p[0].second->empty() ? p[0] : p[1];
+        fail("{}: config key '{}' is set but '{}' is empty; a split needs both X and y (or neither)",
+             origin(set.first), set.first, unset.first);
+      }
+    if (c.data.normalize == "minmax")
+      fail("{}: config key 'data.normalize' is minmax, which data.source npy does not support; use zscore (fitted "
+           "per feature on the training X) or none", origin("data.normalize"));
+  }
+
   void walk(const YAML::Node& map, const std::string& prefix) {
     std::set<std::string> seen;
     for (auto it = map.begin(); it != map.end(); ++it) {

@@ -52,7 +52,9 @@ Series load_series(const DataConfig& d) {
     }
     return read_csv(d.path, used_columns(d.features, d.targets), d.nan_policy);
   }
-  ST_CHECK(d.source == "synthetic", "config key 'data.source' must be csv or synthetic, got '{}'", d.source);
+  ST_CHECK(d.source == "synthetic",
+           "config key 'data.source' is '{}', but windowed series (and so `seqtrain eval` and `predict`) read csv or "
+           "synthetic data; npy and text jobs are evaluated by `seqtrain train` on their test split", d.source);
   Series all = make_synthetic(d.synthetic);
   return select_columns(all, used_columns(d.features.empty() ? all.columns : d.features, d.targets), d);
 }

@@ -29,6 +29,7 @@ struct ModelSpec {
   std::string precision = "fp32";
   bool grad_checkpoint = false;  // recompute each RNN layer's saved state inside backward
   bool autotune = false;         // time fused vs oneDNN per RNN layer shape at the first step
+  int64_t vocab = 0;             // > 0: a next-token language model over this many ids (CharLM)
 };
 
 class Model {

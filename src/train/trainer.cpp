@@ -248,31 +248,26 @@ std::vector<ConfigChange> config_differences(const std::string& before_yaml, con
   return out;
 }
 
-AugmentOptions augment_options(const Config& c) {
-  const AugmentConfig& a = c.data.augment;
-  AugmentOptions o;
-  o.seed = mix_seed(c.seed, 0xa7e);
-  o.jitter_sigma = static_cast<float>(a.jitter_sigma);
-  o.scale_sigma = static_cast<float>(a.scale_sigma);
-  o.warp_sigma = static_cast<float>(a.warp_sigma);
-  o.warp_knots = a.warp_knots;
-  o.shift_max = a.shift_max;
-  o.mask_prob = static_cast<float>(a.mask_prob);
-  o.mask_width = a.mask_width;
-  o.validate();
-  return o;
+ModelSpec model_spec(const Config& c, const Dataset& data) {
+  return model_spec(c, data.n_features(), c.data.lookback, c.data.horizon * data.n_targets());
 }
 
-ModelSpec model_spec(const Config& c, const Dataset& data) {
+ModelSpec model_spec(const Config& c, const DataPlan& plan) {
+  ModelSpec s = model_spec(c, plan.features, plan.steps, plan.outputs);
+  s.vocab = plan.vocab;
+  return s;
+}
+
+ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int64_t output_size) {
   ModelSpec s;
   s.type = c.model.type;
-  s.input_size = data.n_features();
-  s.lookback = c.data.lookback;
+  s.input_size = input_size;
+  s.lookback = lookback;
   s.hidden = c.model.hidden;
   s.layers = c.model.layers;
   s.bidirectional = c.model.bidirectional;
   s.dropout = static_cast<float>(c.model.dropout);
-  s.output_size = c.data.horizon * data.n_targets();
+  s.output_size = output_size;
   s.rnn_impl = c.runtime.rnn_impl;
   s.precision = c.runtime.precision;
   s.grad_checkpoint = c.train.grad_checkpoint;
@@ -283,17 +278,39 @@ ModelSpec model_spec(const Config& c, const Dataset& data) {
 double evaluate(Model& model, const WindowDataset& split, const std::string& loss, double huber_delta,
                 int64_t batch_size) {
   if (split.empty()) return 0.0;
+  return evaluate(model, WindowSource(split), split.lookback(), split.n_features(), 0, loss, huber_delta, batch_size);
+}
+
+double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, int64_t classes,
+                const std::string& loss, double huber_delta, int64_t batch_size, double* accuracy) {
+  if (split.size() == 0) return 0.0;
   const LossKind kind = parse_loss(loss);
   Arena arena;
   std::vector<float> x(batch_size * split.x_size()), y(batch_size * split.y_size());
+  std::vector<int64_t> idx(batch_size), labels(classes > 0 ? batch_size * split.y_size() : 0);
   double sum = 0;
+  int64_t correct = 0;
   for (int64_t b = 0; b < split.size(); b += batch_size) {
     const int64_t n = std::min(batch_size, split.size() - b);
-    split.fill_batch(b, n, x.data(), y.data());
+    for (int64_t i = 0; i < n; ++i) idx[i] = b + i;
+    split.fill(std::span<const int64_t>(idx.data(), n), 0, x.data(), y.data());
     arena.reset();
-    Tensor pred = model.forward(Tensor(x.data(), {n, split.lookback(), split.n_features()}), arena, false);
-    sum += n * static_cast<double>(loss_forward(kind, pred, Tensor(y.data(), {n, split.y_size()}), loss_options(huber_delta)));
+    Tensor pred = model.forward(Tensor(x.data(), {n, steps, features}), arena, false);
+    Tensor target(y.data(), {n, split.y_size()});
+    if (classes > 0) {  // one label per sample ([n]) or per step ([n, T], next-token targets)
+      const int64_t rows = n * split.y_size();
+      for (int64_t i = 0; i < rows; ++i) labels[i] = static_cast<int64_t>(y[i]);
+      target = split.y_size() == 1 ? Tensor(labels.data(), {n}, DType::i64)
+                                   : Tensor(labels.data(), {n, split.y_size()}, DType::i64);
+      const float* logits = pred.f32();
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* row = logits + i * classes;
+        correct += std::max_element(row, row + classes) - row == labels[i];
+      }
+    }
+    sum += n * static_cast<double>(loss_forward(kind, pred, target, loss_options(huber_delta)));
   }
+  if (accuracy) *accuracy = static_cast<double>(correct) / static_cast<double>(split.size() * split.y_size());
   return sum / static_cast<double>(split.size());
 }
 
@@ -306,9 +323,16 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
 
   // Everything that can fail on bad input happens before the run directory is touched.
   const int threads = set_cpu_threads(static_cast<int>(config.runtime.threads));
-  Dataset data = load_dataset(config);
-  ST_CHECK(!data.train.empty(), "data.split leaves no training window; raise the train fraction");
-  const ModelSpec spec = model_spec(config, data);
+  const DataPlan plan = plan_data(config);
+  // Training batches: the train split -> augmentation (training only) -> the pre-augmentation
+  // cache when data.cache is set (built here on a miss, before the run directory exists).
+  std::string workers_reason;
+  const int64_t workers = loader_workers(config, threads, &workers_reason);
+  TrainFeed feed = training_feed(plan, config, workers);
+  if (!opt.quiet) std::fprintf(stderr, "seqtrain: data: %s\n", plan.source.c_str());
+  if (!opt.quiet && !feed.cache.path.empty()) std::fprintf(stderr, "seqtrain: %s\n", feed.cache.message.c_str());
+  const BatchSource* train_source = feed.source;
+  const ModelSpec spec = model_spec(config, plan);
   std::unique_ptr<Model> model = make_model(spec);
   Rng init_rng(config.seed, /*stream=*/1);
   model->init(init_rng);
@@ -351,7 +375,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   auto optimizer = make_optimizer(oo);
 
   const int64_t B = config.train.batch_size;
-  const int64_t batches = batch_count(data.train.size(), B);
+  const int64_t batches = batch_count(train_source->size(), B);
   const int64_t updates_per_epoch = std::max<int64_t>(1, batches / config.train.grad_accum);
   int64_t total_updates = updates_per_epoch * config.train.epochs;
   if (config.train.max_steps > 0) total_updates = std::min(total_updates, config.train.max_steps);
@@ -419,10 +443,13 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     }
     ST_CHECK(chosen, "no checkpoint in '{}' can be loaded (see the warnings above); start the run again with "
              "--overwrite", ckpt_dir.string());
-    ST_CHECK(!st.contains("normalizer") || st.at("normalizer") == data.normalizer.to_json(),
+    ST_CHECK(!st.contains("normalizer") || st.at("normalizer") == plan.normalizer,
              "{}: the training data changed since checkpoint '{}' was written (its normalization statistics "
              "differ); restore the data (data.path / data.synthetic.*) or start a new run",
              (run / "config.yaml").string(), chosen->dir);
+    ST_CHECK(!st.contains("vocab") || st.at("vocab") == plan.vocab_json,
+             "{}: the text's vocabulary changed since checkpoint '{}' was written; restore data.path or start a "
+             "new run", (run / "config.yaml").string(), chosen->dir);
     optimizer->load_state(os);
     schedule->load_state(schedule_state_from_json(st.at("schedule")));
     epoch = st.at("epoch");
@@ -456,38 +483,23 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   }
   if (!resuming) fs::remove(run / "metrics.jsonl");
 
-  // Training batches: windows -> augmentation (training only) -> the prefetching loader.
-  WindowSource window_source(data.train);
-  AugmentOptions aug = augment_options(config);
-  std::unique_ptr<AugmentedSource> augmented;
-  const BatchSource* train_source = &window_source;
-  if (aug.enabled()) {
-    augmented = std::make_unique<AugmentedSource>(window_source, aug, data.train.lookback(), data.n_features());
-    train_source = augmented.get();
-  }
-  std::string workers_reason = "data.workers = " + config.data.workers;
-  const int64_t workers = config.data.workers == "auto"
-                              // Compute threads own their cores: a loader thread sharing one stalls
-                              // every OpenMP barrier of the step (10x slower measured on 2 cores), so
-                              // auto only uses cores the compute threads leave free.
-                              ? workers_auto(system_cores() - threads + 1, system_available_ram(), &workers_reason)
-                              : std::stoll(config.data.workers);
   Loader loader(*train_source, LoaderOptions{.workers = workers, .prefetch = config.data.prefetch, .batch_size = B,
                                              .shuffle = config.train.shuffle, .seed = config.seed});
   if (!opt.quiet)
     std::fprintf(stderr, "seqtrain: loader: %ld worker(s) (%s); %d compute thread(s)%s\n", (long)workers,
-                 workers_reason.c_str(), threads, aug.enabled() ? "; augmentation on" : "");
+                 workers_reason.c_str(), threads, feed.augment ? "; augmentation on" : "");
 
-  const int64_t lookback = data.train.lookback(), n_feat = data.n_features(), y_size = data.train.y_size();
+  const int64_t lookback = plan.steps, n_feat = plan.features, y_size = train_source->y_size();
+  std::vector<int64_t> labels(plan.classes > 0 ? B * y_size : 0);  // class labels as the loss takes them
   auto run_batch = [&](const float* x, const float* y, int64_t n, int64_t micro) {
-    return step.run(Tensor(const_cast<float*>(x), {n, lookback, n_feat}), Tensor(const_cast<float*>(y), {n, y_size}),
+    return step.run(Tensor(const_cast<float*>(x), {n, lookback, n_feat}), target_tensor(plan, y, n, labels),
                     mix_seed(config.seed, static_cast<uint64_t>(micro)));
   };
   // One micro-batch outside the loader (the resume replay below): batch `b` of epoch `e`.
-  std::vector<float> x(B * data.train.x_size()), y(B * y_size);
+  std::vector<float> x(B * train_source->x_size()), y(B * y_size);
   auto run_micro = [&](int64_t e, int64_t b, int64_t micro) {
-    const auto order = epoch_order(data.train.size(), config.train.shuffle, config.seed, e);
-    const int64_t begin = b * B, n = std::min(B, data.train.size() - begin);
+    const auto order = epoch_order(train_source->size(), config.train.shuffle, config.seed, e);
+    const int64_t begin = b * B, n = std::min(B, train_source->size() - begin);
     train_source->fill(std::span<const int64_t>(order.data() + begin, n), e, x.data(), y.data());
     return run_batch(x.data(), y.data(), n, micro);
   };
@@ -551,9 +563,10 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     st["metrics_bytes"] = metrics.bytes();
     st["config_hash"] = config_hash(config);
     st["config"] = to_yaml(config);
-    st["normalizer"] = data.normalizer.to_json();
-    st["features"] = data.features;
-    st["targets"] = data.targets;
+    st["normalizer"] = plan.normalizer;
+    if (!plan.vocab_json.is_null()) st["vocab"] = plan.vocab_json;
+    st["features"] = plan.windows ? plan.windows->features : std::vector<std::string>{};
+    st["targets"] = plan.windows ? plan.windows->targets : std::vector<std::string>{};
     st["schedule"] = schedule_state_to_json(schedule->state());
     if (scaler) st["loss_scaler"] = scaler->to_json();
     return st;
@@ -581,12 +594,12 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
 
   SignalGuard signals;
   TrainSummary summary;
-  summary.baseline_val = last_value_baseline(data, data.val);
+  summary.baseline_val = plan.windows ? last_value_baseline(*plan.windows, plan.windows->val) : 0.0;
   const bool tty = !opt.quiet && isatty(fileno(stderr));
   if (!opt.quiet)
-    std::fprintf(stderr, "seqtrain: %s model, %zu parameters, %ld train / %ld val / %ld test windows, %d threads\n",
-                 spec.type.c_str(), model->params().size(), (long)data.train.size(), (long)data.val.size(),
-                 (long)data.test.size(), threads);
+    std::fprintf(stderr, "seqtrain: %s model, %zu parameters, %ld train / %ld val / %ld test %s, %d threads\n",
+                 spec.type.c_str(), model->params().size(), (long)plan.train->size(), (long)DataPlan::size_of(plan.val),
+                 (long)DataPlan::size_of(plan.test), plan.unit, threads);
   if (!opt.quiet) {
     if (auto* f = dynamic_cast<Forecaster*>(model.get()); f && !f->precision_note().empty())
       std::fprintf(stderr, "seqtrain: %s\n", f->precision_note().c_str());
@@ -663,15 +676,24 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
       std::fprintf(stderr, "%sepoch %ld trained in %.2fs, data wait %.3fs (%.2f%%)\n", tty ? "\n" : "", (long)epoch,
                    epoch_secs, wait, 100.0 * wait / std::max(epoch_secs, 1e-9));
     // Validation, inside every epoch.
-    if (!data.val.empty()) {
-      const double val = evaluate(*model, data.val, config.train.loss, config.train.huber_delta, B);
+    if (plan.val) {
+      double accuracy = 0;
+      const double val = evaluate(*model, *plan.val, plan.steps, plan.features, plan.classes, config.train.loss,
+                                  config.train.huber_delta, B, &accuracy);
       if (tty) std::fputc('\n', stderr);
-      metrics.write({{"split", "val"}, {"step", step.updates()}, {"epoch", epoch}, {"loss", val},
-                     {"lr", schedule->lr(step.updates())}, {"samples_per_s", nullptr}, {"time_s", time_s()},
-                     {"baseline_last_value", summary.baseline_val}});
-      if (!opt.quiet)
+      nlohmann::json rec = {{"split", "val"}, {"step", step.updates()}, {"epoch", epoch}, {"loss", val},
+                            {"lr", schedule->lr(step.updates())}, {"samples_per_s", nullptr}, {"time_s", time_s()},
+                            {"baseline_last_value", summary.baseline_val}};
+      if (plan.classes > 0) rec["accuracy"] = accuracy;
+      if (!plan.windows) rec.erase("baseline_last_value");  // the baseline needs the target among the inputs
+      metrics.write(rec);
+      if (!opt.quiet && plan.windows)
         std::fprintf(stderr, "epoch %ld val loss %.5f (best %.5f, last-value baseline %.5f)\n", (long)epoch, val,
                      std::isfinite(best_val) ? std::min(best_val, val) : val, summary.baseline_val);
+      else if (!opt.quiet)
+        std::fprintf(stderr, "epoch %ld val loss %.5f (best %.5f)%s\n", (long)epoch, val,
+                     std::isfinite(best_val) ? std::min(best_val, val) : val,
+                     plan.classes > 0 ? fmt::format(", accuracy {:.4f}", accuracy).c_str() : "");
       schedule->observe(val);
       if (val < best_val - config.train.early_stopping.min_delta) {
         best_val = val;
@@ -704,7 +726,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   summary.steps = step.updates();
   summary.skipped_steps = scaler ? scaler->skipped_total() : 0;
   summary.signal = summary.stopped_by == "signal" ? g_signal.load() : 0;
-  if (data.val.empty() && summary.stopped_by != "signal") {
+  if (!plan.val && summary.stopped_by != "signal") {
     submit_tag("best", epoch, batch_in_epoch);
     writer.wait();
   }
@@ -712,10 +734,17 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   if (summary.stopped_by != "signal") {
     // Final test evaluation with the best validated weights.
     load_checkpoint((ckpt_dir / "best").string(), model->params());
-    summary.test_loss = evaluate(*model, data.test, config.train.loss, config.train.huber_delta, B);
-    if (!data.test.empty())
-      metrics.write({{"split", "test"}, {"step", summary.steps}, {"epoch", summary.epochs}, {"loss", summary.test_loss},
-                     {"lr", nullptr}, {"samples_per_s", nullptr}, {"time_s", time_s()}});
+    double accuracy = 0;
+    if (plan.test)
+      summary.test_loss = evaluate(*model, *plan.test, plan.steps, plan.features, plan.classes, config.train.loss,
+                                   config.train.huber_delta, B, &accuracy);
+    if (plan.test) {
+      nlohmann::json rec = {{"split", "test"}, {"step", summary.steps}, {"epoch", summary.epochs},
+                            {"loss", summary.test_loss}, {"lr", nullptr}, {"samples_per_s", nullptr},
+                            {"time_s", time_s()}};
+      if (plan.classes > 0) rec["accuracy"] = accuracy;
+      metrics.write(rec);
+    }
   }
   if (summary.stopped_by == "signal")
     std::fprintf(stderr, "seqtrain: stopped by signal %d after step %ld; checkpoints/last holds it. Continue with: "

@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "data/dataset.h"
 #include "models/model.h"
+#include "train/data_plan.h"
 
 namespace seqtrain {
 
@@ -40,16 +41,20 @@ TrainSummary train(const Config& config, const TrainOptions& options);
 // that) and receives them on a watcher thread. Without it, train() does not catch signals.
 void route_stop_signals();
 
-// The data.augment section as the augmentation kernels take it.
-struct AugmentOptions;
-AugmentOptions augment_options(const Config& config);
-
-// Model shape for a config and a dataset.
+// Model shape for a config and a dataset (csv/synthetic) or a data plan (any source).
 ModelSpec model_spec(const Config& config, const Dataset& data);
+ModelSpec model_spec(const Config& config, const DataPlan& plan);
+ModelSpec model_spec(const Config& config, int64_t input_size, int64_t lookback, int64_t output_size);
 
 // Mean loss (in the normalized units) over every window of `split`.
 double evaluate(Model& model, const WindowDataset& split, const std::string& loss, double huber_delta,
                 int64_t batch_size);
+// Mean loss over every sample of `split` (x [steps, features] per sample), in index order.
+// classes > 0: y holds class labels (one per sample, or one per step for a char LM), the model
+// outputs `classes` logits per label, and *accuracy (when given) receives the share of labels
+// whose largest logit is the label.
+double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, int64_t classes,
+                const std::string& loss, double huber_delta, int64_t batch_size, double* accuracy = nullptr);
 
 // The config keys a resumed run may change: how long to train and how many threads to use.
 const std::vector<std::string>& resume_changeable_keys();

@@ -1,0 +1,73 @@
+// `seqtrain data cache` and `seqtrain data info`: the pre-augmentation cache outside training.
+// `data cache` goes through the same plan_data/training_feed as `seqtrain train`, so the file
+// it builds is the one a later training run finds (same key, same contents).
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "core/error.h"
+#include "train/data_plan.h"
+
+namespace seqtrain {
+namespace fs = std::filesystem;
+
+int run_data_cache(const DataCacheArgs& a) {
+  const Config config = load_config(a.config, a.overrides);
+  ST_CHECK(!config.data.cache.empty(),
+           "{}: config key 'data.cache' is empty, so there is nothing to build; set data.cache: DIR in the config "
+           "or pass --set data.cache=DIR", a.config);
+  const DataPlan plan = plan_data(config);
+  std::string reason;
+  // No training runs beside the build, so every core may fill batches.
+  const int64_t workers = loader_workers(config, 1, &reason);
+  const TrainFeed feed = training_feed(plan, config, workers);
+  std::fprintf(stderr, "seqtrain: %s\n", feed.cache.message.c_str());
+  std::printf("cache: %s\nhit: %s\nbytes: %ld\nsource: %s\nepochs: %ld\nsamples: %ld\n", feed.cache.path.c_str(),
+              feed.cache.hit ? "true" : "false", (long)feed.cache.bytes, plan.source.c_str(),
+              (long)config.data.cache_epochs, (long)feed.source->size());
+  return 0;
+}
+
+int run_data_info(const DataInfoArgs& a) {
+  ST_CHECK(fs::is_directory(a.dir), "data info: '{}' is not a directory; pass the directory data.cache names", a.dir);
+  const auto entries = list_caches(a.dir);
+  if (entries.empty()) {
+    std::printf("no data caches in %s\n", a.dir.c_str());
+    return 0;
+  }
+  std::printf("%-16s  %6s  %9s  %10s  %-19s  %s\n", "KEY", "EPOCHS", "SAMPLES", "SIZE", "CREATED (UTC)", "SOURCE");
+  for (const CacheEntry& e : entries) {
+    std::string source = "?";
+    std::ifstream meta(e.path + ".json");
+    if (meta) {
+      try {
+        source = nlohmann::json::parse(meta).value("source", std::string("?"));
+      } catch (const nlohmann::json::exception&) {
+        source = "? (unreadable " + e.path + ".json)";
+      }
+    }
+    char created[32] = "?";
+    struct stat sb{};
+    if (::stat(e.path.c_str(), &sb) == 0) {
+      std::tm tm{};
+      gmtime_r(&sb.st_mtime, &tm);
+      std::strftime(created, sizeof(created), "%Y-%m-%d %H:%M:%S", &tm);
+    }
+    const std::string size = fmt::format("{:.1f} MiB", static_cast<double>(e.bytes) / (1 << 20));
+    if (e.complete)
+      std::printf("%016lx  %6ld  %9ld  %10s  %-19s  %s\n", (unsigned long)e.key, (long)e.epochs, (long)e.n,
+                  size.c_str(), created, source.c_str());
+    else
+      std::printf("%-16s  %6s  %9s  %10s  %-19s  %s (incomplete: rebuilt on next use)\n",
+                  fs::path(e.path).stem().c_str(), "-", "-", size.c_str(), created, source.c_str());
+  }
+  return 0;
+}
+
+}  // namespace seqtrain

@@ -1,0 +1,71 @@
+// DataPlan: where the trainer's batches come from. plan_data() turns the `data:` section into
+// one BatchSource per split (csv/synthetic windows, npy arrays, text blocks) plus what the model needs
+// to match them, so the training loop and evaluate() work the same for every source.
+// training_feed() then stacks augmentation and the pre-augmentation cache on the train split.
+// docs/DATA.md describes the npy layout, docs/PIPELINE.md the cache.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/tensor.h"
+#include "data/augment.h"
+#include "data/cache.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+
+namespace seqtrain {
+
+struct DataPlan {
+  std::shared_ptr<const BatchSource> train, val, test;  // val / test null when the job has none
+  int64_t steps = 0, features = 0;  // x of a sample is [steps, features]
+  int64_t outputs = 0;              // model outputs per sample
+  int64_t classes = 0;              // > 0: y holds class labels (cross-entropy), one per y value
+  int64_t vocab = 0;                // text: token ids (the char LM predicts one per step)
+  nlohmann::json vocab_json;        // text: the vocabulary, saved in state.json
+  std::shared_ptr<const Dataset> windows;  // csv/synthetic only: columns, normalizer, baseline
+  nlohmann::json normalizer;        // the statistics state.json keeps (compared on resume)
+  std::vector<std::string> files;   // source files in order (hashed into the cache key)
+  std::string source;               // one line for the log and cache listings
+  const char* unit = "windows";     // what a sample is called in the log
+
+  static int64_t size_of(const std::shared_ptr<const BatchSource>& s) { return s ? s->size() : 0; }
+};
+
+// Reads (maps) the data of `config`. Throws Error naming the config key and file for a
+// missing glob, X/y sample count or shape mismatches, bad dtypes and labels.
+DataPlan plan_data(const Config& config);
+
+// The data.augment section as the augmentation kernels take it.
+AugmentOptions augment_options(const Config& config);
+
+// The loader's worker count: data.workers, or workers_auto over the cores the compute
+// threads leave free; *reason says which for the log.
+int64_t loader_workers(const Config& config, int compute_threads, std::string* reason);
+
+// The data settings hashed into the cache key: the resolved `data:` section except the keys
+// that cannot change a cached sample (workers, prefetch, the cache directory), and the seed
+// (which seeds augmentation).
+std::string cache_settings(const Config& config);
+
+// The training batches as the loop reads them: the plan's train split, augmented when
+// data.augment is on, read from DIR/<key>.stcache when data.cache is set (built on a miss,
+// with `workers` threads). `source` points into this object or the plan, which must outlive it.
+struct TrainFeed {
+  const BatchSource* source = nullptr;
+  std::unique_ptr<AugmentedSource> augmented;
+  std::shared_ptr<CachedSource> cached;
+  bool augment = false;
+  CacheInfo cache;  // path empty when data.cache is off
+};
+TrainFeed training_feed(const DataPlan& plan, const Config& config, int64_t workers);
+
+// y of n samples as the loss takes it: [n, y_size] floats, or for classification int64 labels
+// converted into `labels` (which must hold n * y_size): [n] for one label per sample, [n, T]
+// for next-token targets.
+Tensor target_tensor(const DataPlan& plan, const float* y, int64_t n, std::vector<int64_t>& labels);
+
+}  // namespace seqtrain
