@@ -380,6 +380,8 @@ TEST(CliData, TextTrainsTheCharLmOnEveryNextToken) {
   EXPECT_LT(val.back()["loss"].get<double>(), 0.5 * std::log(17.0));
   EXPECT_GT(val.back()["accuracy"].get<double>(), 0.5);
   ASSERT_EQ(records(run, "test").size(), 1u);
+  EXPECT_CONTAINS(r.out, "test_accuracy: ");
+  EXPECT_EQ(r.out.find("baseline_last_value"), std::string::npos) << "a forecasting-only figure on a char LM run";
   const auto st = nlohmann::json::parse(slurp(run + "/checkpoints/best/state.json"));
   EXPECT_EQ(st["vocab"]["kind"], "char");
   EXPECT_EQ(st["vocab"]["size"], 17);

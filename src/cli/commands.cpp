@@ -76,8 +76,15 @@ int run_train(const TrainArgs& a) {
   if (a.threads >= 0) config.runtime.threads = a.threads;
   TrainOptions opt{out, !a.resume.empty(), a.overwrite, a.quiet};
   TrainSummary s = train(config, opt);
-  std::printf("run: %s\nstopped_by: %s\nsteps: %ld\nbest_val_loss: %.6f\ntest_loss: %.6f\nbaseline_last_value_val_mse: %.6f\ncheckpoint_block_s: %.4f\n",
-              out.c_str(), s.stopped_by.c_str(), (long)s.steps, s.best_val, s.test_loss, s.baseline_val, s.checkpoint_block_s);
+  // One "key: value" line each; a figure the run does not have (no test split, no last-value
+  // baseline outside windowed forecasting) is left out rather than printed as 0.
+  std::printf("run: %s\nstopped_by: %s\nsteps: %ld\nbest_val_loss: %.6f\n", out.c_str(), s.stopped_by.c_str(),
+              (long)s.steps, s.best_val);
+  if (s.test_loss) std::printf("test_loss: %.6f\n", *s.test_loss);
+  if (s.test_accuracy) std::printf("test_accuracy: %.6f\n", *s.test_accuracy);
+  if (s.baseline_val) std::printf("baseline_last_value_val_mse: %.6f\n", *s.baseline_val);
+  if (s.skipped_steps > 0) std::printf("skipped_steps: %ld\n", (long)s.skipped_steps);
+  std::printf("checkpoint_block_s: %.4f\n", s.checkpoint_block_s);
   // Interrupted: the shell convention 128 + signal (130 for Ctrl-C, 143 for SIGTERM).
   return s.stopped_by == "signal" ? 128 + (s.signal ? s.signal : SIGINT) : 0;
 }

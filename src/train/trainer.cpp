@@ -594,7 +594,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
 
   SignalGuard signals;
   TrainSummary summary;
-  summary.baseline_val = plan.windows ? last_value_baseline(*plan.windows, plan.windows->val) : 0.0;
+  if (plan.windows) summary.baseline_val = last_value_baseline(*plan.windows, plan.windows->val);
   const bool tty = !opt.quiet && isatty(fileno(stderr));
   if (!opt.quiet)
     std::fprintf(stderr, "seqtrain: %s model, %zu parameters, %ld train / %ld val / %ld test %s, %d threads\n",
@@ -682,14 +682,14 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
                                   config.train.huber_delta, B, &accuracy);
       if (tty) std::fputc('\n', stderr);
       nlohmann::json rec = {{"split", "val"}, {"step", step.updates()}, {"epoch", epoch}, {"loss", val},
-                            {"lr", schedule->lr(step.updates())}, {"samples_per_s", nullptr}, {"time_s", time_s()},
-                            {"baseline_last_value", summary.baseline_val}};
+                            {"lr", schedule->lr(step.updates())}, {"samples_per_s", nullptr}, {"time_s", time_s()}};
+      // The baseline needs the target among the inputs: windowed forecasting only.
+      if (summary.baseline_val) rec["baseline_last_value"] = *summary.baseline_val;
       if (plan.classes > 0) rec["accuracy"] = accuracy;
-      if (!plan.windows) rec.erase("baseline_last_value");  // the baseline needs the target among the inputs
       metrics.write(rec);
       if (!opt.quiet && plan.windows)
         std::fprintf(stderr, "epoch %ld val loss %.5f (best %.5f, last-value baseline %.5f)\n", (long)epoch, val,
-                     std::isfinite(best_val) ? std::min(best_val, val) : val, summary.baseline_val);
+                     std::isfinite(best_val) ? std::min(best_val, val) : val, *summary.baseline_val);
       else if (!opt.quiet)
         std::fprintf(stderr, "epoch %ld val loss %.5f (best %.5f)%s\n", (long)epoch, val,
                      std::isfinite(best_val) ? std::min(best_val, val) : val,
@@ -735,12 +735,12 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     // Final test evaluation with the best validated weights.
     load_checkpoint((ckpt_dir / "best").string(), model->params());
     double accuracy = 0;
-    if (plan.test)
+    if (plan.test) {
       summary.test_loss = evaluate(*model, *plan.test, plan.steps, plan.features, plan.classes, config.train.loss,
                                    config.train.huber_delta, B, &accuracy);
-    if (plan.test) {
+      if (plan.classes > 0) summary.test_accuracy = accuracy;
       nlohmann::json rec = {{"split", "test"}, {"step", summary.steps}, {"epoch", summary.epochs},
-                            {"loss", summary.test_loss}, {"lr", nullptr}, {"samples_per_s", nullptr},
+                            {"loss", *summary.test_loss}, {"lr", nullptr}, {"samples_per_s", nullptr},
                             {"time_s", time_s()}};
       if (plan.classes > 0) rec["accuracy"] = accuracy;
       metrics.write(rec);
@@ -750,11 +750,13 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     std::fprintf(stderr, "seqtrain: stopped by signal %d after step %ld; checkpoints/last holds it. Continue with: "
                  "seqtrain train --resume %s\n", summary.signal, (long)summary.steps, run.c_str());
   else if (!opt.quiet)
-    std::fprintf(stderr, "seqtrain: stopped by %s after %ld steps%s; best val loss %.5f, test loss %.5f, %.1fs\n",
+    std::fprintf(stderr, "seqtrain: stopped by %s after %ld steps%s; best val loss %.5f, %s, %.1fs\n",
                  summary.stopped_by.c_str(), (long)summary.steps,
                  scaler ? fmt::format(" ({} skipped on fp16 overflow, loss scale {})", summary.skipped_steps,
                                       scaler->scale()).c_str() : "",
-                 best_val, summary.test_loss, time_s());
+                 best_val,
+                 summary.test_loss ? fmt::format("test loss {:.5f}", *summary.test_loss).c_str() : "no test split",
+                 time_s());
   return summary;
 }
 

@@ -6,6 +6,7 @@
 // describes the checkpoint and resume behaviour users rely on.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,10 @@ struct TrainOptions {
 struct TrainSummary {
   int64_t epochs = 0, steps = 0;
   int64_t skipped_steps = 0;  // of `steps`, skipped by fp16 loss scaling (inf/NaN gradients)
-  double best_val = 0, test_loss = 0, baseline_val = 0;  // baseline: predict-last-value MSE
+  double best_val = 0;
+  std::optional<double> test_loss;      // absent when the test split is empty (or on a signal)
+  std::optional<double> test_accuracy;  // classification runs only
+  std::optional<double> baseline_val;   // predict-last-value MSE; windowed forecasting only
   std::string stopped_by;  // "epochs" | "max_steps" | "early_stopping" | "signal"
   int signal = 0;          // the signal number when stopped_by == "signal"
   double checkpoint_block_s = 0;  // time the loop spent on checkpoints (snapshots + waits)
