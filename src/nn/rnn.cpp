@@ -231,6 +231,7 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
     f32_to_bf16_rows(in.f32(), l.in, x_bf, T * N, l.in);
   }
   l.fused.resize(dirs_);
+  l.rec_fwd.resize(dirs_);
   for (int64_t d = 0; d < dirs_; ++d) {
     FusedRnnArgs& a = l.fused[d];
     a = FusedRnnArgs{};
@@ -247,6 +248,7 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
     a.gates = keep.tensor({T, N, G}).f32();
     a.extra = keep.tensor({T, N, hidden_}).f32();
     a.scratch = keep.tensor({N, G}).f32();
+    a.rec = &l.rec_fwd[d];
     if (bf16_) {
       a.w_ih_bf = l.w_ih_bf.data() + d * G * l.in;
       a.w_hh_bf = l.w_hh_bf.data() + d * G * hidden_;
@@ -281,8 +283,10 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
     dgi_bf = static_cast<uint16_t*>(work.alloc(T * N * G * sizeof(uint16_t)));
     if (gru) dgh_bf = static_cast<uint16_t*>(work.alloc(T * N * G * sizeof(uint16_t)));
   }
+  l.rec_bwd.resize(dirs_);
   for (int64_t d = 0; d < dirs_; ++d) {
     FusedRnnGrads g;
+    g.rec = &l.rec_bwd[d];
     g.dout = dy.f32() + d * hidden_;
     g.dx = want_dx ? dsrc.f32() : nullptr;
     g.accumulate_dx = d > 0;

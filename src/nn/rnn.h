@@ -87,6 +87,9 @@ class RnnStack {
     Tensor src, dst;                                // saved for backward
     void* workspace = nullptr;                      // oneDNN's, or
     std::vector<FusedRnnArgs> fused;                // the fused kernels' saved state, per direction
+    // Per direction: the fused kernels' per-step GEMMs with W_hh packed once per pass. Their
+    // primitives and packed weights are made at the first step of each shape and then reused.
+    std::vector<RecurrentGemm> rec_fwd, rec_bwd;
     RnnImpl impl = RnnImpl::fused;
     std::vector<uint16_t> w_ih_bf, w_hh_bf;         // bf16 copies, all directions, made each forward
     int64_t tuned_T = -1, tuned_N = -1;             // shape of the last autotune decision

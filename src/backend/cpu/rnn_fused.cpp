@@ -101,27 +101,28 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
 
 void fused_rnn_forward(const FusedRnnArgs& a) {
   const int64_t G = rnn_gates(a.cell) * a.H, N = a.N;
-  const bool bf = a.bf16();
+  const bool bf = a.bf16(), lstm = a.cell == RnnCell::lstm;
   // Input projection of every step at once.
   if (bf) gemm_bf16(false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
   else gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
+  // The LSTM adds h_prev W_hh^T onto the projection in gates; the GRU keeps it apart in scratch
+  // (its n gate needs W_hn h_prev on its own).
+  const int64_t ld_h = bf ? a.H : a.ld_out;
+  if (a.rec && a.T > 1)
+    a.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::forward, bf, lstm, N, G, a.H, ld_h, G}, a.w_hh);
   for (int64_t s = 0; s < a.T; ++s) {
     const int64_t t = time_of(a, s);
-    const float* h_prev = s ? a.out + time_of(a, s - 1) * N * a.ld_out : nullptr;
-    const uint16_t* hb_prev = s && bf ? a.h_bf + time_of(a, s - 1) * N * a.H : nullptr;
-    if (a.cell == RnnCell::lstm) {
-      if (h_prev) {
-        if (bf) gemm_bf16(false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, true, a.gates + t * N * G, G);
-        else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 1.f, a.gates + t * N * G, G);
-      }
-      lstm_step_forward(a, s);
-    } else {
-      if (h_prev) {
-        if (bf) gemm_bf16(false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, false, a.scratch, G);
-        else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 0.f, a.scratch, G);
-      }
-      gru_step_forward(a, s);
+    float* dst = lstm ? a.gates + t * N * G : a.scratch;
+    if (s) {
+      const int64_t tp = time_of(a, s - 1);
+      const float* h_prev = a.out + tp * N * a.ld_out;
+      const uint16_t* hb_prev = bf ? a.h_bf + tp * N * a.H : nullptr;
+      if (a.rec) a.rec->run(bf ? static_cast<const void*>(hb_prev) : h_prev, dst);
+      else if (bf) gemm_bf16(false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, lstm, dst, G);
+      else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, lstm ? 1.f : 0.f, dst, G);
     }
+    if (lstm) lstm_step_forward(a, s);
+    else gru_step_forward(a, s);
   }
 }
 
@@ -132,6 +133,9 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   ST_CHECK(!bf || (g.dgi_bf && (lstm || g.dgh_bf)), "fused_rnn_backward: bf16 mode needs dgi_bf/dgh_bf");
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
+  // dh_prev = dgates W_hh: the LSTM's replaces dh, the GRU's adds to its direct path.
+  if (g.rec && a.T > 1)
+    g.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::backward, bf, !lstm, N, G, H, G, H}, a.w_hh);
   for (int64_t s = a.T; s-- > 0;) {
     const int64_t t = time_of(a, s);
     const float* gates = a.gates + t * N * G;
@@ -167,10 +171,10 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
         }
         if (dgi_b) f32_to_bf16(d, dgi_b + n * G, G);
       }
-      if (bf) {
-        if (!first) gemm_bf16(false, false, N, H, G, dgi_b, G, a.w_hh_bf, H, false, g.dh, H);
-      } else if (!first) {
-        gemm(false, false, N, H, G, 1.f, dgi, G, a.w_hh, H, 0.f, g.dh, H);
+      if (!first) {
+        if (g.rec) g.rec->run(bf ? static_cast<const void*>(dgi_b) : dgi, g.dh);
+        else if (bf) gemm_bf16(false, false, N, H, G, dgi_b, G, a.w_hh_bf, H, false, g.dh, H);
+        else gemm(false, false, N, H, G, 1.f, dgi, G, a.w_hh, H, 0.f, g.dh, H);
       }
     } else {
       const float* e = a.extra + t * N * H;
@@ -198,10 +202,10 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
           f32_to_bf16(dr, dgh_b + n * G, G);
         }
       }
-      if (bf) {
-        if (!first) gemm_bf16(false, false, N, H, G, dgh_b, G, a.w_hh_bf, H, true, g.dh, H);
-      } else if (!first) {
-        gemm(false, false, N, H, G, 1.f, dgh, G, a.w_hh, H, 1.f, g.dh, H);
+      if (!first) {
+        if (g.rec) g.rec->run(bf ? static_cast<const void*>(dgh_b) : dgh, g.dh);
+        else if (bf) gemm_bf16(false, false, N, H, G, dgh_b, G, a.w_hh_bf, H, true, g.dh, H);
+        else gemm(false, false, N, H, G, 1.f, dgh, G, a.w_hh, H, 1.f, g.dh, H);
       }
     }
   }

@@ -3,7 +3,10 @@
 // i,f,g,o / r,z,n; GRU linear-before-reset), so nothing is packed or unpacked.
 //
 // Forward: one large GEMM for the input projection of all T steps, then per step one GEMM
-// [N, H] x W_hh^T and a fused elementwise pass for the gates and the state update.
+// [N, H] x W_hh^T and a fused elementwise pass for the gates and the state update. The
+// per-step GEMMs (forward and backward's dh_prev) run through a RecurrentGemm
+// (recurrent_gemm.h) when the caller passes one: W_hh is packed once per pass instead of by
+// every one of the T calls, which at small batch is most of the step's GEMM time.
 // Backward: per step the fused elementwise gate gradients and one GEMM for dh_prev; after the
 // loop, dW_ih, dW_hh and dx are each one large GEMM over all T*N rows. This is why it is
 // several times faster than oneDNN 2.6's reference RNN backward on CPU (docs/BENCHMARKS.md).
@@ -13,6 +16,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cpu/recurrent_gemm.h"
 #include "backend/cpu/rnn_primitive.h"
 
 namespace seqtrain {
@@ -38,6 +42,8 @@ struct FusedRnnArgs {
   const uint16_t* w_ih_bf = nullptr; const uint16_t* w_hh_bf = nullptr;
   const uint16_t* x_bf = nullptr;
   uint16_t* h_bf = nullptr;
+  // Runs the per-step GEMM with W_hh packed once (prepared by fused_rnn_forward); null: gemm().
+  RecurrentGemm* rec = nullptr;
   bool bf16() const { return w_ih_bf != nullptr; }
 };
 
@@ -54,6 +60,9 @@ struct FusedRnnGrads {
   const float* ones = nullptr;  // [T * N] of 1.0f: bias gradients are a GEMM with it
   // bf16 mode only: [T, N, G*H] bf16 copies of dgi (and of dgh for the GRU), the GEMM inputs.
   uint16_t* dgi_bf = nullptr; uint16_t* dgh_bf = nullptr;
+  // Runs the per-step dh_prev GEMM with W_hh packed once (prepared by fused_rnn_backward);
+  // null: gemm().
+  RecurrentGemm* rec = nullptr;
 };
 
 void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g);
