@@ -1,6 +1,7 @@
 // bench_recurrent_gemm: the fused RNN forward's per-step recurrent GEMM in isolation.
 //
 //   bench_recurrent_gemm [--n N] [--h H] [--gates G] [--steps T] [--repeats R] [--threads P]
+//                        [--c C] [--bf16 1]
 //
 // Times T back-to-back calls of gates[N, G*H] += h[N, H] x W_hh^T (W_hh [G*H, H], PyTorch's
 // layout) the ways the engine could run them, each variant in turn R times in one process (A/B
@@ -11,8 +12,13 @@
 //                reordered once, sum post-op: what backend/cpu/recurrent_gemm.cpp does
 //   recurrent    seqtrain::RecurrentGemm itself (prepare once, T runs)
 // and the same for backward's dh[N, H] = dgates[N, G*H] x W_hh (sgemm_bwd vs recurrent_bwd).
+// Then the whole fused layer (backend/cpu/rnn_fused.h, LSTM for 4 gates, GRU for 3, input
+// width C, default 512 = W2's second layer) with and without a RecurrentGemm: layer_fwd_sgemm /
+// layer_fwd_rec and layer_bwd_sgemm / layer_bwd_rec; with --bf16 1 the layer runs in bf16 mode.
 // Defaults are W2's shape: N 32, H 512, 4 gates, T 256.
 #include <oneapi/dnnl/dnnl.h>
+
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,12 +33,14 @@
 #include <vector>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/recurrent_gemm.h"
+#include "backend/cpu/rnn_fused.h"
 
 using namespace seqtrain;
 
 int main(int argc, char** argv) {
-  int64_t N = 32, H = 512, gates = 4, T = 256, R = 7, threads = 0;
+  int64_t N = 32, H = 512, gates = 4, T = 256, R = 7, threads = 0, C = 512, bf16 = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const int64_t v = std::atoll(argv[i + 1]);
@@ -42,6 +50,8 @@ int main(int argc, char** argv) {
     else if (k == "--steps") T = v;
     else if (k == "--repeats") R = v;
     else if (k == "--threads") threads = v;
+    else if (k == "--c") C = v;
+    else if (k == "--bf16") bf16 = v;
     else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
   }
   const int nthr = set_cpu_threads(static_cast<int>(threads));
@@ -108,21 +118,73 @@ int main(int argc, char** argv) {
     for (int64_t t = 0; t < T; ++t) bwd.run(dg.data() + t * N * G, dh.data());
   };
 
-  std::map<std::string, std::vector<double>> ms;
+  // The whole layer, fused kernels, with and without the packed recurrent GEMM.
+  std::vector<float> wih(G * C), bih(G), bhh(G), x(T * N * C), lout(T * N * H), gts(T * N * G), extra(T * N * H),
+      scratch(N * G), dout(T * N * H), dx(T * N * C), dwih(G * C), dwhh(G * H), dbih(G), dbhh(G), dgi(T * N * G),
+      dgh(T * N * G), dhb(N * H), dcb(N * H), ones(T * N, 1.f);
+  for (auto* v : {&wih, &bih, &bhh, &x, &dout})
+    for (float& e : *v) e = u(rng);
+  std::vector<uint16_t> wih_bf(wih.size()), whh_bf(w.size()), x_bf(x.size()), h_bf(T * N * H), dgi_bf(T * N * G),
+      dgh_bf(T * N * G);
+  f32_to_bf16(wih.data(), wih_bf.data(), wih.size());
+  f32_to_bf16(w.data(), whh_bf.data(), w.size());
+  f32_to_bf16(x.data(), x_bf.data(), x.size());
+  FusedRnnArgs la;
+  la.cell = gates == 4 ? RnnCell::lstm : RnnCell::gru;
+  la.T = T; la.N = N; la.C = C; la.H = H;
+  la.w_ih = wih.data(); la.w_hh = w.data(); la.b_ih = bih.data(); la.b_hh = bhh.data();
+  la.x = x.data(); la.out = lout.data(); la.ld_out = H;
+  la.gates = gts.data(); la.extra = extra.data(); la.scratch = scratch.data();
+  if (bf16) {
+    la.w_ih_bf = wih_bf.data(); la.w_hh_bf = whh_bf.data(); la.x_bf = x_bf.data(); la.h_bf = h_bf.data();
+  }
+  FusedRnnGrads lg;
+  lg.dout = dout.data(); lg.dx = dx.data();
+  lg.dw_ih = dwih.data(); lg.dw_hh = dwhh.data(); lg.db_ih = dbih.data(); lg.db_hh = dbhh.data();
+  lg.dgi = dgi.data(); lg.dgh = gates == 4 ? dgi.data() : dgh.data(); lg.dh = dhb.data(); lg.dc = dcb.data();
+  lg.ones = ones.data();
+  if (bf16) { lg.dgi_bf = dgi_bf.data(); lg.dgh_bf = dgh_bf.data(); }
+  RecurrentGemm layer_fwd, layer_bwd;
+  auto layer = [&](bool rec, bool backward) {
+    FusedRnnArgs a = la;
+    a.rec = rec ? &layer_fwd : nullptr;
+    if (!backward) return fused_rnn_forward(a);
+    FusedRnnGrads g = lg;
+    g.rec = rec ? &layer_bwd : nullptr;
+    fused_rnn_backward(a, g);
+  };
+  run["layer_fwd_sgemm"] = [&] { layer(false, false); };
+  run["layer_fwd_rec"] = [&] { layer(true, false); };
+  run["layer_bwd_sgemm"] = [&] { layer(false, true); };
+  run["layer_bwd_rec"] = [&] { layer(true, true); };
+
+  // Wall time, and the process's CPU time: with --threads 1 on a shared machine the CPU time
+  // leaves out the time the thread was not scheduled, so it is the steadier A/B figure.
+  auto cpu_ms = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+  };
+  std::map<std::string, std::vector<double>> ms, cms;
   for (auto& [name, f] : run) f();  // warm-up: primitive creation, first-touch, buffers
   for (int64_t r = 0; r < R; ++r)
     for (auto& [name, f] : run) {
       const auto t0 = std::chrono::steady_clock::now();
+      const double c0 = cpu_ms();
       f();
+      cms[name].push_back(cpu_ms() - c0);
       ms[name].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   const double gflop = 2.0 * T * N * G * H * 1e-9;
-  std::printf("N=%ld H=%ld G=%ld T=%ld threads=%d repeats=%ld  (%s; weights prepared: %s)\n", N, H, G, T, nthr, R,
-              pd.impl_info_str(), fwd.impl().c_str());
+  std::printf("N=%ld H=%ld G=%ld T=%ld C=%ld bf16=%ld threads=%d repeats=%ld  (%s; layer: %s)\n", N, H, G, T, C, bf16,
+              nthr, R, pd.impl_info_str(), layer_fwd.impl().c_str());
   for (auto& [name, v] : ms) {
+    auto& c = cms[name];
     std::sort(v.begin(), v.end());
-    std::printf("  %-14s best %8.2f ms  median %8.2f ms  (%6.1f GFLOP/s best)\n", name.c_str(), v.front(),
-                v[v.size() / 2], gflop / (v.front() * 1e-3));
+    std::sort(c.begin(), c.end());
+    std::printf("  %-16s wall best %8.2f median %8.2f ms | cpu best %8.2f median %8.2f ms\n", name.c_str(), v.front(),
+                v[v.size() / 2], c.front(), c[c.size() / 2]);
   }
+  std::printf("(one pass of T recurrent GEMMs is %.2f GFLOP)\n", gflop);
   return 0;
 }
