@@ -197,11 +197,9 @@ bool rnn_precision_is_bf16(const std::string& precision, std::string* why) {
 void RnnStack::convert_weights_bf16(Layer& l) {
   const int64_t GH = rnn_gates(cell_) * hidden_;
   l.w_ih_bf.resize(dirs_ * GH * l.in);
-  l.w_hh_bf.resize(dirs_ * GH * hidden_);
-  for (int64_t d = 0; d < dirs_; ++d) {
+  // No copy of W_hh: the layer's RecurrentGemms round it to bf16 while packing it.
+  for (int64_t d = 0; d < dirs_; ++d)
     f32_to_bf16(params_.param(l.w_ih[d]).f32(), l.w_ih_bf.data() + d * GH * l.in, GH * l.in);
-    f32_to_bf16(params_.param(l.w_hh[d]).f32(), l.w_hh_bf.data() + d * GH * hidden_, GH * hidden_);
-  }
 }
 
 void RnnStack::forward_onednn(Layer& l, const Tensor& in, Arena& arena, bool training) {
@@ -251,7 +249,6 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
     a.rec = &l.rec_fwd[d];
     if (bf16_) {
       a.w_ih_bf = l.w_ih_bf.data() + d * G * l.in;
-      a.w_hh_bf = l.w_hh_bf.data() + d * G * hidden_;
       a.x_bf = x_bf;
       a.h_bf = static_cast<uint16_t*>(keep.alloc(T * N * hidden_ * sizeof(uint16_t)));
     }

@@ -91,7 +91,7 @@ class RnnStack {
     // primitives and packed weights are made at the first step of each shape and then reused.
     std::vector<RecurrentGemm> rec_fwd, rec_bwd;
     RnnImpl impl = RnnImpl::fused;
-    std::vector<uint16_t> w_ih_bf, w_hh_bf;         // bf16 copies, all directions, made each forward
+    std::vector<uint16_t> w_ih_bf;                  // bf16 copy, all directions, made each forward
     int64_t tuned_T = -1, tuned_N = -1;             // shape of the last autotune decision
   };
   void init_layers(const std::string& prefix, int64_t input_size, int64_t layers, float dropout);

@@ -102,6 +102,7 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
 void fused_rnn_forward(const FusedRnnArgs& a) {
   const int64_t G = rnn_gates(a.cell) * a.H, N = a.N;
   const bool bf = a.bf16(), lstm = a.cell == RnnCell::lstm;
+  ST_CHECK(!bf || a.rec || a.w_hh_bf, "fused_rnn_forward: bf16 mode without a RecurrentGemm needs w_hh_bf");
   // Input projection of every step at once.
   if (bf) gemm_bf16(false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
   else gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
@@ -131,6 +132,7 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   const bool lstm = a.cell == RnnCell::lstm;
   const bool bf = a.bf16();
   ST_CHECK(!bf || (g.dgi_bf && (lstm || g.dgh_bf)), "fused_rnn_backward: bf16 mode needs dgi_bf/dgh_bf");
+  ST_CHECK(!bf || g.rec || a.w_hh_bf, "fused_rnn_backward: bf16 mode without a RecurrentGemm needs w_hh_bf");
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
   // dh_prev = dgates W_hh: the LSTM's replaces dh, the GRU's adds to its direct path.

@@ -36,9 +36,9 @@ struct FusedRnnArgs {
   float* scratch = nullptr;   // [N, G*H] (GRU's recurrent projection)
   // Mixed precision (backend/cpu/gemm_bf16.h): when w_ih_bf is set, every GEMM takes bf16
   // inputs with fp32 accumulation and output; gate math, the cell state, the saved state and
-  // the outputs stay fp32. Set all four: bf16 copies of w_ih, w_hh and x, and h_bf, [T, N, H],
-  // where forward writes this direction's outputs in bf16 (the next step's GEMM input and
-  // backward's dW_hh input).
+  // the outputs stay fp32. Set bf16 copies of w_ih and x, and h_bf, [T, N, H], where forward
+  // writes this direction's outputs in bf16 (the next step's GEMM input and backward's dW_hh
+  // input); and a bf16 copy of w_hh unless rec is set (RecurrentGemm packs its own from w_hh).
   const uint16_t* w_ih_bf = nullptr; const uint16_t* w_hh_bf = nullptr;
   const uint16_t* x_bf = nullptr;
   uint16_t* h_bf = nullptr;
