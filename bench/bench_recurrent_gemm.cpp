@@ -1,20 +1,24 @@
-// bench_recurrent_gemm: the fused RNN forward's per-step recurrent GEMM in isolation.
+// bench_recurrent_gemm: the fused RNN kernels' per-step recurrent GEMM in isolation, and the
+// fused layer with and without backend/cpu/recurrent_gemm.h.
 //
 //   bench_recurrent_gemm [--n N] [--h H] [--gates G] [--steps T] [--repeats R] [--threads P]
 //                        [--c C] [--bf16 1]
 //
-// Times T back-to-back calls of gates[N, G*H] += h[N, H] x W_hh^T (W_hh [G*H, H], PyTorch's
-// layout) the ways the engine could run them, each variant in turn R times in one process (A/B
-// on a shared machine is only fair back to back), and prints the best and median ms per T calls:
-//   sgemm_nt     dnnl_sgemm('N','T') on W_hh as stored: what rnn_fused.cpp did before
-//   sgemm_nn     dnnl_sgemm('N','N') on a W_hh^T copied once
-//   matmul_any   a dnnl::matmul created once, weights in the layout it prefers (format_tag::any),
-//                reordered once, sum post-op: what backend/cpu/recurrent_gemm.cpp does
-//   recurrent    seqtrain::RecurrentGemm itself (prepare once, T runs)
-// and the same for backward's dh[N, H] = dgates[N, G*H] x W_hh (sgemm_bwd vs recurrent_bwd).
-// Then the whole fused layer (backend/cpu/rnn_fused.h, LSTM for 4 gates, GRU for 3, input
-// width C, default 512 = W2's second layer) with and without a RecurrentGemm: layer_fwd_sgemm /
-// layer_fwd_rec and layer_bwd_sgemm / layer_bwd_rec; with --bf16 1 the layer runs in bf16 mode.
+// Each variant below runs in turn, R rounds, in one process (on a shared machine only A/B back
+// to back is fair); printed: best and median wall ms, and best and median process CPU ms (with
+// --threads 1 the CPU time leaves out time the thread was not scheduled: the steadier figure).
+// Forward, T back-to-back calls of gh[N, G*H] = h[N, H] x W_hh^T (W_hh [G*H, H], PyTorch's layout):
+//   sgemm_nt       dnnl_sgemm('N','T') on W_hh as stored: what rnn_fused.cpp did before
+//   sgemm_nn       dnnl_sgemm('N','N') on a W_hh^T copied once
+//   matmul_any     a dnnl::matmul created once, weights in the layout it prefers
+//                  (format_tag::any), reordered once: what RecurrentGemm does
+//   recurrent      seqtrain::RecurrentGemm itself (one prepare, T runs)
+//   recurrent_acc  the same accumulating into the output (gh +=, a sum post-op), which is
+//                  slower: the LSTM adds the projection in its gate pass instead
+// Backward, T calls of dh[N, H] = dgates[N, G*H] x W_hh: sgemm_bwd vs recurrent_bwd.
+// Whole fused layer (backend/cpu/rnn_fused.h; LSTM for 4 gates, GRU for 3; input width C,
+// default 512 = W2's second layer; --bf16 1: bf16 mode) with and without a RecurrentGemm:
+// layer_fwd_sgemm / layer_fwd_rec and layer_bwd_sgemm / layer_bwd_rec.
 // Defaults are W2's shape: N 32, H 512, 4 gates, T 256.
 #include <oneapi/dnnl/dnnl.h>
 
@@ -71,11 +75,7 @@ int main(int argc, char** argv) {
   memory::desc c_md({N, G}, memory::data_type::f32, memory::format_tag::ab);
   memory::desc b_any({H, G}, memory::data_type::f32, memory::format_tag::any);
   memory::desc b_plain({H, G}, memory::data_type::f32, memory::dims{1, H});  // W_hh^T view of W_hh
-  dnnl::primitive_attr attr;
-  dnnl::post_ops po;
-  po.append_sum(1.f);
-  attr.set_post_ops(po);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), attr, eng);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), eng);
   memory wpk(pd.weights_desc(), eng);
   memory wsrc(b_plain, eng, w.data());
   dnnl::reorder(wsrc, wpk).execute(cpu_stream(), wsrc, wpk);
@@ -83,18 +83,19 @@ int main(int argc, char** argv) {
   dnnl::matmul mm(pd);
   memory am(a_md, eng, DNNL_MEMORY_NONE), cm(c_md, eng, DNNL_MEMORY_NONE);
 
-  RecurrentGemm fwd, bwd;
-  const RecurrentGemm::Shape fs{RecurrentGemm::Op::forward, false, true, N, G, H, H, G};
+  RecurrentGemm fwd, fwd_acc, bwd;
+  const RecurrentGemm::Shape fs{RecurrentGemm::Op::forward, false, false, N, G, H, H, G};
+  const RecurrentGemm::Shape fs_acc{RecurrentGemm::Op::forward, false, true, N, G, H, H, G};
   const RecurrentGemm::Shape bs{RecurrentGemm::Op::backward, false, false, N, G, H, G, H};
 
   std::map<std::string, std::function<void()>> run;
   run["sgemm_nt"] = [&] {
     for (int64_t t = 0; t < T; ++t)
-      dnnl_sgemm('N', 'T', N, G, H, 1.f, h.data() + t * N * H, H, w.data(), H, 1.f, out.data() + t * N * G, G);
+      dnnl_sgemm('N', 'T', N, G, H, 1.f, h.data() + t * N * H, H, w.data(), H, 0.f, out.data() + t * N * G, G);
   };
   run["sgemm_nn"] = [&] {
     for (int64_t t = 0; t < T; ++t)
-      dnnl_sgemm('N', 'N', N, G, H, 1.f, h.data() + t * N * H, H, wt.data(), G, 1.f, out.data() + t * N * G, G);
+      dnnl_sgemm('N', 'N', N, G, H, 1.f, h.data() + t * N * H, H, wt.data(), G, 0.f, out.data() + t * N * G, G);
   };
   run["matmul_any"] = [&] {
     for (int64_t t = 0; t < T; ++t) {
@@ -108,6 +109,10 @@ int main(int argc, char** argv) {
     // One prepare per forward, as the layer does it.
     fwd.prepare(fs, w.data());
     for (int64_t t = 0; t < T; ++t) fwd.run(h.data() + t * N * H, out.data() + t * N * G);
+  };
+  run["recurrent_acc"] = [&] {
+    fwd_acc.prepare(fs_acc, w.data());
+    for (int64_t t = 0; t < T; ++t) fwd_acc.run(h.data() + t * N * H, out.data() + t * N * G);
   };
   run["sgemm_bwd"] = [&] {
     for (int64_t t = 0; t < T; ++t)

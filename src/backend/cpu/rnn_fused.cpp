@@ -43,22 +43,26 @@ inline bool worth_threads(int64_t n) { return n >= 8192; }
 
 void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G4 = 4 * H;
-  float* g = a.gates + t * N * G4;  // holds x W_ih^T + h W_hh^T, becomes activated gates
+  float* g = a.gates + t * N * G4;  // holds x W_ih^T, becomes activated gates
+  const float* gh = a.scratch;        // h_prev W_hh^T (not written at the first step)
   float* c = a.extra + t * N * H;
   const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
   float* h = a.out + t * N * a.ld_out;
 #pragma omp parallel for if (worth_threads(N * H))
   for (int64_t n = 0; n < N; ++n) {
     float* gn = g + n * G4;
+    const float* ghn = gh + n * G4;
     float* cn = c + n * H;
     float* hn = h + n * a.ld_out;
     const float* cp = c_prev ? c_prev + n * H : nullptr;
 #pragma omp simd
     for (int64_t j = 0; j < H; ++j) {
-      const float i = sigmoid(gn[j] + a.b_ih[j] + a.b_hh[j]);
-      const float f = sigmoid(gn[H + j] + a.b_ih[H + j] + a.b_hh[H + j]);
-      const float gg = fast_tanh(gn[2 * H + j] + a.b_ih[2 * H + j] + a.b_hh[2 * H + j]);
-      const float o = sigmoid(gn[3 * H + j] + a.b_ih[3 * H + j] + a.b_hh[3 * H + j]);
+      const float hi = cp ? ghn[j] : 0.f, hf = cp ? ghn[H + j] : 0.f;
+      const float hg = cp ? ghn[2 * H + j] : 0.f, ho = cp ? ghn[3 * H + j] : 0.f;
+      const float i = sigmoid(gn[j] + hi + a.b_ih[j] + a.b_hh[j]);
+      const float f = sigmoid(gn[H + j] + hf + a.b_ih[H + j] + a.b_hh[H + j]);
+      const float gg = fast_tanh(gn[2 * H + j] + hg + a.b_ih[2 * H + j] + a.b_hh[2 * H + j]);
+      const float o = sigmoid(gn[3 * H + j] + ho + a.b_ih[3 * H + j] + a.b_hh[3 * H + j]);
       const float cv = (cp ? f * cp[j] : 0.f) + i * gg;
       gn[j] = i; gn[H + j] = f; gn[2 * H + j] = gg; gn[3 * H + j] = o;
       cn[j] = cv;
@@ -106,21 +110,20 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
   // Input projection of every step at once.
   if (bf) gemm_bf16(false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
   else gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
-  // The LSTM adds h_prev W_hh^T onto the projection in gates; the GRU keeps it apart in scratch
-  // (its n gate needs W_hn h_prev on its own).
+  // h_prev W_hh^T goes to scratch, and the gate pass adds it: the GRU's n gate needs W_hn h_prev
+  // on its own, and for the LSTM an accumulating matmul (a sum post-op) was slower than the
+  // extra read in the gate pass (W1 shape: 33 vs 22 ms for T GEMMs, bench_recurrent_gemm).
   const int64_t ld_h = bf ? a.H : a.ld_out;
   if (a.rec && a.T > 1)
-    a.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::forward, bf, lstm, N, G, a.H, ld_h, G}, a.w_hh);
+    a.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::forward, bf, false, N, G, a.H, ld_h, G}, a.w_hh);
   for (int64_t s = 0; s < a.T; ++s) {
-    const int64_t t = time_of(a, s);
-    float* dst = lstm ? a.gates + t * N * G : a.scratch;
     if (s) {
       const int64_t tp = time_of(a, s - 1);
       const float* h_prev = a.out + tp * N * a.ld_out;
       const uint16_t* hb_prev = bf ? a.h_bf + tp * N * a.H : nullptr;
-      if (a.rec) a.rec->run(bf ? static_cast<const void*>(hb_prev) : h_prev, dst);
-      else if (bf) gemm_bf16(false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, lstm, dst, G);
-      else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, lstm ? 1.f : 0.f, dst, G);
+      if (a.rec) a.rec->run(bf ? static_cast<const void*>(hb_prev) : h_prev, a.scratch);
+      else if (bf) gemm_bf16(false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, false, a.scratch, G);
+      else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 0.f, a.scratch, G);
     }
     if (lstm) lstm_step_forward(a, s);
     else gru_step_forward(a, s);

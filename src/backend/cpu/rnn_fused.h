@@ -33,7 +33,7 @@ struct FusedRnnArgs {
   // Saved for backward, [T, N, G*H] and [T, N, H]: activated gates; LSTM cell state or GRU's
   // W_hn h + b_hn.
   float* gates = nullptr; float* extra = nullptr;
-  float* scratch = nullptr;   // [N, G*H] (GRU's recurrent projection)
+  float* scratch = nullptr;   // [N, G*H]: the step's recurrent projection h_prev W_hh^T
   // Mixed precision (backend/cpu/gemm_bf16.h): when w_ih_bf is set, every GEMM takes bf16
   // inputs with fp32 accumulation and output; gate math, the cell state, the saved state and
   // the outputs stay fp32. Set bf16 copies of w_ih and x, and h_bf, [T, N, H], where forward
