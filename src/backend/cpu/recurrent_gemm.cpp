@@ -15,8 +15,8 @@ using dnnl::memory;
 struct RecurrentGemm::Entry {
   dnnl::matmul prim;
   dnnl::reorder pack;      // W_hh as stored -> the primitive's weights layout
-  memory w_src, w_packed, a, c, scratch;
-  std::unordered_map<int, memory> args;
+  memory w_src, w_packed, a, c, scratch, pack_scratch;
+  std::unordered_map<int, memory> args, pack_args;
   std::string impl;
 };
 
@@ -59,7 +59,12 @@ void RecurrentGemm::prepare(const Shape& s, const float* w_hh) {
     e->prim = dnnl::matmul(pd);
     e->w_src = memory(w_plain, eng, DNNL_MEMORY_NONE);
     e->w_packed = memory(pd.weights_desc(), eng);
-    e->pack = dnnl::reorder(e->w_src, e->w_packed);
+    dnnl::primitive_attr pack_attr;
+    pack_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::reorder::primitive_desc pack_pd(eng, w_plain, eng, pd.weights_desc(), pack_attr);
+    e->pack = dnnl::reorder(pack_pd);
+    e->pack_scratch = memory(pack_pd.scratchpad_desc(), eng);
+    e->pack_args = {{DNNL_ARG_FROM, e->w_src}, {DNNL_ARG_TO, e->w_packed}, {DNNL_ARG_SCRATCHPAD, e->pack_scratch}};
     e->a = memory(a_md, eng, DNNL_MEMORY_NONE);
     e->c = memory(c_md, eng, DNNL_MEMORY_NONE);
     e->scratch = memory(pd.scratchpad_desc(), eng);
@@ -70,7 +75,7 @@ void RecurrentGemm::prepare(const Shape& s, const float* w_hh) {
   }
   cur_ = it->second.get();
   cur_->w_src.set_data_handle(const_cast<float*>(w_hh));
-  cur_->pack.execute(cpu_stream(), cur_->w_src, cur_->w_packed);
+  cur_->pack.execute(cpu_stream(), cur_->pack_args);
   cpu_stream().wait();
 }
 

@@ -111,8 +111,8 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
   if (bf) gemm_bf16(false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
   else gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
   // h_prev W_hh^T goes to scratch, and the gate pass adds it: the GRU's n gate needs W_hn h_prev
-  // on its own, and for the LSTM an accumulating matmul (a sum post-op) was slower than the
-  // extra read in the gate pass (W1 shape: 33 vs 22 ms for T GEMMs, bench_recurrent_gemm).
+  // on its own, and for the LSTM an accumulating matmul (a sum post-op) is slower than the
+  // extra read in the gate pass (by half at W1's shape: bench_recurrent_gemm, recurrent_acc).
   const int64_t ld_h = bf ? a.H : a.ld_out;
   if (a.rec && a.T > 1)
     a.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::forward, bf, false, N, G, a.H, ld_h, G}, a.w_hh);
