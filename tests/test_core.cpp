@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/recurrent_gemm.h"
 #include "core/arena.h"
 #include "core/rng.h"
 #include "models/forecaster.h"
@@ -25,11 +26,17 @@ TEST(CoreArena, SteadyStateTrainingStepAllocatesNothing) {
   std::vector<float> x(N * T * C), y(N * 2);
   for (auto& v : x) v = rng.normal();
   for (auto& v : y) v = rng.normal();
+  const size_t prims0 = RecurrentGemm::primitives_created();
   for (int i = 0; i < 2; ++i) step.run(Tensor(x.data(), {N, T, C}), Tensor(y.data(), {N, 2}), i);
   const uint64_t before = Arena::os_allocations();
   const size_t cap = step.arena().capacity();
+  // The fused layers' recurrent GEMMs made their primitives and packed weights in the first
+  // steps (forward and backward, per layer and direction) and make none later.
+  const size_t prims = RecurrentGemm::primitives_created();
+  EXPECT_GE(prims, prims0 + 8);  // 2 layers x 2 directions x forward and backward
   for (int i = 0; i < 5; ++i) step.run(Tensor(x.data(), {N, T, C}), Tensor(y.data(), {N, 2}), 10 + i);
   EXPECT_EQ(Arena::os_allocations(), before);
+  EXPECT_EQ(RecurrentGemm::primitives_created(), prims);
   EXPECT_EQ(step.arena().capacity(), cap);
   EXPECT_GT(step.arena().high_water(), 0u);
 }

@@ -211,10 +211,14 @@ RnnPrecision rnn_precision(const std::string& precision, std::string* why) {
 void RnnStack::convert_weights_half(Layer& l) {
   const int64_t GH = rnn_gates(cell_) * hidden_;
   l.w_ih_bf.resize(dirs_ * GH * l.in);
-  l.w_hh_bf.resize(dirs_ * GH * hidden_);
+  // bf16 needs no copy of W_hh: the layer's RecurrentGemms round it to bf16 while packing it.
+  // fp16 has no packed path (its GEMM is emulated), so it keeps a rounded copy.
+  const bool copy_hh = half_type_ == HalfType::fp16;
+  l.w_hh_bf.resize(copy_hh ? dirs_ * GH * hidden_ : 0);
   for (int64_t d = 0; d < dirs_; ++d) {
     f32_to_half(half_type_, params_.param(l.w_ih[d]).f32(), l.w_ih_bf.data() + d * GH * l.in, GH * l.in);
-    f32_to_half(half_type_, params_.param(l.w_hh[d]).f32(), l.w_hh_bf.data() + d * GH * hidden_, GH * hidden_);
+    if (copy_hh)
+      f32_to_half(half_type_, params_.param(l.w_hh[d]).f32(), l.w_hh_bf.data() + d * GH * hidden_, GH * hidden_);
   }
 }
 
@@ -245,6 +249,7 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
     f32_to_half_rows(half_type_, in.f32(), l.in, x_bf, T * N, l.in);
   }
   l.fused.resize(dirs_);
+  l.rec_fwd.resize(dirs_);
   for (int64_t d = 0; d < dirs_; ++d) {
     FusedRnnArgs& a = l.fused[d];
     a = FusedRnnArgs{};
@@ -261,9 +266,11 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
     a.gates = keep.tensor({T, N, G}).f32();
     a.extra = keep.tensor({T, N, hidden_}).f32();
     a.scratch = keep.tensor({N, G}).f32();
+    // The packed per-step GEMM serves fp32 and bf16; fp16's emulated GEMM goes through gemm_half.
+    a.rec = half_type_ == HalfType::fp16 && half_ ? nullptr : &l.rec_fwd[d];
     if (half_) {
       a.w_ih_bf = l.w_ih_bf.data() + d * G * l.in;
-      a.w_hh_bf = l.w_hh_bf.data() + d * G * hidden_;
+      if (!l.w_hh_bf.empty()) a.w_hh_bf = l.w_hh_bf.data() + d * G * hidden_;
       a.x_bf = x_bf;
       a.half = half_type_;
       a.h_bf = static_cast<uint16_t*>(keep.alloc(T * N * hidden_ * sizeof(uint16_t)));
@@ -296,8 +303,10 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
     dgi_bf = static_cast<uint16_t*>(work.alloc(T * N * G * sizeof(uint16_t)));
     if (gru) dgh_bf = static_cast<uint16_t*>(work.alloc(T * N * G * sizeof(uint16_t)));
   }
+  l.rec_bwd.resize(dirs_);
   for (int64_t d = 0; d < dirs_; ++d) {
     FusedRnnGrads g;
+    g.rec = half_ && half_type_ == HalfType::fp16 ? nullptr : &l.rec_bwd[d];
     g.dout = dy.f32() + d * hidden_;
     g.dx = want_dx ? dsrc.f32() : nullptr;
     g.accumulate_dx = d > 0;

@@ -94,8 +94,12 @@ class RnnStack {
     Tensor src, dst;                                // saved for backward
     void* workspace = nullptr;                      // oneDNN's, or
     std::vector<FusedRnnArgs> fused;                // the fused kernels' saved state, per direction
+    // Per direction: the fused kernels' per-step GEMMs with W_hh packed once per pass. Their
+    // primitives and packed weights are made at the first step of each shape and then reused.
+    std::vector<RecurrentGemm> rec_fwd, rec_bwd;
     RnnImpl impl = RnnImpl::fused;
     std::vector<uint16_t> w_ih_bf, w_hh_bf;         // 16-bit copies, all directions, made each forward
+                                                    // (w_hh_bf only for fp16, which has no packed path)
     int64_t tuned_T = -1, tuned_N = -1;             // shape of the last autotune decision
   };
   void init_layers(const std::string& prefix, int64_t input_size, int64_t layers, float dropout);

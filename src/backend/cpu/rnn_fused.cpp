@@ -43,22 +43,26 @@ inline bool worth_threads(int64_t n) { return n >= 8192; }
 
 void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G4 = 4 * H;
-  float* g = a.gates + t * N * G4;  // holds x W_ih^T + h W_hh^T, becomes activated gates
+  float* g = a.gates + t * N * G4;  // holds x W_ih^T, becomes activated gates
+  const float* gh = a.scratch;        // h_prev W_hh^T (not written at the first step)
   float* c = a.extra + t * N * H;
   const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
   float* h = a.out + t * N * a.ld_out;
 #pragma omp parallel for if (worth_threads(N * H))
   for (int64_t n = 0; n < N; ++n) {
     float* gn = g + n * G4;
+    const float* ghn = gh + n * G4;
     float* cn = c + n * H;
     float* hn = h + n * a.ld_out;
     const float* cp = c_prev ? c_prev + n * H : nullptr;
 #pragma omp simd
     for (int64_t j = 0; j < H; ++j) {
-      const float i = sigmoid(gn[j] + a.b_ih[j] + a.b_hh[j]);
-      const float f = sigmoid(gn[H + j] + a.b_ih[H + j] + a.b_hh[H + j]);
-      const float gg = fast_tanh(gn[2 * H + j] + a.b_ih[2 * H + j] + a.b_hh[2 * H + j]);
-      const float o = sigmoid(gn[3 * H + j] + a.b_ih[3 * H + j] + a.b_hh[3 * H + j]);
+      const float hi = cp ? ghn[j] : 0.f, hf = cp ? ghn[H + j] : 0.f;
+      const float hg = cp ? ghn[2 * H + j] : 0.f, ho = cp ? ghn[3 * H + j] : 0.f;
+      const float i = sigmoid(gn[j] + hi + a.b_ih[j] + a.b_hh[j]);
+      const float f = sigmoid(gn[H + j] + hf + a.b_ih[H + j] + a.b_hh[H + j]);
+      const float gg = fast_tanh(gn[2 * H + j] + hg + a.b_ih[2 * H + j] + a.b_hh[2 * H + j]);
+      const float o = sigmoid(gn[3 * H + j] + ho + a.b_ih[3 * H + j] + a.b_hh[3 * H + j]);
       const float cv = (cp ? f * cp[j] : 0.f) + i * gg;
       gn[j] = i; gn[H + j] = f; gn[2 * H + j] = gg; gn[3 * H + j] = o;
       cn[j] = cv;
@@ -101,27 +105,28 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
 
 void fused_rnn_forward(const FusedRnnArgs& a) {
   const int64_t G = rnn_gates(a.cell) * a.H, N = a.N;
-  const bool bf = a.bf16();
+  const bool bf = a.bf16(), lstm = a.cell == RnnCell::lstm;
+  ST_CHECK(!bf || a.rec || a.w_hh_bf, "fused_rnn_forward: 16-bit mode without a RecurrentGemm needs w_hh_bf");
   // Input projection of every step at once.
   if (bf) gemm_half(a.half, false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
   else gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
+  // h_prev W_hh^T goes to scratch, and the gate pass adds it: the GRU's n gate needs W_hn h_prev
+  // on its own, and for the LSTM an accumulating matmul (a sum post-op) is slower than the
+  // extra read in the gate pass (by half at W1's shape: bench_recurrent_gemm, recurrent_acc).
+  const int64_t ld_h = bf ? a.H : a.ld_out;
+  if (a.rec && a.T > 1)
+    a.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::forward, bf, false, N, G, a.H, ld_h, G}, a.w_hh);
   for (int64_t s = 0; s < a.T; ++s) {
-    const int64_t t = time_of(a, s);
-    const float* h_prev = s ? a.out + time_of(a, s - 1) * N * a.ld_out : nullptr;
-    const uint16_t* hb_prev = s && bf ? a.h_bf + time_of(a, s - 1) * N * a.H : nullptr;
-    if (a.cell == RnnCell::lstm) {
-      if (h_prev) {
-        if (bf) gemm_half(a.half, false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, true, a.gates + t * N * G, G);
-        else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 1.f, a.gates + t * N * G, G);
-      }
-      lstm_step_forward(a, s);
-    } else {
-      if (h_prev) {
-        if (bf) gemm_half(a.half, false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, false, a.scratch, G);
-        else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 0.f, a.scratch, G);
-      }
-      gru_step_forward(a, s);
+    if (s) {
+      const int64_t tp = time_of(a, s - 1);
+      const float* h_prev = a.out + tp * N * a.ld_out;
+      const uint16_t* hb_prev = bf ? a.h_bf + tp * N * a.H : nullptr;
+      if (a.rec) a.rec->run(bf ? static_cast<const void*>(hb_prev) : h_prev, a.scratch);
+      else if (bf) gemm_half(a.half, false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, false, a.scratch, G);
+      else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 0.f, a.scratch, G);
     }
+    if (lstm) lstm_step_forward(a, s);
+    else gru_step_forward(a, s);
   }
 }
 
@@ -130,8 +135,12 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   const bool lstm = a.cell == RnnCell::lstm;
   const bool bf = a.bf16();
   ST_CHECK(!bf || (g.dgi_bf && (lstm || g.dgh_bf)), "fused_rnn_backward: 16-bit mode needs dgi_bf/dgh_bf");
+  ST_CHECK(!bf || g.rec || a.w_hh_bf, "fused_rnn_backward: 16-bit mode without a RecurrentGemm needs w_hh_bf");
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
+  // dh_prev = dgates W_hh: the LSTM's replaces dh, the GRU's adds to its direct path.
+  if (g.rec && a.T > 1)
+    g.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::backward, bf, !lstm, N, G, H, G, H}, a.w_hh);
   for (int64_t s = a.T; s-- > 0;) {
     const int64_t t = time_of(a, s);
     const float* gates = a.gates + t * N * G;
@@ -167,10 +176,10 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
         }
         if (dgi_b) f32_to_half(a.half, d, dgi_b + n * G, G);
       }
-      if (bf) {
-        if (!first) gemm_half(a.half, false, false, N, H, G, dgi_b, G, a.w_hh_bf, H, false, g.dh, H);
-      } else if (!first) {
-        gemm(false, false, N, H, G, 1.f, dgi, G, a.w_hh, H, 0.f, g.dh, H);
+      if (!first) {
+        if (g.rec) g.rec->run(bf ? static_cast<const void*>(dgi_b) : dgi, g.dh);
+        else if (bf) gemm_half(a.half, false, false, N, H, G, dgi_b, G, a.w_hh_bf, H, false, g.dh, H);
+        else gemm(false, false, N, H, G, 1.f, dgi, G, a.w_hh, H, 0.f, g.dh, H);
       }
     } else {
       const float* e = a.extra + t * N * H;
@@ -198,10 +207,10 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
           f32_to_half(a.half, dr, dgh_b + n * G, G);
         }
       }
-      if (bf) {
-        if (!first) gemm_half(a.half, false, false, N, H, G, dgh_b, G, a.w_hh_bf, H, true, g.dh, H);
-      } else if (!first) {
-        gemm(false, false, N, H, G, 1.f, dgh, G, a.w_hh, H, 1.f, g.dh, H);
+      if (!first) {
+        if (g.rec) g.rec->run(bf ? static_cast<const void*>(dgh_b) : dgh, g.dh);
+        else if (bf) gemm_half(a.half, false, false, N, H, G, dgh_b, G, a.w_hh_bf, H, true, g.dh, H);
+        else gemm(false, false, N, H, G, 1.f, dgh, G, a.w_hh, H, 1.f, g.dh, H);
       }
     }
   }

@@ -3,7 +3,10 @@
 // i,f,g,o / r,z,n; GRU linear-before-reset), so nothing is packed or unpacked.
 //
 // Forward: one large GEMM for the input projection of all T steps, then per step one GEMM
-// [N, H] x W_hh^T and a fused elementwise pass for the gates and the state update.
+// [N, H] x W_hh^T and a fused elementwise pass for the gates and the state update. The
+// per-step GEMMs (forward and backward's dh_prev) run through a RecurrentGemm
+// (recurrent_gemm.h) when the caller passes one: W_hh is packed once per pass instead of by
+// every one of the T calls, which at small batch is most of the step's GEMM time.
 // Backward: per step the fused elementwise gate gradients and one GEMM for dh_prev; after the
 // loop, dW_ih, dW_hh and dx are each one large GEMM over all T*N rows. This is why it is
 // several times faster than oneDNN 2.6's reference RNN backward on CPU (docs/BENCHMARKS.md).
@@ -15,6 +18,7 @@
 #include <cstdint>
 
 #include "backend/cpu/gemm_fp16.h"
+#include "backend/cpu/recurrent_gemm.h"
 #include "backend/cpu/rnn_primitive.h"
 
 namespace seqtrain {
@@ -31,17 +35,20 @@ struct FusedRnnArgs {
   // Saved for backward, [T, N, G*H] and [T, N, H]: activated gates; LSTM cell state or GRU's
   // W_hn h + b_hn.
   float* gates = nullptr; float* extra = nullptr;
-  float* scratch = nullptr;   // [N, G*H] (GRU's recurrent projection)
+  float* scratch = nullptr;   // [N, G*H]: the step's recurrent projection h_prev W_hh^T
   // Mixed precision (backend/cpu/gemm_bf16.h, gemm_fp16.h): when w_ih_bf is set, every GEMM
   // takes 16-bit inputs of type `half` (the *_bf buffers then hold that format) with fp32
-  // accumulation and output; gate math, the cell state, the saved state and
-  // the outputs stay fp32. Set all four: bf16 copies of w_ih, w_hh and x, and h_bf, [T, N, H],
-  // where forward writes this direction's outputs in bf16 (the next step's GEMM input and
-  // backward's dW_hh input).
+  // accumulation and output; gate math, the cell state, the saved state and the outputs stay
+  // fp32. Set 16-bit copies of w_ih and x, and h_bf, [T, N, H], where forward writes this
+  // direction's outputs in 16 bits (the next step's GEMM input and backward's dW_hh input);
+  // and a 16-bit copy of w_hh unless rec is set (RecurrentGemm packs its own bf16 from w_hh).
   const uint16_t* w_ih_bf = nullptr; const uint16_t* w_hh_bf = nullptr;
   const uint16_t* x_bf = nullptr;
   uint16_t* h_bf = nullptr;
   HalfType half = HalfType::bf16;
+  // Runs the per-step GEMM with W_hh packed once (prepared by fused_rnn_forward); null: gemm().
+  // fp32 or bf16 only (fp16 is emulated through gemm_half).
+  RecurrentGemm* rec = nullptr;
   bool bf16() const { return w_ih_bf != nullptr; }
 };
 
@@ -58,6 +65,9 @@ struct FusedRnnGrads {
   const float* ones = nullptr;  // [T * N] of 1.0f: bias gradients are a GEMM with it
   // 16-bit mode only: [T, N, G*H] 16-bit copies of dgi (and of dgh for the GRU), the GEMM inputs.
   uint16_t* dgi_bf = nullptr; uint16_t* dgh_bf = nullptr;
+  // Runs the per-step dh_prev GEMM with W_hh packed once (prepared by fused_rnn_backward);
+  // null: gemm().
+  RecurrentGemm* rec = nullptr;
 };
 
 void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g);
