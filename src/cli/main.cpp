@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "cli/generate.h"
 #include "core/error.h"
 #include "train/trainer.h"
 
@@ -40,6 +41,9 @@ int main(int argc, char** argv) {
   predict->add_option("--input", predict_args.input, "input CSV with the training columns")->required();
   predict->add_option("--output", predict_args.output, "output CSV, columns <target>_t+<h>")->required();
 
+  GenerateArgs generate_args;
+  auto* generate = add_generate_command(app, generate_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,6 +53,7 @@ int main(int argc, char** argv) {
     if (train->parsed()) return run_train(train_args);
     if (eval->parsed()) return run_eval(eval_args);
     if (predict->parsed()) return run_predict(predict_args);
+    if (generate->parsed()) return run_generate(generate_args);
   } catch (const Error& e) {
     std::fprintf(stderr, "seqtrain: error: %s\n", e.what());
     return 2;

@@ -1,0 +1,157 @@
+// CharLm forward/backward and the one-token step. See char_lm.h.
+#include "models/char_lm.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace seqtrain {
+
+namespace {
+RnnOptions lm_rnn_options(const ModelSpec& spec) {
+  RnnOptions o;
+  o.impl = parse_rnn_impl(spec.rnn_impl);
+  o.precision = rnn_precision(spec.precision);
+  o.grad_checkpoint = spec.grad_checkpoint;
+  o.autotune = spec.autotune;
+  return o;
+}
+
+// Checked before any member is built, so a bad spec is one clear message.
+const ModelSpec& checked(const ModelSpec& s) {
+  ST_CHECK(s.vocab_size > 0,
+           "model.type {} needs a vocabulary: it is taken from a text data source (data.source: text), got vocab_size {}",
+           s.type, s.vocab_size);
+  ST_CHECK(!s.bidirectional,
+           "model.bidirectional: true cannot be used with model.type {}: a language model predicts the next token "
+           "and must not see the tokens after it; set model.bidirectional: false",
+           s.type);
+  ST_CHECK(s.embed_size > 0, "model.embed_size must be at least 1, got {}", s.embed_size);
+  return s;
+}
+
+// [A, B, C] -> [B, A, C] (swaps time-major and batch-first).
+Tensor swap01(const Tensor& x, Arena& arena) {
+  const int64_t A = x.shape[0], B = x.shape[1], C = x.shape[2];
+  Tensor y = arena.tensor({B, A, C});
+  const float* s = x.f32();
+  float* d = y.f32();
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b) std::memcpy(d + (b * A + a) * C, s + (a * B + b) * C, C * sizeof(float));
+  return y;
+}
+
+float sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
+}  // namespace
+
+CharLm::CharLm(const ModelSpec& spec)
+    : Model(checked(spec)),
+      lstm_(spec.type == "char_lstm"),
+      embed_(params_, "embed", spec.vocab_size, spec.embed_size),
+      rnn_(params_, "rnn", lstm_ ? RnnCell::lstm : RnnCell::gru, spec.embed_size, spec.hidden, spec.layers, false,
+           spec.dropout, lm_rnn_options(spec)),
+      drop_(spec.dropout),
+      head_(params_, "head", spec.hidden, spec.vocab_size) {
+  ST_CHECK(spec.type == "char_lstm" || spec.type == "char_gru", "CharLm: model.type must be char_lstm or char_gru, got {}",
+           spec.type);
+  params_.finalize();
+}
+
+void CharLm::init(Rng& rng) {
+  embed_.init(rng);
+  rnn_.init(rng);
+  head_.init(rng);
+}
+
+Tensor CharLm::forward(const Tensor& x, Arena& arena, bool training) {
+  ST_CHECK(x.shape.size() == 2 && x.contiguous() && (x.dtype == DType::f32 || x.dtype == DType::i64),
+           "{}: input must be contiguous [batch, T] token ids (f32 or int64), got {} {}", spec_.type,
+           dtype_name(x.dtype), shape_str(x.shape));
+  B_ = x.shape[0];
+  T_ = x.shape[1];
+  const int64_t n = B_ * T_, V = spec_.vocab_size;
+  Tensor ids = arena.tensor(x.shape, DType::i64);
+  int64_t* id = ids.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (x.dtype == DType::i64) {
+      id[i] = x.data<int64_t>()[i];
+    } else {
+      const float f = x.f32()[i];
+      ST_CHECK(std::floor(f) == f, "{}: input at batch {} position {} is {}, not a token id (ids are whole numbers)",
+               spec_.type, i / T_, i % T_, f);
+      id[i] = static_cast<int64_t>(f);
+    }
+    ST_CHECK(id[i] >= 0 && id[i] < V,
+             "{}: token id {} at batch {} position {} is outside the vocabulary of {} ids (valid 0..{}); the data was "
+             "encoded with a different vocabulary than the model's",
+             spec_.type, id[i], i / T_, i % T_, V, V - 1);
+  }
+  Tensor e = embed_.forward(ids, arena);                             // [B, T, E]
+  Tensor top = rnn_.forward(e, arena, training, dropout_seed_);      // [T, B, H]
+  Tensor h = drop_.forward(swap01(top, arena), arena, training, mix_seed(dropout_seed_, 0x4ead));  // [B, T, H]
+  return head_.forward(h, arena);                                    // [B, T, V]
+}
+
+void CharLm::backward(const Tensor& dlogits, Arena& arena) {
+  const Shape want{B_, T_, spec_.vocab_size};
+  ST_CHECK(dlogits.numel() == numel_of(want) && dlogits.contiguous(), "{}: logit gradient {} does not match logits {}",
+           spec_.type, shape_str(dlogits.shape), shape_str(want));
+  Tensor dh = drop_.backward(head_.backward(dlogits.reshape(want), arena), arena);  // [B, T, H]
+  Tensor de = rnn_.backward(swap01(dh, arena), arena, true);                         // [B, T, E]
+  embed_.backward(de, arena);
+}
+
+CharLmState CharLm::initial_state() const {
+  CharLmState s;
+  s.h.assign(spec_.layers, std::vector<float>(spec_.hidden, 0.f));
+  if (lstm_) s.c.assign(spec_.layers, std::vector<float>(spec_.hidden, 0.f));
+  return s;
+}
+
+void CharLm::step(int64_t id, CharLmState& state, float* logits) {
+  const int64_t V = spec_.vocab_size, H = spec_.hidden, G = lstm_ ? 4 : 3;
+  ST_CHECK(id >= 0 && id < V, "{}: token id {} is outside the vocabulary of {} ids (valid 0..{})", spec_.type, id, V,
+           V - 1);
+  ST_CHECK(static_cast<int64_t>(state.h.size()) == spec_.layers, "{}: state has {} layers, the model {}", spec_.type,
+           state.h.size(), spec_.layers);
+  auto p = [&](const std::string& name) { return params_.params() + params_.find(name)->offset; };
+  std::vector<float> x(p("embed.weight") + id * spec_.embed_size, p("embed.weight") + (id + 1) * spec_.embed_size);
+  std::vector<float> gi(G * H), gh(G * H);
+  for (int64_t k = 0; k < spec_.layers; ++k) {
+    const std::string l = std::to_string(k);
+    const float *w_ih = p("rnn.weight_ih_l" + l), *w_hh = p("rnn.weight_hh_l" + l);
+    const float *b_ih = p("rnn.bias_ih_l" + l), *b_hh = p("rnn.bias_hh_l" + l);
+    const int64_t C = static_cast<int64_t>(x.size());
+    std::vector<float>& h = state.h[k];
+    for (int64_t r = 0; r < G * H; ++r) {
+      double si = b_ih[r], sh = b_hh[r];
+      for (int64_t j = 0; j < C; ++j) si += static_cast<double>(w_ih[r * C + j]) * x[j];
+      for (int64_t j = 0; j < H; ++j) sh += static_cast<double>(w_hh[r * H + j]) * h[j];
+      gi[r] = static_cast<float>(si);
+      gh[r] = static_cast<float>(sh);
+    }
+    if (lstm_) {  // gates i, f, g, o
+      std::vector<float>& c = state.c[k];
+      for (int64_t j = 0; j < H; ++j) {
+        const float i = sigmoid(gi[j] + gh[j]), f = sigmoid(gi[H + j] + gh[H + j]);
+        const float g = std::tanh(gi[2 * H + j] + gh[2 * H + j]), o = sigmoid(gi[3 * H + j] + gh[3 * H + j]);
+        c[j] = f * c[j] + i * g;
+        h[j] = o * std::tanh(c[j]);
+      }
+    } else {  // gates r, z, n; the reset gate scales W_hn h + b_hn (PyTorch's GRU)
+      for (int64_t j = 0; j < H; ++j) {
+        const float r = sigmoid(gi[j] + gh[j]), z = sigmoid(gi[H + j] + gh[H + j]);
+        const float nn = std::tanh(gi[2 * H + j] + r * gh[2 * H + j]);
+        h[j] = (1.f - z) * nn + z * h[j];
+      }
+    }
+    x = h;
+  }
+  const float *w = p("head.weight"), *b = p("head.bias");
+  for (int64_t v = 0; v < V; ++v) {
+    double s = b[v];
+    for (int64_t j = 0; j < H; ++j) s += static_cast<double>(w[v * H + j]) * x[j];
+    logits[v] = static_cast<float>(s);
+  }
+}
+
+}  // namespace seqtrain

@@ -1,0 +1,52 @@
+// CharLm: a character-level language model. Embedding(vocab, embed) -> LSTM/GRU stack ->
+// dropout -> Linear(hidden, vocab) at every time step, so each position predicts the next
+// token. Mirrors python/seqtrain_torch/models.py::CharLM (embed.weight, rnn.*, head.*).
+//
+// forward() takes [B, T] token ids (f32 holding integers, as TextSource fills them, or i64)
+// and returns logits [B, T, V]: the [B, T*V] block of the Model contract with the class
+// dimension split off, so nn/loss's cross-entropy reads it as B*T rows of V classes
+// (F.cross_entropy(logits.view(-1, V), y.view(-1)) in PyTorch).
+// A causal LM must not see the future, so a bidirectional RNN is refused.
+//
+// step() is the incremental forward generation needs: one token, with the RNN state carried
+// in a CharLmState. It is a plain fp32 loop over the same parameters (generation runs one
+// token at a time, where kernel speed does not matter) and matches forward() at every step.
+#pragma once
+#include <vector>
+
+#include "models/model.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/rnn.h"
+
+namespace seqtrain {
+
+// Per layer: h [H], and for LSTM c [H]; zeros at the start of a text.
+struct CharLmState {
+  std::vector<std::vector<float>> h, c;
+};
+
+class CharLm : public Model {
+ public:
+  explicit CharLm(const ModelSpec& spec);
+  Tensor forward(const Tensor& x, Arena& arena, bool training) override;
+  void backward(const Tensor& dlogits, Arena& arena) override;
+  void init(Rng& rng) override;
+
+  int64_t vocab_size() const { return spec_.vocab_size; }
+  CharLmState initial_state() const;
+  // Feeds token `id` and writes the next-token logits [V] into `logits`; advances `state`.
+  // Error naming the id and the vocabulary size when id is outside [0, V).
+  void step(int64_t id, CharLmState& state, float* logits);
+
+ private:
+  bool lstm_;
+  Embedding embed_;
+  RnnStack rnn_;
+  Dropout drop_;
+  Linear head_;
+  int64_t B_ = 0, T_ = 0;
+};
+
+}  // namespace seqtrain
