@@ -289,6 +289,13 @@ TEST(CharLmGenerate, CommandPrintsTheContinuationAndReportsUnknownCharacters) {
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_CONTAINS(r.out, "2 character(s) of the prompt are not in the model's vocabulary");
   EXPECT_CONTAINS(r.out, "xyab");
+  // A run directory means its checkpoints/best.
+  TempDir run;
+  fs::create_directories(run.path / "checkpoints");
+  fs::copy(p.ckpt, run / "checkpoints/best", fs::copy_options::recursive);
+  r = run_seqtrain("generate " + run.path.string() + " --prompt c --tokens 5 --temperature 0");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "cabcab\n");
 }
 
 TEST(CharLmGenerate, ErrorPathsExitNonZeroWithAClearMessage) {
