@@ -1,5 +1,6 @@
 // The character language model: backward against finite differences, logits/loss/gradients
-// against PyTorch (LSTM and GRU, 1 and 2 layers), weights round trip both ways, bad token ids,
+// against PyTorch (LSTM and GRU, 1 and 2 layers), weights round trip both ways, oneDNN and
+// gradient checkpointing against the fused path, bad token ids,
 // the one-token step against the full forward, and `seqtrain generate` on a checkpoint this
 // test trains itself (plus its error paths).
 #include <gtest/gtest.h>
@@ -100,6 +101,29 @@ TEST_P(CharLmCells, StepMatchesFullForward) {
   for (int64_t t = 0; t < T; ++t) m.step(static_cast<int64_t>(x[t]), state, stepped.data() + t * V);
   std::vector<float> f(full.f32(), full.f32() + full.numel());
   EXPECT_LT(rel_err(stepped, f), 1e-5);
+}
+
+// The other RNN paths the trainer can select (oneDNN kernels, gradient checkpointing) give the
+// fused path's logits and gradients, input gradient (into the embedding) included.
+TEST_P(CharLmCells, OnednnAndGradCheckpointMatchTheFusedPath) {
+  const int64_t V = 8, E = 5, H = 6, B = 3, T = 7;
+  Rng rng(9);
+  std::vector<float> x = random_ids(rng, B * T, V);
+  std::vector<int64_t> y = as_i64(random_ids(rng, B * T, V));
+  CharLm ref(lm_spec(GetParam(), V, E, H, 2));
+  ref.init(rng);
+  const double ref_loss = lm_loss(ref, x, y, B, T, true);
+  std::vector<float> ref_grads(ref.params().grads(), ref.params().grads() + ref.params().size());
+  for (int variant = 0; variant < 2; ++variant) {
+    ModelSpec s = lm_spec(GetParam(), V, E, H, 2);
+    if (variant == 0) s.rnn_impl = "onednn";
+    else s.grad_checkpoint = true;
+    CharLm m(s);
+    std::copy(ref.params().params(), ref.params().params() + ref.params().size(), m.params().params());
+    EXPECT_NEAR(lm_loss(m, x, y, B, T, true), ref_loss, 1e-5 * std::abs(ref_loss)) << variant;
+    std::vector<float> g(m.params().grads(), m.params().grads() + m.params().size());
+    EXPECT_LT(rel_err(g, ref_grads), 1e-5) << variant;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cells, CharLmCells, ::testing::Values("char_lstm", "char_gru"));
@@ -278,6 +302,10 @@ TEST(CharLmGenerate, GreedyContinuesTheTrainedPattern) {
   EXPECT_EQ(generate_text(*l.model, l.vocab, a), generate_text(*l.model, l.vocab, a));
   a.top_k = 1;
   EXPECT_EQ(generate_text(*l.model, l.vocab, a), "bcabcabcabc");
+  a.prompt = "ab\xff";
+  const std::string e = error_of([&] { generate_text(*l.model, l.vocab, a); });
+  EXPECT_CONTAINS(e, "--prompt");
+  EXPECT_CONTAINS(e, "byte 2");
 }
 
 TEST(CharLmGenerate, CommandPrintsTheContinuationAndReportsUnknownCharacters) {
