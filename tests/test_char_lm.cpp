@@ -12,6 +12,7 @@
 #include "data/text.h"
 #include "io/safetensors.h"
 #include "models/char_lm.h"
+#include "models/forecaster.h"
 #include "nn/loss.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -236,7 +237,14 @@ TEST(CharLmErrors, BidirectionalAndMissingVocabularyAreRefused) {
   s.bidirectional = true;
   EXPECT_CONTAINS(error_of([&] { make_model(s); }), "model.bidirectional");
   EXPECT_CONTAINS(error_of([&] { make_model(lm_spec("char_lstm", 0, 3, 4, 1)); }), "needs a vocabulary");
+}
+
+TEST(CharLmErrors, MakeModelBuildsItAndExposesTheAutotuner) {
   EXPECT_NE(dynamic_cast<CharLm*>(make_model(lm_spec("char_gru", 5, 3, 4, 1)).get()), nullptr);
+  EXPECT_EQ(model_autotuner(*make_model(lm_spec("char_lstm", 5, 3, 4, 1))), nullptr);
+  ModelSpec s = lm_spec("char_lstm", 5, 3, 4, 1);
+  s.autotune = true;
+  EXPECT_NE(model_autotuner(*make_model(s)), nullptr);
 }
 
 // A checkpoint directory of a tiny char LSTM trained on "abcabc...", written as a run would
