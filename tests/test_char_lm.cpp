@@ -226,6 +226,7 @@ TEST(CharLmErrors, BadTokenIdsNameTheIdAndTheVocabularySize) {
   EXPECT_CONTAINS(e, "token id -1");
   EXPECT_CONTAINS(e, "vocabulary of 6 ids");
   EXPECT_CONTAINS(run(1.5f), "not a token id");
+  EXPECT_CONTAINS(run(1e30f), "outside the vocabulary of 6 ids");
   EXPECT_EQ(run(5), "<no error>");
   CharLmState s = m.initial_state();
   std::vector<float> logits(6);

@@ -71,19 +71,16 @@ Tensor CharLm::forward(const Tensor& x, Arena& arena, bool training) {
   const int64_t n = B_ * T_, V = spec_.vocab_size;
   Tensor ids = arena.tensor(x.shape, DType::i64);
   int64_t* id = ids.data<int64_t>();
+  // Every id is checked (as a double, before any cast) so a bad batch fails before any work.
   for (int64_t i = 0; i < n; ++i) {
-    if (x.dtype == DType::i64) {
-      id[i] = x.data<int64_t>()[i];
-    } else {
-      const float f = x.f32()[i];
-      ST_CHECK(std::floor(f) == f, "{}: input at batch {} position {} is {}, not a token id (ids are whole numbers)",
-               spec_.type, i / T_, i % T_, f);
-      id[i] = static_cast<int64_t>(f);
-    }
-    ST_CHECK(id[i] >= 0 && id[i] < V,
+    const double v = x.dtype == DType::i64 ? static_cast<double>(x.data<int64_t>()[i]) : x.f32()[i];
+    ST_CHECK(std::floor(v) == v, "{}: input at batch {} position {} is {}, not a token id (ids are whole numbers)",
+             spec_.type, i / T_, i % T_, v);
+    ST_CHECK(v >= 0 && v < static_cast<double>(V),
              "{}: token id {} at batch {} position {} is outside the vocabulary of {} ids (valid 0..{}); the data was "
              "encoded with a different vocabulary than the model's",
-             spec_.type, id[i], i / T_, i % T_, V, V - 1);
+             spec_.type, v, i / T_, i % T_, V, V - 1);
+    id[i] = static_cast<int64_t>(v);
   }
   Tensor e = embed_.forward(ids, arena);                             // [B, T, E]
   Tensor top = rnn_.forward(e, arena, training, dropout_seed_);      // [T, B, H]
