@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include "io/safetensors.h"
-#include "models/char_lm.h"
 #include "models/forecaster.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -70,58 +69,6 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.cell) + "_l" + std::to_string(info.param.layers) +
              (info.param.bidir ? "_bi_" : "_uni_") + info.param.impl;
     });
-
-class CharLmParity : public ::testing::TestWithParam<ParityCase> {};
-
-TEST_P(CharLmParity, LogitsAtEveryStepAndEveryGradient) {
-  SEQTRAIN_REQUIRE_TORCH();
-  const ParityCase c = GetParam();
-  const int64_t N = 4, T = 9, V = 11, H = 12;
-  ModelSpec spec{c.cell, 1, T, H, c.layers, c.bidir, 0.f, V, c.impl};
-  spec.vocab = V;
-  CharLM model(spec);
-  Rng rng(13);
-  model.init(rng);
-  std::vector<float> x(N * T), dy(N * T * V);
-  for (auto& v : x) v = static_cast<float>(rng.below(V));
-  for (auto& v : dy) v = rng.normal();
-  TempDir dir;
-  save_params(dir / "model.safetensors", model.params());
-  write_npy(dir / "x.npy", x, {N, T});
-  write_npy(dir / "dy.npy", dy, {N, T, V});
-
-  Arena arena;
-  Tensor y = model.forward(Tensor(x.data(), {N, T, 1}), arena, true);
-  ASSERT_EQ(y.shape, Shape({N, T, V}));
-  model.params().zero_grad();
-  model.backward(Tensor(dy.data(), {N, T, V}), arena);
-
-  ASSERT_EQ(run_python("char_lm_ref.py", dir.path.string() + " " + c.cell + " " + std::to_string(c.layers) + " " +
-                                             (c.bidir ? "1" : "0") + " " + std::to_string(V) + " " + std::to_string(H)),
-            0);
-  auto yref = read_npy(dir / "y.npy");
-  std::vector<float> yv(y.f32(), y.f32() + y.numel());
-  EXPECT_LT(rel_err(yv, yref), 1e-5);
-  SafetensorsFile grads = read_safetensors(dir / "grads.safetensors");
-  ASSERT_EQ(grads.tensors.size(), model.params().entries().size());
-  for (size_t i = 0; i < model.params().entries().size(); ++i) {
-    const auto& e = model.params().entries()[i];
-    const NamedTensor& ref = grads.at(e.name);
-    std::vector<double> r(ref.numel());
-    std::memcpy(r.data(), ref.bytes.data(), r.size() * sizeof(double));
-    Tensor g = model.params().grad(i);
-    std::vector<float> gv(g.f32(), g.f32() + g.numel());
-    EXPECT_LT(rel_err(gv, r), 1e-5) << e.name;
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(CharLM, CharLmParity,
-                         ::testing::Values(ParityCase{"lstm", 1, false}, ParityCase{"gru", 2, true},
-                                           ParityCase{"lstm", 2, false, "onednn"}),
-                         [](const auto& info) {
-                           return std::string(info.param.cell) + "_l" + std::to_string(info.param.layers) +
-                                  (info.param.bidir ? "_bi_" : "_uni_") + info.param.impl;
-                         });
 
 // 100 steps of AdamW with clipping on fixed batches, no shuffle, constant LR.
 TEST(TorchParityTraining, HundredStepsMatchPyTorch) {

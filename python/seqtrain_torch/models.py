@@ -21,15 +21,6 @@ Forecaster (seqtrain model type ``lstm`` / ``gru``)::
   ``out[:, -1, :]`` (for a bidirectional RNN that is [forward, backward] there, the backward
   half having seen only the last step), applies dropout, then ``head``.
 
-CharLM (seqtrain model type ``lstm`` / ``gru`` with a vocabulary, data.source text)::
-
-    emb.weight                     [vocab, hidden]
-    rnn.*                          as above, with input_size = hidden
-    head.weight                    [vocab, hidden*dirs]
-    head.bias                      [vocab]
-
-  Logits at every time step: ``head(dropout(rnn(emb(ids))))``, [batch, steps, vocab].
-
 MLPForecaster (seqtrain model type ``mlp``)::
 
     body.{3*j}.weight   j = 0: [hidden, lookback*input_size]; j >= 1: [hidden, hidden]
@@ -40,6 +31,18 @@ MLPForecaster (seqtrain model type ``mlp``)::
   ``body`` is nn.Sequential(Linear, ReLU, Dropout, Linear, ReLU, Dropout, ...): ReLU and
   Dropout occupy indices 3j+1 and 3j+2, so the Linear layers are body.0, body.3, body.6, ...
   The window [B, T, F] is flattened time-major: feature f of step t is column t*F + f.
+
+CharLM (seqtrain model type ``char_lstm`` / ``char_gru``; ``lstm`` / ``gru`` with data.source text)::
+
+    embed.weight                 [vocab, embed_size]
+    rnn.weight_ih_l{k}           [G*hidden, in_k]   in_0 = embed_size, in_k = hidden
+    rnn.weight_hh_l{k}, rnn.bias_ih_l{k}, rnn.bias_hh_l{k}   as for Forecaster
+    head.weight                  [vocab, hidden]
+    head.bias                    [vocab]
+
+  Token ids [B, T] -> embedding -> RNN (never bidirectional) -> dropout -> head at every step:
+  logits [B, T, vocab]; the loss is F.cross_entropy(logits.view(-1, vocab), y.view(-1)).
+  The vocabulary itself (id -> character) is the checkpoint's vocab.json (and state.json's "vocab").
 """
 
 import torch
@@ -47,7 +50,7 @@ from torch import nn
 
 from .safetensors_io import read_file, save_file
 
-__all__ = ["Forecaster", "CharLM", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain"]
+__all__ = ["CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain"]
 
 
 class Forecaster(nn.Module):
@@ -71,26 +74,6 @@ class Forecaster(nn.Module):
         return self.head(self.dropout(out[:, -1, :]))
 
 
-class CharLM(nn.Module):
-    """Embedding -> LSTM/GRU stack -> linear head at every time step (next-token logits)."""
-
-    def __init__(self, cell, vocab, hidden, layers=1, bidirectional=False, dropout=0.0):
-        super().__init__()
-        cells = {"lstm": nn.LSTM, "gru": nn.GRU}
-        if cell not in cells:
-            raise ValueError(f"cell must be 'lstm' or 'gru', got {cell!r}")
-        self.emb = nn.Embedding(vocab, hidden)
-        self.rnn = cells[cell](hidden, hidden, num_layers=layers, batch_first=True,
-                               dropout=dropout if layers > 1 else 0.0, bidirectional=bidirectional)
-        self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(hidden * (2 if bidirectional else 1), vocab)
-
-    def forward(self, ids):
-        """ids: [batch, steps] int64 -> logits [batch, steps, vocab]."""
-        out, _ = self.rnn(self.emb(ids))
-        return self.head(self.dropout(out))
-
-
 class MLPForecaster(nn.Module):
     """Flattened window -> (Linear, ReLU, Dropout) x layers -> linear head."""
 
@@ -112,9 +95,31 @@ class MLPForecaster(nn.Module):
         return self.head(self.body(x.reshape(x.shape[0], -1)))
 
 
+class CharLM(nn.Module):
+    """Character language model: embedding -> LSTM/GRU -> linear head at every time step."""
+
+    def __init__(self, cell, vocab, embed_size, hidden, layers=1, dropout=0.0):
+        super().__init__()
+        cells = {"lstm": nn.LSTM, "gru": nn.GRU}
+        if cell not in cells:
+            raise ValueError(f"cell must be 'lstm' or 'gru', got {cell!r}")
+        self.cell = cell
+        self.embed = nn.Embedding(vocab, embed_size)
+        self.rnn = cells[cell](embed_size, hidden, num_layers=layers, batch_first=True,
+                               dropout=dropout if layers > 1 else 0.0)
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, ids, state=None):
+        """ids: [batch, T] int64 -> (logits [batch, T, vocab], rnn state)."""
+        out, state = self.rnn(self.embed(ids), state)
+        return self.head(self.dropout(out)), state
+
+
 def from_spec(spec):
     """Builds the mirror of a seqtrain ModelSpec given as a dict (keys as in the config's model
-    section: type, input_size, lookback, hidden, layers, bidirectional, dropout, output_size)."""
+    section: type, input_size, lookback, hidden, layers, bidirectional, dropout, output_size;
+    char_lstm / char_gru also take vocab_size (the vocabulary's size) and embed_size)."""
     kind = spec.get("type", "lstm")
     common = dict(hidden=int(spec.get("hidden", 64)), layers=int(spec.get("layers", 1)),
                   dropout=float(spec.get("dropout", 0.0)), output_size=int(spec.get("output_size", 1)))
@@ -123,7 +128,10 @@ def from_spec(spec):
                           **common)
     if kind == "mlp":
         return MLPForecaster(int(spec.get("input_size", 1)), int(spec.get("lookback", 1)), **common)
-    raise ValueError(f"unknown model type {kind!r}; expected lstm, gru or mlp")
+    if kind in ("char_lstm", "char_gru"):
+        return CharLM(kind[5:], int(spec["vocab_size"]), int(spec.get("embed_size", 32)), common["hidden"],
+                      common["layers"], common["dropout"])
+    raise ValueError(f"unknown model type {kind!r}; expected lstm, gru, mlp, char_lstm or char_gru")
 
 
 def load_seqtrain(path, module, strict=True):

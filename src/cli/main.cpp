@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "cli/generate.h"
 #include "core/error.h"
 #include "train/trainer.h"
 
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   DataInfoArgs info_args;
   auto* info = data->add_subcommand("info", "List the data caches of a directory: key, epochs, samples, size, created, source");
   info->add_option("dir", info_args.dir, "cache directory (default: the current directory)");
+  GenerateArgs generate_args;
+  auto* generate = add_generate_command(app, generate_args);
 
   try {
     app.parse(argc, argv);
@@ -63,6 +66,7 @@ int main(int argc, char** argv) {
     if (predict->parsed()) return run_predict(predict_args);
     if (cache->parsed()) return run_data_cache(cache_args);
     if (info->parsed()) return run_data_info(info_args);
+    if (generate->parsed()) return run_generate(generate_args);
   } catch (const Error& e) {
     std::fprintf(stderr, "seqtrain: error: %s\n", e.what());
     return 2;

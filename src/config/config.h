@@ -65,11 +65,12 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string type = "lstm";   // lstm | gru | mlp
+  std::string type = "lstm";   // lstm | gru | mlp | char_lstm | char_gru
   int64_t hidden = 64;         // >= 1
   int64_t layers = 1;          // >= 1
   bool bidirectional = false;
   double dropout = 0.0;        // [0, 1)
+  int64_t embed_size = 32;     // >= 1; token embedding width of char_lstm / char_gru
   std::string init_from;       // checkpoint directory to start from; empty = fresh init
   bool operator==(const ModelConfig&) const = default;
 };

@@ -94,11 +94,12 @@ void visit_fields(C& c, V&& v) {
   v.field("data.npy.classes", d.npy.classes, at_least(0));
 
   auto& m = c.model;
-  v.field("model.type", m.type, Choices{"lstm", "gru", "mlp"});
+  v.field("model.type", m.type, Choices{"lstm", "gru", "mlp", "char_lstm", "char_gru"});
   v.field("model.hidden", m.hidden, at_least(1));
   v.field("model.layers", m.layers, at_least(1));
   v.field("model.bidirectional", m.bidirectional);
   v.field("model.dropout", m.dropout, unit_right_open());
+  v.field("model.embed_size", m.embed_size, at_least(1));
   v.field("model.init_from", m.init_from, PathTag{});
 
   auto& t = c.train;

@@ -1,67 +1,156 @@
-// The RNN stack is batch-first in, time-major out ([T, B, H]); the head runs on that layout
-// and only the logits are transposed to [B, T, V], the layout the targets [B, T] come in.
+// CharLm forward/backward and the one-token step. See char_lm.h.
 #include "models/char_lm.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace seqtrain {
 
 namespace {
-// [a, b, c] -> [b, a, c] into the arena.
-Tensor swap01(const Tensor& t, Arena& arena) {
-  const int64_t a = t.shape[0], b = t.shape[1], c = t.shape[2];
-  Tensor out = arena.tensor({b, a, c});
-  const float* src = t.f32();
-  float* dst = out.f32();
-  for (int64_t i = 0; i < a; ++i)
-    for (int64_t j = 0; j < b; ++j)
-      for (int64_t k = 0; k < c; ++k) dst[(j * a + i) * c + k] = src[(i * b + j) * c + k];
-  return out;
+RnnOptions lm_rnn_options(const ModelSpec& spec, std::string* note) {
+  RnnOptions o;
+  o.impl = parse_rnn_impl(spec.rnn_impl);
+  o.precision = rnn_precision(spec.precision, note);
+  o.grad_checkpoint = spec.grad_checkpoint;
+  o.autotune = spec.autotune;
+  return o;
 }
+
+// Checked before any member is built, so a bad spec is one clear message.
+const ModelSpec& checked(const ModelSpec& s) {
+  ST_CHECK(s.vocab_size > 0,
+           "model.type {} needs a vocabulary: it is taken from a text data source (data.source: text), got vocab_size {}",
+           s.type, s.vocab_size);
+  ST_CHECK(!s.bidirectional,
+           "model.bidirectional: true cannot be used with model.type {}: a language model predicts the next token "
+           "and must not see the tokens after it; set model.bidirectional: false",
+           s.type);
+  ST_CHECK(s.embed_size > 0, "model.embed_size must be at least 1, got {}", s.embed_size);
+  return s;
+}
+
+// [A, B, C] -> [B, A, C] (swaps time-major and batch-first).
+Tensor swap01(const Tensor& x, Arena& arena) {
+  const int64_t A = x.shape[0], B = x.shape[1], C = x.shape[2];
+  Tensor y = arena.tensor({B, A, C});
+  const float* s = x.f32();
+  float* d = y.f32();
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b) std::memcpy(d + (b * A + a) * C, s + (a * B + b) * C, C * sizeof(float));
+  return y;
+}
+
+float sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
 }  // namespace
 
-CharLM::CharLM(const ModelSpec& spec)
-    : Model(spec),
-      emb_(params_, "emb", spec.vocab, spec.hidden),
-      rnn_(params_, "rnn", spec.type == "gru" ? RnnCell::gru : RnnCell::lstm, spec.hidden, spec.hidden, spec.layers,
-           spec.bidirectional, spec.dropout, parse_rnn_impl(spec.rnn_impl)),
+CharLm::CharLm(const ModelSpec& spec)
+    : Model(checked(spec)),
+      lstm_(spec.type == "char_lstm"),
+      embed_(params_, "embed", spec.vocab_size, spec.embed_size),
+      rnn_(params_, "rnn", lstm_ ? RnnCell::lstm : RnnCell::gru, spec.embed_size, spec.hidden, spec.layers, false,
+           spec.dropout, lm_rnn_options(spec, &precision_note_)),
       drop_(spec.dropout),
-      head_(params_, "head", rnn_.output_size(), spec.vocab) {
-  ST_CHECK(spec.vocab > 0 && spec.input_size == 1, "CharLM: needs vocab > 0 and one id per step, got {} and {}",
-           spec.vocab, spec.input_size);
+      head_(params_, "head", spec.hidden, spec.vocab_size) {
+  ST_CHECK(spec.type == "char_lstm" || spec.type == "char_gru", "CharLm: model.type must be char_lstm or char_gru, got {}",
+           spec.type);
   params_.finalize();
 }
 
-void CharLM::init(Rng& rng) {
-  emb_.init(rng);
+void CharLm::init(Rng& rng) {
+  embed_.init(rng);
   rnn_.init(rng);
   head_.init(rng);
 }
 
-Tensor CharLM::forward(const Tensor& x, Arena& arena, bool training) {
-  ST_CHECK(x.shape.size() >= 2 && x.numel() == x.shape[0] * x.shape[1],
-           "CharLM: input must be [batch, steps, 1] token ids, got {}", shape_str(x.shape));
-  batch_ = x.shape[0];
-  steps_ = x.shape[1];
-  Tensor ids = arena.tensor({batch_, steps_}, DType::i64);
-  const float* xf = x.f32();
-  for (int64_t i = 0; i < ids.numel(); ++i) {
-    ST_CHECK(xf[i] >= 0 && std::floor(xf[i]) == xf[i], "CharLM: input {} at position {} is not a token id", xf[i], i);
-    ids.data<int64_t>()[i] = static_cast<int64_t>(xf[i]);
+Tensor CharLm::forward(const Tensor& x, Arena& arena, bool training) {
+  // [batch, T], or [batch, T, 1] as the trainer's loader hands over windows of one feature.
+  const bool rank_ok = x.shape.size() == 2 || (x.shape.size() == 3 && x.shape[2] == 1);
+  ST_CHECK(rank_ok && x.contiguous() && (x.dtype == DType::f32 || x.dtype == DType::i64),
+           "{}: input must be contiguous [batch, T] token ids (f32 or int64), got {} {}", spec_.type,
+           dtype_name(x.dtype), shape_str(x.shape));
+  B_ = x.shape[0];
+  T_ = x.shape[1];
+  const int64_t n = B_ * T_, V = spec_.vocab_size;
+  Tensor ids = arena.tensor({B_, T_}, DType::i64);
+  int64_t* id = ids.data<int64_t>();
+  // Every id is checked (as a double, before any cast) so a bad batch fails before any work.
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x.dtype == DType::i64 ? static_cast<double>(x.data<int64_t>()[i]) : x.f32()[i];
+    ST_CHECK(std::floor(v) == v, "{}: input at batch {} position {} is {}, not a token id (ids are whole numbers)",
+             spec_.type, i / T_, i % T_, v);
+    ST_CHECK(v >= 0 && v < static_cast<double>(V),
+             "{}: token id {} at batch {} position {} is outside the vocabulary of {} ids (valid 0..{}); the data was "
+             "encoded with a different vocabulary than the model's",
+             spec_.type, v, i / T_, i % T_, V, V - 1);
+    id[i] = static_cast<int64_t>(v);
   }
-  Tensor e = emb_.forward(ids, arena);  // [B, T, E]
-  Tensor top = rnn_.forward(e, arena, training, dropout_seed_);  // [T, B, H*D]
-  Tensor h = drop_.forward(top, arena, training, mix_seed(dropout_seed_, 0x4ead));
-  Tensor logits = head_.forward(h, arena);  // [T, B, V]
-  return swap01(logits, arena);
+  Tensor e = embed_.forward(ids, arena);                             // [B, T, E]
+  Tensor top = rnn_.forward(e, arena, training, dropout_seed_);      // [T, B, H]
+  Tensor h = drop_.forward(swap01(top, arena), arena, training, mix_seed(dropout_seed_, 0x4ead));  // [B, T, H]
+  return head_.forward(h, arena);                                    // [B, T, V]
 }
 
-void CharLM::backward(const Tensor& dy, Arena& arena) {
-  ST_CHECK(dy.shape == Shape({batch_, steps_, spec_.vocab}), "CharLM: dy must be {}, got {}",
-           shape_str({batch_, steps_, spec_.vocab}), shape_str(dy.shape));
-  Tensor dtop = drop_.backward(head_.backward(swap01(dy, arena), arena), arena);
-  Tensor de = rnn_.backward(dtop, arena, true);
-  emb_.backward(de, arena);
+void CharLm::backward(const Tensor& dlogits, Arena& arena) {
+  const Shape want{B_, T_, spec_.vocab_size};
+  ST_CHECK(dlogits.numel() == numel_of(want) && dlogits.contiguous(), "{}: logit gradient {} does not match logits {}",
+           spec_.type, shape_str(dlogits.shape), shape_str(want));
+  Tensor dh = drop_.backward(head_.backward(dlogits.reshape(want), arena), arena);  // [B, T, H]
+  Tensor de = rnn_.backward(swap01(dh, arena), arena, true);                         // [B, T, E]
+  embed_.backward(de, arena);
+}
+
+CharLmState CharLm::initial_state() const {
+  CharLmState s;
+  s.h.assign(spec_.layers, std::vector<float>(spec_.hidden, 0.f));
+  if (lstm_) s.c.assign(spec_.layers, std::vector<float>(spec_.hidden, 0.f));
+  return s;
+}
+
+void CharLm::step(int64_t id, CharLmState& state, float* logits) {
+  const int64_t V = spec_.vocab_size, H = spec_.hidden, G = lstm_ ? 4 : 3;
+  ST_CHECK(id >= 0 && id < V, "{}: token id {} is outside the vocabulary of {} ids (valid 0..{})", spec_.type, id, V,
+           V - 1);
+  ST_CHECK(static_cast<int64_t>(state.h.size()) == spec_.layers, "{}: state has {} layers, the model {}", spec_.type,
+           state.h.size(), spec_.layers);
+  auto p = [&](const std::string& name) { return params_.params() + params_.find(name)->offset; };
+  std::vector<float> x(p("embed.weight") + id * spec_.embed_size, p("embed.weight") + (id + 1) * spec_.embed_size);
+  std::vector<float> gi(G * H), gh(G * H);
+  for (int64_t k = 0; k < spec_.layers; ++k) {
+    const std::string l = std::to_string(k);
+    const float *w_ih = p("rnn.weight_ih_l" + l), *w_hh = p("rnn.weight_hh_l" + l);
+    const float *b_ih = p("rnn.bias_ih_l" + l), *b_hh = p("rnn.bias_hh_l" + l);
+    const int64_t C = static_cast<int64_t>(x.size());
+    std::vector<float>& h = state.h[k];
+    for (int64_t r = 0; r < G * H; ++r) {
+      double si = b_ih[r], sh = b_hh[r];
+      for (int64_t j = 0; j < C; ++j) si += static_cast<double>(w_ih[r * C + j]) * x[j];
+      for (int64_t j = 0; j < H; ++j) sh += static_cast<double>(w_hh[r * H + j]) * h[j];
+      gi[r] = static_cast<float>(si);
+      gh[r] = static_cast<float>(sh);
+    }
+    if (lstm_) {  // gates i, f, g, o
+      std::vector<float>& c = state.c[k];
+      for (int64_t j = 0; j < H; ++j) {
+        const float i = sigmoid(gi[j] + gh[j]), f = sigmoid(gi[H + j] + gh[H + j]);
+        const float g = std::tanh(gi[2 * H + j] + gh[2 * H + j]), o = sigmoid(gi[3 * H + j] + gh[3 * H + j]);
+        c[j] = f * c[j] + i * g;
+        h[j] = o * std::tanh(c[j]);
+      }
+    } else {  // gates r, z, n; the reset gate scales W_hn h + b_hn (PyTorch's GRU)
+      for (int64_t j = 0; j < H; ++j) {
+        const float r = sigmoid(gi[j] + gh[j]), z = sigmoid(gi[H + j] + gh[H + j]);
+        const float nn = std::tanh(gi[2 * H + j] + r * gh[2 * H + j]);
+        h[j] = (1.f - z) * nn + z * h[j];
+      }
+    }
+    x = h;
+  }
+  const float *w = p("head.weight"), *b = p("head.bias");
+  for (int64_t v = 0; v < V; ++v) {
+    double s = b[v];
+    for (int64_t j = 0; j < H; ++j) s += static_cast<double>(w[v * H + j]) * x[j];
+    logits[v] = static_cast<float>(s);
+  }
 }
 
 }  // namespace seqtrain

@@ -1,8 +1,19 @@
-// CharLM: a next-token language model for data.source text. Token ids -> Embedding (dim =
-// hidden) -> RNN stack -> dropout -> Linear to vocab logits at every time step, so one window
-// of block_size tokens trains block_size next-token predictions (cross-entropy over all
-// positions). Mirrors python/seqtrain_torch/models.py::CharLM (names emb.*, rnn.*, head.*).
+// CharLm: a character-level language model. Embedding(vocab, embed) -> LSTM/GRU stack ->
+// dropout -> Linear(hidden, vocab) at every time step, so each position predicts the next
+// token. Mirrors python/seqtrain_torch/models.py::CharLM (embed.weight, rnn.*, head.*).
+//
+// forward() takes [B, T] token ids (f32 holding integers, as TextSource fills them, or i64)
+// and returns logits [B, T, V]: the [B, T*V] block of the Model contract with the class
+// dimension split off, so nn/loss's cross-entropy reads it as B*T rows of V classes
+// (F.cross_entropy(logits.view(-1, V), y.view(-1)) in PyTorch).
+// A causal LM must not see the future, so a bidirectional RNN is refused.
+//
+// step() is the incremental forward generation needs: one token, with the RNN state carried
+// in a CharLmState. It is a plain fp32 loop over the same parameters (generation runs one
+// token at a time, where kernel speed does not matter) and matches forward() at every step.
 #pragma once
+#include <vector>
+
 #include "models/model.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -11,21 +22,38 @@
 
 namespace seqtrain {
 
-class CharLM : public Model {
+// Per layer: h [H], and for LSTM c [H]; zeros at the start of a text.
+struct CharLmState {
+  std::vector<std::vector<float>> h, c;
+};
+
+class CharLm : public Model {
  public:
-  explicit CharLM(const ModelSpec& spec);  // spec.vocab > 0; spec.input_size must be 1
-  // x: [B, T, 1] (or [B, T]) f32 holding integer ids. Returns logits [B, T, vocab].
+  explicit CharLm(const ModelSpec& spec);
   Tensor forward(const Tensor& x, Arena& arena, bool training) override;
-  // dy: [B, T, vocab].
-  void backward(const Tensor& dy, Arena& arena) override;
+  void backward(const Tensor& dlogits, Arena& arena) override;
   void init(Rng& rng) override;
 
+  int64_t vocab_size() const { return spec_.vocab_size; }
+  CharLmState initial_state() const;
+  // Feeds token `id` and writes the next-token logits [V] into `logits`; advances `state`.
+  // Error naming the id and the vocabulary size when id is outside [0, V).
+  void step(int64_t id, CharLmState& state, float* logits);
+
+  // As Forecaster's: the RNN layers' autotuner (null unless spec.autotune), the RNN's
+  // activation bytes outside the caller's arena, and why the RNN runs in its precision.
+  Autotuner* autotuner() { return rnn_.autotuner(); }
+  size_t extra_activation_bytes() const { return rnn_.checkpoint_scratch_bytes(); }
+  const std::string& precision_note() const { return precision_note_; }
+
  private:
-  Embedding emb_;
+  std::string precision_note_;  // declared before rnn_: rnn_'s initialiser writes it
+  bool lstm_;
+  Embedding embed_;
   RnnStack rnn_;
   Dropout drop_;
   Linear head_;
-  int64_t batch_ = 0, steps_ = 0;  // of the last forward
+  int64_t B_ = 0, T_ = 0;
 };
 
 }  // namespace seqtrain

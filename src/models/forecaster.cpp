@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "models/char_lm.h"
+
 namespace seqtrain {
 
 namespace {
@@ -16,8 +18,9 @@ RnnOptions rnn_options(const ModelSpec& spec, std::string* note) {
 }  // namespace
 
 Autotuner* model_autotuner(Model& model) {
-  auto* f = dynamic_cast<Forecaster*>(&model);
-  return f ? f->autotuner() : nullptr;
+  if (auto* f = dynamic_cast<Forecaster*>(&model)) return f->autotuner();
+  if (auto* lm = dynamic_cast<CharLm*>(&model)) return lm->autotuner();
+  return nullptr;
 }
 
 Forecaster::Forecaster(const ModelSpec& spec)

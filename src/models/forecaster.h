@@ -33,7 +33,7 @@ class Forecaster : public Model {
   Shape top_shape_;  // [T, N, H*D] of the last forward
 };
 
-// The model's autotuner when it is a Forecaster with spec.autotune, else nullptr.
+// The model's autotuner when it is a Forecaster or CharLm with spec.autotune, else nullptr.
 Autotuner* model_autotuner(Model& model);
 
 }  // namespace seqtrain

@@ -7,10 +7,10 @@
 namespace seqtrain {
 
 std::unique_ptr<Model> make_model(const ModelSpec& spec) {
-  if ((spec.type == "lstm" || spec.type == "gru") && spec.vocab > 0) return std::make_unique<CharLM>(spec);
   if (spec.type == "lstm" || spec.type == "gru") return std::make_unique<Forecaster>(spec);
   if (spec.type == "mlp") return std::make_unique<MlpForecaster>(spec);
-  fail("model.type '{}' is not known: use lstm, gru or mlp", spec.type);
+  if (spec.type == "char_lstm" || spec.type == "char_gru") return std::make_unique<CharLm>(spec);
+  fail("model.type '{}' is not known: use lstm, gru, mlp, char_lstm or char_gru", spec.type);
 }
 
 }  // namespace seqtrain

@@ -13,7 +13,7 @@
 namespace seqtrain {
 
 struct ModelSpec {
-  std::string type = "lstm";  // lstm | gru | mlp
+  std::string type = "lstm";  // lstm | gru | mlp | char_lstm | char_gru
   int64_t input_size = 1;     // features per time step
   int64_t lookback = 1;       // time steps per window (the MLP flattens them)
   int64_t hidden = 64;
@@ -29,13 +29,16 @@ struct ModelSpec {
   std::string precision = "fp32";
   bool grad_checkpoint = false;  // recompute each RNN layer's saved state inside backward
   bool autotune = false;         // time fused vs oneDNN per RNN layer shape at the first step
-  int64_t vocab = 0;             // > 0: a next-token language model over this many ids (CharLM)
+  // Character language models (char_lstm / char_gru) only; the forecasters ignore both.
+  int64_t vocab_size = 0;        // from the text source's vocabulary, not from the config
+  int64_t embed_size = 32;       // model.embed_size
 };
 
 class Model {
  public:
   virtual ~Model() = default;
   // x: [batch, lookback, input_size] f32, contiguous. Returns [batch, output_size].
+  // (Char LMs: x is [batch, T] token ids, the result [batch, T, vocab] logits; models/char_lm.h.)
   virtual Tensor forward(const Tensor& x, Arena& arena, bool training) = 0;
   // dy: [batch, output_size]. Adds into params().grads().
   virtual void backward(const Tensor& dy, Arena& arena) = 0;

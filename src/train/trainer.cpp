@@ -254,7 +254,11 @@ ModelSpec model_spec(const Config& c, const Dataset& data) {
 
 ModelSpec model_spec(const Config& c, const DataPlan& plan) {
   ModelSpec s = model_spec(c, plan.features, plan.steps, plan.outputs);
-  s.vocab = plan.vocab;
+  if (plan.vocab > 0) {
+    // data.source text: an RNN type means the char LM over the text's vocabulary.
+    if (s.type == "lstm" || s.type == "gru") s.type = "char_" + s.type;
+    s.vocab_size = plan.vocab;
+  }
   return s;
 }
 
@@ -272,6 +276,7 @@ ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int6
   s.precision = c.runtime.precision;
   s.grad_checkpoint = c.train.grad_checkpoint;
   s.autotune = c.runtime.autotune;
+  s.embed_size = c.model.embed_size;
   return s;
 }
 
