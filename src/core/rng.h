@@ -2,7 +2,7 @@
 // Generator: xoshiro256** (Blackman & Vigna), state seeded by SplitMix64 from (seed, stream).
 // uniform() takes the top 24 bits of a draw as a float in [0, 1); normal() is Box-Muller
 // using two uniforms per pair and caching the second value; add_normal() is the bulk path for
-// many draws (Marsaglia & Tsang's ziggurat, one 64-bit draw per value almost always: several
+// many draws (Marsaglia & Tsang's ziggurat, 32 random bits per value almost always: several
 // times faster, a different stream from normal()). The state can be saved and
 // restored exactly (checkpoints use this), so a stream continues bit for bit after resume.
 #pragma once
@@ -20,8 +20,9 @@ class Rng {
   float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
   float normal();                        // mean 0, std 1
   uint64_t below(uint64_t n);            // uniform integer in [0, n), n > 0
-  // x[i] += scale * z_i for n standard normal z_i drawn by the ziggurat method (in order, so the
-  // stream is reproducible). Leaves the normal() spare alone.
+  // x[i] += scale * z_i for n standard normal z_i drawn by the ziggurat method, two per 64-bit
+  // draw in order (so the stream is reproducible; calls in pieces of even length continue it
+  // exactly). Leaves the normal() spare alone.
   void add_normal(float* x, int64_t n, float scale);
 
   struct State { std::array<uint64_t, 4> s; bool has_spare; float spare; };

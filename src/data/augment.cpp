@@ -46,15 +46,16 @@ void augment_window(const AugmentOptions& opt, uint64_t sample_seed, float* x, i
   }
   if (opt.warp_sigma > 0) {
     const int64_t n = opt.warp_knots + 2;  // anchors at both ends plus the inner knots
-    std::vector<float> knots(static_cast<size_t>(n));
-    for (int64_t f = 0; f < F; ++f) {
-      for (auto& k : knots) k = 1.0f + opt.warp_sigma * rng.normal();
-      for (int64_t t = 0; t < T; ++t) {
-        const float pos = T == 1 ? 0.f : static_cast<float>(t) * static_cast<float>(n - 1) / static_cast<float>(T - 1);
-        const int64_t i = std::min<int64_t>(static_cast<int64_t>(pos), n - 2);
-        const float w = pos - static_cast<float>(i);
-        x[t * F + f] *= knots[i] * (1.0f - w) + knots[i + 1] * w;
-      }
+    // Knots of feature f at knots[f * n ...], drawn feature by feature; then one pass over the
+    // window in memory order, each step's position among the knots computed once.
+    std::vector<float> knots(static_cast<size_t>(n * F));
+    for (auto& k : knots) k = 1.0f + opt.warp_sigma * rng.normal();
+    for (int64_t t = 0; t < T; ++t) {
+      const float pos = T == 1 ? 0.f : static_cast<float>(t) * static_cast<float>(n - 1) / static_cast<float>(T - 1);
+      const int64_t i = std::min<int64_t>(static_cast<int64_t>(pos), n - 2);
+      const float w = pos - static_cast<float>(i);
+      float* row = x + t * F;
+      for (int64_t f = 0; f < F; ++f) row[f] *= knots[f * n + i] * (1.0f - w) + knots[f * n + i + 1] * w;
     }
   }
   if (opt.scale_sigma > 0) {
