@@ -341,6 +341,26 @@ TEST(CliData, KillNineWhileWritingTheCacheLeavesNoUsableFile) {
   EXPECT_EQ(run_seqtrain("data info " + cache).out.find("incomplete"), std::string::npos);
 }
 
+// A disk that fills up while the cache is written: simulated with a file-size limit
+// (ulimit -f; SIGXFSZ ignored, so write() fails with EFBIG as it would with ENOSPC).
+TEST(CliData, DiskFullWhileWritingTheCacheIsAClearErrorAndLeavesNoFile) {
+  TempDir dir;
+  const std::string cache = dir / "cache", log = dir / "log";
+  const std::string args = "data cache " + example_config() +
+                           " --set data.synthetic.rows=20000 --set data.lookback=48 --set data.cache=" + cache +
+                           " --set data.cache_epochs=4 --set data.workers=0";
+  const int rc = run_command("trap '' XFSZ; ulimit -f 64; exec " + seqtrain_binary() + " " + args + " > " + log +
+                             " 2>&1");
+  const std::string out = slurp(log);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_CONTAINS(out, "writing the data cache failed");
+  EXPECT_CONTAINS(out, "free disk space or point data.cache elsewhere");
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(cache)) left.push_back(e.path().filename().string());
+  EXPECT_TRUE(left.empty()) << "left behind: " << (left.empty() ? "" : left.front());
+  EXPECT_CONTAINS(run_seqtrain("data info " + cache).out, "no data caches");
+}
+
 // A word salad with one two-byte character, so the char vocabulary is not just bytes.
 std::string word_text(int words) {
   const char* vocab[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "\xc3\xb6l"};
