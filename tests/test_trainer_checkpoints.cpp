@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "test_trainer_util.h"
 #include "train/checkpoint.h"
+#include "train/resume.h"
 #include "train/trainer.h"
 
 namespace seqtrain::testing {

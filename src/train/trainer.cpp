@@ -19,8 +19,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <sstream>
 #include <thread>
 
 #include "backend/cpu/dnnl_context.h"
@@ -32,6 +30,7 @@
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
+#include "train/resume.h"
 #include "train/step.h"
 
 namespace seqtrain {
@@ -113,93 +112,6 @@ double last_value_baseline(const Dataset& data, const WindowDataset& split) {
   return count ? sum / count : 0.0;
 }
 
-// A checkpoint that could continue the run, with its state.json already read.
-struct Candidate {
-  std::string dir;
-  nlohmann::json state;
-};
-
-// `last` and every step-<N>, newest training position first. Normally `last` is the newest;
-// a step checkpoint can be newer when a crash fell between publishing it and linking `last`.
-// Position = micro-batches done, then epoch (an epoch-end checkpoint, written after
-// validation, says epoch+1 at the same micro-batch count); ties go to `last`.
-std::vector<Candidate> resume_candidates(const fs::path& ckpt_dir) {
-  std::vector<std::string> dirs;
-  if (fs::exists(ckpt_dir / "last")) dirs.push_back((ckpt_dir / "last").string());
-  for (const auto& [n, path] : list_step_checkpoints(ckpt_dir.string())) dirs.push_back(path);
-  std::vector<Candidate> out;
-  for (const auto& d : dirs) {
-    try {
-      nlohmann::json st = read_checkpoint_state(d);
-      ST_CHECK(st.contains("micro_steps") && st.contains("epoch") && st.contains("batch_in_epoch"),
-               "{}/state.json has no training position (micro_steps, epoch, batch_in_epoch)", d);
-      out.push_back({d, std::move(st)});
-    } catch (const Error& e) {
-      std::fprintf(stderr, "seqtrain: warning: not resuming from '%s': %s\n", d.c_str(), e.what());
-    }
-  }
-  auto key = [](const Candidate& c) {
-    return std::make_tuple(c.state.at("micro_steps").get<int64_t>(), c.state.at("epoch").get<int64_t>(),
-                           fs::path(c.dir).filename() == "last");
-  };
-  std::stable_sort(out.begin(), out.end(), [&](const Candidate& a, const Candidate& b) { return key(a) > key(b); });
-  return out;
-}
-
-std::vector<std::pair<std::string, std::string>> flatten_yaml(const std::string& text);
-
-// Refuses to resume when a key outside resume_changeable_keys() differs from the config the
-// checkpoint was written with; reports the allowed changes.
-void check_resume_config(const nlohmann::json& st, const Config& config, const fs::path& run,
-                         const std::string& ckpt, bool quiet) {
-  const std::string stored = st.value("config", std::string());
-  if (stored.empty()) return;  // written before checkpoints stored their config
-  const auto& ok = resume_changeable_keys();
-  std::string allowed;
-  for (const auto& k : ok) allowed += (allowed.empty() ? "" : ", ") + k;
-  // A key the checkpoint's config lacks was added to seqtrain after it was written; at its
-  // default it means what that older version did, so it is no change.
-  const auto defaults = flatten_yaml(to_yaml(Config{}));
-  const std::map<std::string, std::string> default_of(defaults.begin(), defaults.end());
-  for (const auto& c : config_differences(stored, to_yaml(config))) {
-    if (c.before == "(absent)") {
-      auto d = default_of.find(c.key);
-      if (d != default_of.end() && d->second == c.after) continue;
-    }
-    if (std::find(ok.begin(), ok.end(), c.key) == ok.end())
-      fail("{}: config key '{}' is {} but checkpoint '{}' was written with {}; a resumed run may only change {}. "
-           "Restore the old value (in config.yaml or the --set) or start a new run with another --out",
-           (run / "config.yaml").string(), c.key, c.after, ckpt, c.before, allowed);
-    if (!quiet) std::fprintf(stderr, "seqtrain: resuming with %s changed: %s -> %s\n", c.key.c_str(),
-                             c.before.c_str(), c.after.c_str());
-  }
-}
-
-// (dotted key, value text) for every leaf line of to_yaml()'s canonical layout: two spaces of
-// indent per level, "name:" opening a section, "name: value" a leaf, '#' comments.
-std::vector<std::pair<std::string, std::string>> flatten_yaml(const std::string& text) {
-  std::vector<std::pair<std::string, std::string>> out;
-  std::vector<std::string> sections;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t indent = line.find_first_not_of(' ');
-    if (indent == std::string::npos || line[indent] == '#') continue;
-    const size_t colon = line.find(':', indent);
-    if (colon == std::string::npos) continue;
-    const std::string name = line.substr(indent, colon - indent);
-    const size_t v = line.find_first_not_of(' ', colon + 1);
-    sections.resize(std::min(sections.size(), indent / 2));
-    if (v == std::string::npos) {
-      sections.push_back(name);
-      continue;
-    }
-    std::string key;
-    for (const auto& s : sections) key += s + ".";
-    out.emplace_back(key + name, line.substr(v));
-  }
-  return out;
-}
 }  // namespace
 
 void route_stop_signals() {
@@ -225,27 +137,6 @@ void route_stop_signals() {
       ::_exit(128 + sig);
     }
   }).detach();
-}
-
-const std::vector<std::string>& resume_changeable_keys() {
-  static const std::vector<std::string> keys = {"train.epochs", "train.max_steps", "train.early_stopping.patience",
-                                                "runtime.threads"};
-  return keys;
-}
-
-std::vector<ConfigChange> config_differences(const std::string& before_yaml, const std::string& after_yaml) {
-  const auto before = flatten_yaml(before_yaml), after = flatten_yaml(after_yaml);
-  std::map<std::string, std::string> old(before.begin(), before.end());
-  std::vector<ConfigChange> out;
-  for (const auto& [k, v] : after) {
-    auto it = old.find(k);
-    if (it == old.end()) out.push_back({k, "(absent)", v});
-    else if (it->second != v) out.push_back({k, it->second, v});
-    if (it != old.end()) old.erase(it);
-  }
-  for (const auto& [k, v] : before)
-    if (old.count(k)) out.push_back({k, v, "(absent)"});
-  return out;
 }
 
 ModelSpec model_spec(const Config& c, const Dataset& data) {
@@ -427,14 +318,14 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   int64_t pending_loss_count = 0;
   std::string resumed_from;  // the step checkpoint a resumed run started from: never pruned
 
-  const std::vector<Candidate> candidates =
-      opt.resume ? resume_candidates(ckpt_dir) : std::vector<Candidate>{};
+  const std::vector<ResumeCandidate> candidates =
+      opt.resume ? resume_candidates(ckpt_dir) : std::vector<ResumeCandidate>{};
   const bool resuming = !candidates.empty();
   if (opt.resume && !resuming)
     std::fprintf(stderr, "seqtrain: '%s' has no checkpoint yet; starting the run from the beginning\n", run.c_str());
   if (resuming) {
     OptimizerState os;
-    const Candidate* chosen = nullptr;
+    const ResumeCandidate* chosen = nullptr;
     nlohmann::json st;
     for (const auto& c : candidates) {
       check_resume_config(c.state, config, run, c.dir, opt.quiet);

@@ -60,16 +60,5 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
 double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, int64_t classes,
                 const std::string& loss, double huber_delta, int64_t batch_size, double* accuracy = nullptr);
 
-// The config keys a resumed run may change: how long to train and how many threads to use.
-const std::vector<std::string>& resume_changeable_keys();
-
-// One key whose value differs between two configs, values as to_yaml() writes them
-// ("(absent)" when only one side has the key).
-struct ConfigChange {
-  std::string key, before, after;
-};
-
-// Compares two configs in to_yaml() form key by key (dotted keys, canonical order).
-std::vector<ConfigChange> config_differences(const std::string& before_yaml, const std::string& after_yaml);
 
 }  // namespace seqtrain
