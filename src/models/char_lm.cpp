@@ -7,15 +7,6 @@
 namespace seqtrain {
 
 namespace {
-RnnOptions lm_rnn_options(const ModelSpec& spec, std::string* note) {
-  RnnOptions o;
-  o.impl = parse_rnn_impl(spec.rnn_impl);
-  o.precision = rnn_precision(spec.precision, note);
-  o.grad_checkpoint = spec.grad_checkpoint;
-  o.autotune = spec.autotune;
-  return o;
-}
-
 // Checked before any member is built, so a bad spec is one clear message.
 const ModelSpec& checked(const ModelSpec& s) {
   ST_CHECK(s.vocab_size > 0,
@@ -48,7 +39,7 @@ CharLm::CharLm(const ModelSpec& spec)
       lstm_(spec.type == "char_lstm"),
       embed_(params_, "embed", spec.vocab_size, spec.embed_size),
       rnn_(params_, "rnn", lstm_ ? RnnCell::lstm : RnnCell::gru, spec.embed_size, spec.hidden, spec.layers, false,
-           spec.dropout, lm_rnn_options(spec, &precision_note_)),
+           spec.dropout, rnn_options(spec, &precision_note_)),
       drop_(spec.dropout),
       head_(params_, "head", spec.hidden, spec.vocab_size) {
   ST_CHECK(spec.type == "char_lstm" || spec.type == "char_gru", "CharLm: model.type must be char_lstm or char_gru, got {}",

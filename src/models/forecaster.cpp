@@ -6,17 +6,6 @@
 
 namespace seqtrain {
 
-namespace {
-RnnOptions rnn_options(const ModelSpec& spec, std::string* note) {
-  RnnOptions o;
-  o.impl = parse_rnn_impl(spec.rnn_impl);
-  o.precision = rnn_precision(spec.precision, note);
-  o.grad_checkpoint = spec.grad_checkpoint;
-  o.autotune = spec.autotune;
-  return o;
-}
-}  // namespace
-
 Autotuner* model_autotuner(Model& model) {
   if (auto* f = dynamic_cast<Forecaster*>(&model)) return f->autotuner();
   if (auto* lm = dynamic_cast<CharLm*>(&model)) return lm->autotuner();

@@ -6,6 +6,15 @@
 
 namespace seqtrain {
 
+RnnOptions rnn_options(const ModelSpec& spec, std::string* note) {
+  RnnOptions o;
+  o.impl = parse_rnn_impl(spec.rnn_impl);
+  o.precision = rnn_precision(spec.precision, note);
+  o.grad_checkpoint = spec.grad_checkpoint;
+  o.autotune = spec.autotune;
+  return o;
+}
+
 std::unique_ptr<Model> make_model(const ModelSpec& spec) {
   if (spec.type == "lstm" || spec.type == "gru") return std::make_unique<Forecaster>(spec);
   if (spec.type == "mlp") return std::make_unique<MlpForecaster>(spec);

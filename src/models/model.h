@@ -9,6 +9,7 @@
 #include "core/arena.h"
 #include "core/rng.h"
 #include "nn/params.h"
+#include "nn/rnn.h"
 
 namespace seqtrain {
 
@@ -58,5 +59,9 @@ class Model {
 };
 
 std::unique_ptr<Model> make_model(const ModelSpec& spec);
+
+// The RNN layers' options a spec asks for (kernels, precision, checkpointing, autotune), shared
+// by every model with an RnnStack; *note receives why the RNN runs in its precision.
+RnnOptions rnn_options(const ModelSpec& spec, std::string* note);
 
 }  // namespace seqtrain
