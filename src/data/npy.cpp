@@ -260,6 +260,7 @@ std::string NpyArray::shape_str() const {
 void NpyArray::read_floats(int64_t first, int64_t n, float* out) const {
   ST_CHECK(first >= 0 && n >= 0 && first + n <= count, "{}: elements [{}, {}) outside its {} elements", path, first,
            first + n, count);
+  if (n == 0) return;  // an empty array may have no data pointer at all
   const unsigned char* src = data + first * itemsize;
   switch (dtype) {
     case NpyDtype::Bool: for (int64_t k = 0; k < n; ++k) out[k] = src[k] != 0 ? 1.f : 0.f; break;
