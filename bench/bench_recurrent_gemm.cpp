@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   // The whole layer, fused kernels, with and without the packed recurrent GEMM.
   std::vector<float> wih(G * C), bih(G), bhh(G), x(T * N * C), lout(T * N * H), gts(T * N * G), extra(T * N * H),
       scratch(N * G), dout(T * N * H), dx(T * N * C), dwih(G * C), dwhh(G * H), dbih(G), dbhh(G), dgi(T * N * G),
-      dgh(T * N * G), dhb(N * H), dcb(N * H), ones(T * N, 1.f);
+      dgh(T * N * G), dhb(N * H), dcb(N * H);
   for (auto* v : {&wih, &bih, &bhh, &x, &dout})
     for (float& e : *v) e = u(rng);
   std::vector<uint16_t> wih_bf(wih.size()), whh_bf(w.size()), x_bf(x.size()), h_bf(T * N * H), dgi_bf(T * N * G),
@@ -147,7 +147,6 @@ int main(int argc, char** argv) {
   lg.dout = dout.data(); lg.dx = dx.data();
   lg.dw_ih = dwih.data(); lg.dw_hh = dwhh.data(); lg.db_ih = dbih.data(); lg.db_hh = dbhh.data();
   lg.dgi = dgi.data(); lg.dgh = gates == 4 ? dgi.data() : dgh.data(); lg.dh = dhb.data(); lg.dc = dcb.data();
-  lg.ones = ones.data();
   if (bf16) { lg.dgi_bf = dgi_bf.data(); lg.dgh_bf = dgh_bf.data(); }
   RecurrentGemm layer_fwd, layer_bwd;
   auto layer = [&](bool rec, bool backward) {

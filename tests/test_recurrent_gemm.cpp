@@ -150,7 +150,6 @@ FusedRun run_fused(RnnCell cell, bool reverse, bool rec, int64_t T, int64_t N, i
   r.scratch.assign(N * G, 0.f); r.dx.assign(T * N * C, 0.f); r.dw_ih.assign(G * C, 0.f);
   r.dw_hh.assign(G * H, 0.f); r.db_ih.assign(G, 0.f); r.db_hh.assign(G, 0.f); r.dgi.assign(T * N * G, 0.f);
   r.dgh.assign(T * N * G, 0.f); r.dh.assign(N * H, 0.f); r.dc.assign(N * H, 0.f);
-  std::vector<float> ones(T * N, 1.f);
   RecurrentGemm fwd, bwd;
   FusedRnnArgs a;
   a.cell = cell; a.reverse = reverse; a.T = T; a.N = N; a.C = C; a.H = H;
@@ -162,7 +161,6 @@ FusedRun run_fused(RnnCell cell, bool reverse, bool rec, int64_t T, int64_t N, i
   g.dout = dout.data(); g.dx = r.dx.data(); g.dw_ih = r.dw_ih.data(); g.dw_hh = r.dw_hh.data();
   g.db_ih = r.db_ih.data(); g.db_hh = r.db_hh.data(); g.dgi = r.dgi.data();
   g.dgh = cell == RnnCell::lstm ? r.dgi.data() : r.dgh.data(); g.dh = r.dh.data(); g.dc = r.dc.data();
-  g.ones = ones.data();
   g.rec = rec ? &bwd : nullptr;
   fused_rnn_backward(a, g);
   return r;

@@ -213,7 +213,7 @@ void RnnStack::convert_weights_half(Layer& l) {
   l.w_ih_bf.resize(dirs_ * GH * l.in);
   // bf16 needs no copy of W_hh: the layer's RecurrentGemms round it to bf16 while packing it.
   // fp16 has no packed path (its GEMM is emulated), so it keeps a rounded copy.
-  const bool copy_hh = half_type_ == HalfType::fp16;
+  const bool copy_hh = !packed_forward() || half_type_ == HalfType::fp16;
   l.w_hh_bf.resize(copy_hh ? dirs_ * GH * hidden_ : 0);
   for (int64_t d = 0; d < dirs_; ++d) {
     f32_to_half(half_type_, params_.param(l.w_ih[d]).f32(), l.w_ih_bf.data() + d * GH * l.in, GH * l.in);
@@ -267,7 +267,7 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
     a.extra = keep.tensor({T, N, hidden_}).f32();
     a.scratch = keep.tensor({N, G}).f32();
     // The packed per-step GEMM serves fp32 and bf16; fp16's emulated GEMM goes through gemm_half.
-    a.rec = half_type_ == HalfType::fp16 && half_ ? nullptr : &l.rec_fwd[d];
+    a.rec = packed_forward() ? &l.rec_fwd[d] : nullptr;
     if (half_) {
       a.w_ih_bf = l.w_ih_bf.data() + d * G * l.in;
       if (!l.w_hh_bf.empty()) a.w_hh_bf = l.w_hh_bf.data() + d * G * hidden_;
@@ -292,8 +292,6 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
   }
   ckpt_live_ = nullptr;  // the workspace below goes on top of this layer's state
   Arena& work = ckpt_ ? ckpt_arena_ : arena;
-  Tensor ones = work.tensor({T * N});
-  std::fill(ones.f32(), ones.f32() + T * N, 1.f);
   Tensor dgi = ckpt_ ? Tensor() : work.tensor({T, N, G});
   Tensor dgh = gru ? work.tensor({T, N, G}) : dgi;
   Tensor dh = work.tensor({N, hidden_}), dc = work.tensor({N, hidden_});
@@ -317,7 +315,6 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
     g.dgi = ckpt_ ? l.fused[d].gates : dgi.f32();
     g.dgh = gru ? dgh.f32() : g.dgi;
     g.dh = dh.f32(); g.dc = dc.f32();
-    g.ones = ones.f32();
     g.dgi_bf = dgi_bf; g.dgh_bf = dgh_bf;
     fused_rnn_backward(l.fused[d], g);
   }

@@ -1,5 +1,7 @@
 #include "backend/cpu/rnn_fused.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 
@@ -101,6 +103,27 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
   }
 }
 
+// out[j] += sum over the N rows of rows[n * G + j] (and the same into out2 when given): the bias
+// gradients of one step, taken while its gate-gradient rows are still in cache. Each column
+// block is summed by one thread in row order, so the result does not depend on the thread count.
+void add_column_sums(const float* rows, int64_t N, int64_t G, float* out, float* out2) {
+  constexpr int64_t kBlock = 64;
+#pragma omp parallel for if (worth_threads(N * G))
+  for (int64_t j0 = 0; j0 < G; j0 += kBlock) {
+    const int64_t w = std::min(kBlock, G - j0);
+    float acc[kBlock] = {};
+    for (int64_t n = 0; n < N; ++n) {
+      const float* r = rows + n * G + j0;
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) acc[j] += r[j];
+    }
+    for (int64_t j = 0; j < w; ++j) {
+      out[j0 + j] += acc[j];
+      if (out2) out2[j0 + j] += acc[j];
+    }
+  }
+}
+
 }  // namespace
 
 void fused_rnn_forward(const FusedRnnArgs& a) {
@@ -176,6 +199,7 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
         }
         if (dgi_b) f32_to_half(a.half, d, dgi_b + n * G, G);
       }
+      add_column_sums(dgi, N, G, g.db_ih, g.db_hh);  // the LSTM's two biases get equal gradients
       if (!first) {
         if (g.rec) g.rec->run(bf ? static_cast<const void*>(dgi_b) : dgi, g.dh);
         else if (bf) gemm_half(a.half, false, false, N, H, G, dgi_b, G, a.w_hh_bf, H, false, g.dh, H);
@@ -207,6 +231,8 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
           f32_to_half(a.half, dr, dgh_b + n * G, G);
         }
       }
+      add_column_sums(dgi, N, G, g.db_ih, nullptr);
+      add_column_sums(dgh, N, G, g.db_hh, nullptr);
       if (!first) {
         if (g.rec) g.rec->run(bf ? static_cast<const void*>(dgh_b) : dgh, g.dh);
         else if (bf) gemm_half(a.half, false, false, N, H, G, dgh_b, G, a.w_hh_bf, H, true, g.dh, H);
@@ -238,9 +264,6 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
       gemm(true, false, G, H, rows, 1.f, d, G, hp, ld, 1.f, g.dw_hh, H);
     }
   }
-  // Bias gradients: column sums of the gate gradients, as a GEMM with a row of ones.
-  gemm(false, false, 1, G, TN, 1.f, g.ones, TN, g.dgi, G, 1.f, g.db_ih, G);
-  gemm(false, false, 1, G, TN, 1.f, g.ones, TN, dgh, G, 1.f, g.db_hh, G);
 }
 
 }  // namespace seqtrain

@@ -62,7 +62,6 @@ struct FusedRnnGrads {
   // Workspace: [T, N, G*H] twice (gate gradients for the input and the recurrent side; the
   // same values for LSTM), and [N, H] twice (dh and dc carried between steps).
   float* dgi = nullptr; float* dgh = nullptr; float* dh = nullptr; float* dc = nullptr;
-  const float* ones = nullptr;  // [T * N] of 1.0f: bias gradients are a GEMM with it
   // 16-bit mode only: [T, N, G*H] 16-bit copies of dgi (and of dgh for the GRU), the GEMM inputs.
   uint16_t* dgi_bf = nullptr; uint16_t* dgh_bf = nullptr;
   // Runs the per-step dh_prev GEMM with W_hh packed once (prepared by fused_rnn_backward);
