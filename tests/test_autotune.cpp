@@ -80,9 +80,9 @@ TEST(Autotune, ForecasterLayersRunTheirWinnersAndGradientsAreUntouched) {
   Forecaster plain(spec);
   spec.autotune = true;
   Forecaster tuned(spec);
-  ASSERT_NE(model_autotuner(tuned), nullptr);
-  EXPECT_EQ(model_autotuner(plain), nullptr);
-  model_autotuner(tuned)->set_timer([](const std::string& key, const TuneCandidate& c) {
+  ASSERT_NE(tuned.autotuner(), nullptr);
+  EXPECT_EQ(plain.autotuner(), nullptr);
+  tuned.autotuner()->set_timer([](const std::string& key, const TuneCandidate& c) {
     const bool layer0 = key.find(" C=3 ") != std::string::npos;
     return (c.name == "onednn") == layer0 ? 1.0 : 2.0;
   });
@@ -103,7 +103,7 @@ TEST(Autotune, ForecasterLayersRunTheirWinnersAndGradientsAreUntouched) {
   std::vector<float> a(plain.params().grads(), plain.params().grads() + plain.params().size());
   std::vector<float> b(tuned.params().grads(), tuned.params().grads() + tuned.params().size());
   EXPECT_LT(rel_err(b, a), 1e-5);
-  const auto lines = model_autotuner(tuned)->log_lines();
+  const auto lines = tuned.autotuner()->log_lines();
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_NE(lines[0].find("lstm T=6 N=4 C=3 H=8 D=1 fp32 -> onednn"), std::string::npos) << lines[0];
 }

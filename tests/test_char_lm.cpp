@@ -242,10 +242,10 @@ TEST(CharLmErrors, BidirectionalAndMissingVocabularyAreRefused) {
 
 TEST(CharLmErrors, MakeModelBuildsItAndExposesTheAutotuner) {
   EXPECT_NE(dynamic_cast<CharLm*>(make_model(lm_spec("char_gru", 5, 3, 4, 1)).get()), nullptr);
-  EXPECT_EQ(model_autotuner(*make_model(lm_spec("char_lstm", 5, 3, 4, 1))), nullptr);
+  EXPECT_EQ(make_model(lm_spec("char_lstm", 5, 3, 4, 1))->autotuner(), nullptr);
   ModelSpec s = lm_spec("char_lstm", 5, 3, 4, 1);
   s.autotune = true;
-  EXPECT_NE(model_autotuner(*make_model(s)), nullptr);
+  EXPECT_NE(make_model(s)->autotuner(), nullptr);
 }
 
 // A checkpoint directory of a tiny char LSTM trained on "abcabc...", written as a run would

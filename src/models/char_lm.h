@@ -40,11 +40,9 @@ class CharLm : public Model {
   // Error naming the id and the vocabulary size when id is outside [0, V).
   void step(int64_t id, CharLmState& state, float* logits);
 
-  // As Forecaster's: the RNN layers' autotuner (null unless spec.autotune), the RNN's
-  // activation bytes outside the caller's arena, and why the RNN runs in its precision.
-  Autotuner* autotuner() { return rnn_.autotuner(); }
-  size_t extra_activation_bytes() const { return rnn_.checkpoint_scratch_bytes(); }
-  const std::string& precision_note() const { return precision_note_; }
+  Autotuner* autotuner() override { return rnn_.autotuner(); }
+  size_t extra_activation_bytes() const override { return rnn_.checkpoint_scratch_bytes(); }
+  const std::string& precision_note() const override { return precision_note_; }
 
  private:
   std::string precision_note_;  // declared before rnn_: rnn_'s initialiser writes it

@@ -2,15 +2,7 @@
 
 #include <cstring>
 
-#include "models/char_lm.h"
-
 namespace seqtrain {
-
-Autotuner* model_autotuner(Model& model) {
-  if (auto* f = dynamic_cast<Forecaster*>(&model)) return f->autotuner();
-  if (auto* lm = dynamic_cast<CharLm*>(&model)) return lm->autotuner();
-  return nullptr;
-}
 
 Forecaster::Forecaster(const ModelSpec& spec)
     : Model(spec),

@@ -16,14 +16,9 @@ class Forecaster : public Model {
   void init(Rng& rng) override;
 
   RnnStack& rnn() { return rnn_; }
-  // Activation bytes held outside the caller's Arena (gradient checkpointing's per-layer
-  // recompute arena); a step's activation memory is arena.high_water() + this.
-  size_t extra_activation_bytes() const { return rnn_.checkpoint_scratch_bytes(); }
-  // The RNN layers' autotuner (null unless spec.autotune): export_json()/import_json() for the
-  // run directory's cache, log_lines() for the log.
-  Autotuner* autotuner() { return rnn_.autotuner(); }
-  // Why the RNN runs in the precision it does (e.g. "precision auto -> bf16: ...").
-  const std::string& precision_note() const { return precision_note_; }
+  size_t extra_activation_bytes() const override { return rnn_.checkpoint_scratch_bytes(); }
+  Autotuner* autotuner() override { return rnn_.autotuner(); }
+  const std::string& precision_note() const override { return precision_note_; }
 
  private:
   std::string precision_note_;  // declared before rnn_: rnn_'s initialiser writes it
@@ -32,8 +27,5 @@ class Forecaster : public Model {
   Linear head_;
   Shape top_shape_;  // [T, N, H*D] of the last forward
 };
-
-// The model's autotuner when it is a Forecaster or CharLm with spec.autotune, else nullptr.
-Autotuner* model_autotuner(Model& model);
 
 }  // namespace seqtrain

@@ -48,6 +48,20 @@ class Model {
   // Seeds the dropout masks of the next forward pass.
   void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
 
+  // Models with RNN layers override these three; the rest have none of it.
+  // The RNN layers' autotuner (null unless spec.autotune): export_json()/import_json() for the
+  // run directory's cache, log_lines() for the log.
+  virtual Autotuner* autotuner() { return nullptr; }
+  // Activation bytes held outside the caller's Arena (gradient checkpointing's per-layer
+  // recompute arena); a step's activation memory is arena.high_water() + this.
+  virtual size_t extra_activation_bytes() const { return 0; }
+  // Why the RNN runs in the precision it does (e.g. "precision auto -> bf16: ..."); empty when
+  // the model has no mixed-precision layers.
+  virtual const std::string& precision_note() const {
+    static const std::string none;
+    return none;
+  }
+
   ParamStore& params() { return params_; }
   const ModelSpec& spec() const { return spec_; }
 

@@ -1,7 +1,6 @@
 #include "train/trainer.h"
 
 #include "backend/cpu/autotune.h"
-#include "models/forecaster.h"
 
 #include "data/augment.h"
 #include "data/loader.h"
@@ -235,7 +234,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   // Autotune decisions are cached per run directory (and machine: another CPU's file is ignored).
   const std::string autotune_path = (run / "autotune.json").string();
   bool autotune_saved = true;
-  if (Autotuner* tuner = model_autotuner(*model)) {
+  if (Autotuner* tuner = model->autotuner()) {
     autotune_saved = false;
     if (fs::exists(autotune_path)) {
       std::ifstream f(autotune_path);
@@ -247,7 +246,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   }
   auto save_autotune = [&] {
     autotune_saved = true;
-    Autotuner* tuner = model_autotuner(*model);
+    Autotuner* tuner = model->autotuner();
     if (!tuner) return;
     write_file_atomic(autotune_path, tuner->export_json());
     if (!opt.quiet)
@@ -497,8 +496,8 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
                  spec.type.c_str(), model->params().size(), (long)plan.train->size(), (long)DataPlan::size_of(plan.val),
                  (long)DataPlan::size_of(plan.test), plan.unit, threads);
   if (!opt.quiet) {
-    if (auto* f = dynamic_cast<Forecaster*>(model.get()); f && !f->precision_note().empty())
-      std::fprintf(stderr, "seqtrain: %s\n", f->precision_note().c_str());
+    if (!model->precision_note().empty())
+      std::fprintf(stderr, "seqtrain: %s\n", model->precision_note().c_str());
     else if (config.runtime.precision != "fp32")
       std::fprintf(stderr, "seqtrain: the %s model runs in fp32 (mixed precision covers the RNN layers)\n",
                    spec.type.c_str());
