@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_model.h"
 #include "backend/cpu/dnnl_context.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -151,15 +152,8 @@ json bench_w1(const Args& a) {
   spec.hidden = 128;
   spec.layers = 2;
   spec.output_size = 1;
-  auto model = make_model(spec);
-  Rng init(42);
-  model->init(init);
-  auto opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 1e-3});
-  auto sched = make_schedule(ScheduleOptions{.name = "constant", .base_lr = 1e-3});
-  StepOptions so;
-  so.loss = LossKind::mse;
-  so.grad_clip = 1.0;
-  TrainStep step(*model, *opt, *sched, so);
+  bench::BenchModel bm(spec);
+  TrainStep& step = *bm.step;
   source.fill(std::span<const int64_t>(order.data(), B), 0, x.data(), y.data());
   Tensor xt(x.data(), {B, L, F}), yt(y.data(), {B, 1});
   std::vector<double> ms;

@@ -22,7 +22,7 @@
 // --grad-checkpoint sets ModelSpec::grad_checkpoint (RnnOptions::grad_checkpoint in the
 // profile), as the config key train.grad_checkpoint does. Activation memory of the step
 // (activation_mb): the TrainStep arena's high-water mark plus the RNN's checkpoint recompute
-// arena (Forecaster::extra_activation_bytes), after the timed steps. With --grad-checkpoint
+// arena (Model::extra_activation_bytes), after the timed steps. With --grad-checkpoint
 // the same model without checkpointing then runs two steps for the "without" figure (after
 // peak RSS is read, so that stays the checkpointed run's own).
 //
@@ -59,6 +59,7 @@
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "bench_model.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/rnn_primitive.h"
 #include "core/arena.h"
@@ -294,43 +295,22 @@ ModelSpec bench_spec(const Workload& w, const Args& a) {
 // Bytes of activations one step held: the step's arena plus, with gradient checkpointing, the
 // RNN's private recompute arena (the high-water marks of both).
 size_t activation_bytes(Model& model, TrainStep& step) {
-  const auto* f = dynamic_cast<const Forecaster*>(&model);
-  return step.arena().high_water() + (f ? f->extra_activation_bytes() : 0);
-}
-
-// The benchmark's step (AdamW lr 1e-3, constant schedule, MSE, grad_clip 1); opt and sched
-// receive what the step refers to, so they must outlive it.
-std::unique_ptr<TrainStep> make_step(Model& model, std::unique_ptr<Optimizer>& opt, std::unique_ptr<LrSchedule>& sched) {
-  opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 1e-3});
-  sched = make_schedule(ScheduleOptions{.name = "constant", .base_lr = 1e-3});
-  StepOptions so;
-  so.loss = LossKind::mse;
-  so.grad_clip = 1.0;
-  return std::make_unique<TrainStep>(model, *opt, *sched, so);
+  return step.arena().high_water() + model.extra_activation_bytes();
 }
 
 // Activation bytes of the same model and data with gradient checkpointing set to `ckpt`: two
 // steps, the second on the sized arenas.
 size_t activation_bytes_with(const Workload& w, Args a, const Data& d, bool ckpt) {
   a.grad_checkpoint = ckpt;
-  auto model = make_model(bench_spec(w, a));
-  Rng rng(42);
-  model->init(rng);
-  std::unique_ptr<Optimizer> opt;
-  std::unique_ptr<LrSchedule> sched;
-  auto step = make_step(*model, opt, sched);
-  for (uint64_t i = 0; i < 2; ++i) step->run(d.xt, d.yt, i);
-  return activation_bytes(*model, *step);
+  bench::BenchModel b(bench_spec(w, a));
+  for (uint64_t i = 0; i < 2; ++i) b.step->run(d.xt, d.yt, i);
+  return activation_bytes(*b.model, *b.step);
 }
 
 json bench_full_step(const Workload& w, const Args& a, const Data& d) {
-  auto model = make_model(bench_spec(w, a));
-  Rng rng(42);
-  model->init(rng);
-  std::unique_ptr<Optimizer> opt;
-  std::unique_ptr<LrSchedule> sched;
-  auto step_ptr = make_step(*model, opt, sched);
-  TrainStep& step = *step_ptr;
+  bench::BenchModel b(bench_spec(w, a));
+  Model* model = b.model.get();
+  TrainStep& step = *b.step;
 
   std::vector<double> ms;
   double first_ms = 0;

@@ -8,6 +8,17 @@
 
 namespace seqtrain {
 
+dnnl::primitive_attr matmul_attr(bool accumulate) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.f);
+    attr.set_post_ops(po);
+  }
+  return attr;
+}
+
 dnnl::engine& cpu_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;

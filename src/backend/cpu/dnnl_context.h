@@ -13,4 +13,9 @@ dnnl::stream& cpu_stream();
 int set_cpu_threads(int n);
 int cpu_threads();
 
+// Attributes of seqtrain's cached matmul primitives: a user scratchpad (allocated once with the
+// primitive, not by oneDNN on every execution, where it showed up as page faults and munmap in
+// profiles) and, when accumulate, C += A B through a sum post-op.
+dnnl::primitive_attr matmul_attr(bool accumulate);
+
 }  // namespace seqtrain

@@ -107,15 +107,8 @@ Matmul& get(const MatmulKey& k) {
   const auto bf = memory::data_type::bf16, f32 = memory::data_type::f32;
   memory::desc a_md = md(k.M, k.K, k.lda, k.ta, bf), b_md = md(k.K, k.N, k.ldb, k.tb, bf);
   memory::desc c_md = md(k.M, k.N, k.ldc, false, f32);
-  dnnl::primitive_attr attr;
-  // The scratchpad (brgemm's packed copies of A and B) is allocated once here, not by oneDNN
-  // on every execution: per-call allocation showed up as page faults and munmap in profiles.
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (k.acc) {
-    dnnl::post_ops po;
-    po.append_sum(1.f);
-    attr.set_post_ops(po);
-  }
+  // The scratchpad (brgemm's packed copies of A and B) is allocated once here.
+  const dnnl::primitive_attr attr = matmul_attr(k.acc);
   dnnl::engine& eng = cpu_engine();
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
   m->impl = pd.impl_info_str();

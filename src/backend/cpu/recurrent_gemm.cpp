@@ -46,14 +46,7 @@ void RecurrentGemm::prepare(const Shape& s, const float* w_hh) {
     // W_hh [G, H] row-major is the [K, N] weights itself in backward and, read with swapped
     // strides, its transpose in forward.
     memory::desc w_plain({K, N}, f32, fwd ? memory::dims{1, s.H} : memory::dims{s.H, 1});
-    dnnl::primitive_attr attr;
-    // Scratchpad allocated here once rather than by oneDNN on every call.
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (s.accumulate) {
-      dnnl::post_ops po;
-      po.append_sum(1.f);
-      attr.set_post_ops(po);
-    }
+    const dnnl::primitive_attr attr = matmul_attr(s.accumulate);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w_any, c_md), attr, eng);
     e->impl = pd.impl_info_str();
     e->prim = dnnl::matmul(pd);
