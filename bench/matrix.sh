@@ -99,13 +99,7 @@ cmake --build "$BUILD_DIR" --target seqtrain bench_step >/dev/null
 SEQTRAIN="$BUILD_DIR/seqtrain"
 BENCH="$BUILD_DIR/bench_step"
 
-PIN=()
-pinned=no
-if command -v taskset >/dev/null && [ "$THREADS" -le "$(nproc)" ]; then
-  PIN=(taskset -c "0-$((THREADS - 1))")
-  pinned="cores 0-$((THREADS - 1))"
-fi
-export OMP_NUM_THREADS=$THREADS
+source bench/pin.sh
 
 torch_switches() {  # config -> "precision workers" of its PyTorch equivalent, or nothing
   case "$1" in

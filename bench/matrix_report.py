@@ -22,6 +22,8 @@ import re
 import statistics
 import sys
 
+from report import load_meta_and_peak  # bench/report.py, beside this script
+
 CONFIG_ORDER = ["baseline", "bf16", "loader", "autotune", "ckpt", "all"]
 CONFIG_NAME = {
     "baseline": "baseline (fp32, 0 workers, no autotune)",
@@ -97,16 +99,10 @@ def main():
     if len(sys.argv) != 3:
         fail("usage: matrix_report.py RAW_DIR OUT_PREFIX | --run RUN_DIR")
     raw, prefix = sys.argv[1], sys.argv[2]
-    with open(os.path.join(raw, "meta.json")) as f:
-        meta = json.load(f)
-    peaks = []
-    for name in ("peak.json", "peak-end.json"):
-        if os.path.exists(os.path.join(raw, name)):
-            with open(os.path.join(raw, name)) as f:
-                peaks.append(json.load(f))
-    if not peaks:
+    meta, best = load_meta_and_peak(raw)
+    if best is None:
         fail(f"{raw} has no peak.json")
-    peak = max(p["peak_gflops"] for p in peaks)  # a peak is a best case
+    peak = best["peak_gflops"]
 
     groups = {}
     for d in sorted(glob.glob(os.path.join(raw, "runs", "*"))):

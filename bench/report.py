@@ -46,8 +46,9 @@ def engine_name(d, meta):
     return f"torch {d['version']} ({label})"
 
 
-def main():
-    raw, prefix = sys.argv[1], sys.argv[2]
+def load_meta_and_peak(raw):
+    """RAW_DIR's meta.json, and the higher of its peak.json / peak-end.json measurements (a peak
+    is a best case), or None when neither exists. Shared with matrix_report.py."""
     with open(os.path.join(raw, "meta.json")) as f:
         meta = json.load(f)
     peaks = []
@@ -55,7 +56,12 @@ def main():
         if os.path.exists(os.path.join(raw, name)):
             with open(os.path.join(raw, name)) as f:
                 peaks.append(json.load(f))
-    peak = max(peaks, key=lambda p: p["peak_gflops"])  # a peak is a best case
+    return meta, max(peaks, key=lambda p: p["peak_gflops"]) if peaks else None
+
+
+def main():
+    raw, prefix = sys.argv[1], sys.argv[2]
+    meta, peak = load_meta_and_peak(raw)
     rows = load(raw)
     peers = sorted({d["_tag"] for d in rows if d["engine"] != "seqtrain"})
     by = {(d["workload"], d["_tag"]): d for d in rows}

@@ -41,14 +41,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" --target bench_step >/dev/null
 BENCH="$BUILD_DIR/bench_step"
 
-PIN=()
-pinned=no
-if command -v taskset >/dev/null && [ "$THREADS" -le "$(nproc)" ]; then
-  PIN=(taskset -c "0-$((THREADS - 1))")
-  pinned="cores 0-$((THREADS - 1))"
-fi
-# One thread count for every OpenMP runtime involved (oneDNN's, torch's).
-export OMP_NUM_THREADS=$THREADS
+source bench/pin.sh
 
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain -- src 2>/dev/null)" ]; then rev="$rev+dirty"; fi
