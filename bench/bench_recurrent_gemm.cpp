@@ -148,6 +148,8 @@ int main(int argc, char** argv) {
   lg.dw_ih = dwih.data(); lg.dw_hh = dwhh.data(); lg.db_ih = dbih.data(); lg.db_hh = dbhh.data();
   lg.dgi = dgi.data(); lg.dgh = gates == 4 ? dgi.data() : dgh.data(); lg.dh = dhb.data(); lg.dc = dcb.data();
   if (bf16) { lg.dgi_bf = dgi_bf.data(); lg.dgh_bf = dgh_bf.data(); }
+  std::vector<float> partials(fused_rnn_bias_partials(N, la.cell, H));
+  lg.bias_partials = partials.data();
   RecurrentGemm layer_fwd, layer_bwd;
   auto layer = [&](bool rec, bool backward) {
     FusedRnnArgs a = la;

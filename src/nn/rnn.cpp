@@ -292,8 +292,12 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
   }
   ckpt_live_ = nullptr;  // the workspace below goes on top of this layer's state
   Arena& work = ckpt_ ? ckpt_arena_ : arena;
-  Tensor dgi = ckpt_ ? Tensor() : work.tensor({T, N, G});
-  Tensor dgh = gru ? work.tensor({T, N, G}) : dgi;
+  // In 16-bit mode the GEMMs read the 16-bit copies of the gate gradients, so the fp32 ones
+  // are kept for one step only; under checkpointing in fp32 they overwrite the recomputed gates.
+  const int64_t dg_steps = half_ ? 1 : T;
+  Tensor dgi = ckpt_ && !half_ ? Tensor() : work.tensor({dg_steps, N, G});
+  Tensor dgh = gru ? work.tensor({dg_steps, N, G}) : dgi;
+  Tensor partials = work.tensor({fused_rnn_bias_partials(N, cell_, hidden_)});
   Tensor dh = work.tensor({N, hidden_}), dc = work.tensor({N, hidden_});
   uint16_t* dgi_bf = nullptr;
   uint16_t* dgh_bf = nullptr;
@@ -312,8 +316,10 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
     g.dw_hh = params_.grad(l.w_hh[d]).f32();
     g.db_ih = params_.grad(l.b_ih[d]).f32();
     g.db_hh = params_.grad(l.b_hh[d]).f32();
-    g.dgi = ckpt_ ? l.fused[d].gates : dgi.f32();
+    g.dgi = ckpt_ && !half_ ? l.fused[d].gates : dgi.f32();
     g.dgh = gru ? dgh.f32() : g.dgi;
+    g.dg_step_only = half_;
+    g.bias_partials = partials.f32();
     g.dh = dh.f32(); g.dc = dc.f32();
     g.dgi_bf = dgi_bf; g.dgh_bf = dgh_bf;
     fused_rnn_backward(l.fused[d], g);

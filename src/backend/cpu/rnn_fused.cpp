@@ -103,25 +103,114 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
   }
 }
 
-// out[j] += sum over the N rows of rows[n * G + j] (and the same into out2 when given): the bias
-// gradients of one step, taken while its gate-gradient rows are still in cache. Each column
-// block is summed by one thread in row order, so the result does not depend on the thread count.
-void add_column_sums(const float* rows, int64_t N, int64_t G, float* out, float* out2) {
-  constexpr int64_t kBlock = 64;
-#pragma omp parallel for if (worth_threads(N * G))
-  for (int64_t j0 = 0; j0 < G; j0 += kBlock) {
-    const int64_t w = std::min(kBlock, G - j0);
-    float acc[kBlock] = {};
-    for (int64_t n = 0; n < N; ++n) {
-      const float* r = rows + n * G + j0;
+// Bias gradients are summed inside the backward gate passes: the rows of a step go in blocks of
+// kRowBlock, each block's column sums land in its own row of `partials`, and add_partials adds
+// the blocks in order. The blocks depend on N only, so the summation order is the same for any
+// thread count, and no second pass over the step's gate gradients is needed.
+constexpr int64_t kRowBlock = 8;
+inline int64_t row_blocks(int64_t N) { return (N + kRowBlock - 1) / kRowBlock; }
+
+// out[j] += the sum of partials[b * ld + j] over the blocks b, in block order, j < w.
+void add_partials(const float* partials, int64_t blocks, int64_t ld, int64_t w, float* out) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* p = partials + b * ld;
 #pragma omp simd
-      for (int64_t j = 0; j < w; ++j) acc[j] += r[j];
-    }
-    for (int64_t j = 0; j < w; ++j) {
-      out[j0 + j] += acc[j];
-      if (out2) out2[j0 + j] += acc[j];
+    for (int64_t j = 0; j < w; ++j) out[j] += p[j];
+  }
+}
+
+// Backward of one LSTM step: gate gradients (fp32 into dgi, 16-bit copies into dgi_b), the
+// carried dc and the direct part of dh, and the blocks' bias-gradient sums.
+void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, uint16_t* dgi_b) {
+  const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 4 * H, ld = a.ld_out;
+  const float* gates = a.gates + t * N * G;
+  const float* dout = g.dout + t * N * ld;
+  const float* c = a.extra + t * N * H;
+  const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
+#pragma omp parallel for if (worth_threads(N * H))
+  for (int64_t b = 0; b < row_blocks(N); ++b) {
+    float* acc = g.bias_partials + b * G;
+    std::fill(acc, acc + G, 0.f);
+    for (int64_t n = b * kRowBlock; n < std::min(N, (b + 1) * kRowBlock); ++n) {
+      const float* gn = gates + n * G;
+      float* d = dgi + n * G;
+      float* dhn = g.dh + n * H;
+      float* dcn = g.dc + n * H;
+#pragma omp simd
+      for (int64_t j = 0; j < H; ++j) {
+        const float i = gn[j], f = gn[H + j], gg = gn[2 * H + j], o = gn[3 * H + j];
+        const float tc = fast_tanh(c[n * H + j]);
+        const float dh = dout[n * ld + j] + dhn[j];
+        const float dcv = dcn[j] + dh * o * (1.f - tc * tc);
+        const float cp = c_prev ? c_prev[n * H + j] : 0.f;
+        const float di = dcv * gg * i * (1.f - i), df = dcv * cp * f * (1.f - f);
+        const float dg = dcv * i * (1.f - gg * gg), dov = dh * tc * o * (1.f - o);
+        d[j] = di; d[H + j] = df; d[2 * H + j] = dg; d[3 * H + j] = dov;
+        acc[j] += di; acc[H + j] += df; acc[2 * H + j] += dg; acc[3 * H + j] += dov;
+        dcn[j] = dcv * f;
+      }
+      if (dgi_b) f32_to_half(a.half, d, dgi_b + n * G, G);
     }
   }
+  add_partials(g.bias_partials, row_blocks(N), G, G, g.db_ih);
+  add_partials(g.bias_partials, row_blocks(N), G, G, g.db_hh);  // the LSTM's two biases get equal gradients
+}
+
+// Backward of one GRU step: input-side gate gradients dgi (r, z, n), recurrent-side dgh (the
+// same r and z, n times r), their 16-bit copies, dh's direct path, and the bias sums: per block
+// G columns for dgi and H more for dgh's n part (its r and z parts equal dgi's).
+void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, float* dgh,
+                       uint16_t* dgi_b, uint16_t* dgh_b) {
+  const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 3 * H, ld = a.ld_out, W = G + H;
+  const float* gates = a.gates + t * N * G;
+  const float* dout = g.dout + t * N * ld;
+  const float* e = a.extra + t * N * H;
+  const float* h_prev = s ? a.out + time_of(a, s - 1) * N * ld : nullptr;
+#pragma omp parallel for if (worth_threads(N * H))
+  for (int64_t b = 0; b < row_blocks(N); ++b) {
+    float* acc = g.bias_partials + b * W;
+    std::fill(acc, acc + W, 0.f);
+    for (int64_t n = b * kRowBlock; n < std::min(N, (b + 1) * kRowBlock); ++n) {
+      const float* gn = gates + n * G;
+      float* di = dgi + n * G;
+      float* dr = dgh + n * G;
+      float* dhn = g.dh + n * H;
+#pragma omp simd
+      for (int64_t j = 0; j < H; ++j) {
+        const float r = gn[j], z = gn[H + j], nv = gn[2 * H + j];
+        const float hp = h_prev ? h_prev[n * ld + j] : 0.f;
+        const float dh = dout[n * ld + j] + dhn[j];
+        const float dn = dh * (1.f - z) * (1.f - nv * nv);
+        const float dz = dh * (hp - nv) * z * (1.f - z);
+        const float drr = dn * e[n * H + j] * r * (1.f - r);
+        di[j] = drr; di[H + j] = dz; di[2 * H + j] = dn;
+        dr[j] = drr; dr[H + j] = dz; dr[2 * H + j] = dn * r;
+        acc[j] += drr; acc[H + j] += dz; acc[2 * H + j] += dn; acc[G + j] += dn * r;
+        dhn[j] = dh * z;  // the direct path; the gate paths are added by the recurrent GEMM
+      }
+      if (dgi_b) {
+        f32_to_half(a.half, di, dgi_b + n * G, G);
+        f32_to_half(a.half, dr, dgh_b + n * G, G);
+      }
+    }
+  }
+  add_partials(g.bias_partials, row_blocks(N), W, G, g.db_ih);
+  add_partials(g.bias_partials, row_blocks(N), W, 2 * H, g.db_hh);
+  add_partials(g.bias_partials + G, row_blocks(N), W, H, g.db_hh + 2 * H);
+}
+
+// Output of one input-projection GEMM: small enough to stay in L2/L3 until its gate passes.
+constexpr int64_t kProjectionChunkBytes = int64_t{1} << 21;
+
+// gates[t] = x[t] W_ih^T for the k steps processed from step s on (contiguous in time either way).
+void project_inputs(const FusedRnnArgs& a, int64_t s, int64_t k) {
+  const int64_t G = rnn_gates(a.cell) * a.H, N = a.N;
+  const int64_t t0 = a.reverse ? a.T - s - k : s;
+  float* out = a.gates + t0 * N * G;
+  if (a.bf16())
+    gemm_half(a.half, false, true, k * N, G, a.C, a.x_bf + t0 * N * a.C, a.C, a.w_ih_bf, a.C, false, out, G);
+  else
+    gemm(false, true, k * N, G, a.C, 1.f, a.x + t0 * N * a.C, a.C, a.w_ih, a.C, 0.f, out, G);
 }
 
 }  // namespace
@@ -130,9 +219,12 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
   const int64_t G = rnn_gates(a.cell) * a.H, N = a.N;
   const bool bf = a.bf16(), lstm = a.cell == RnnCell::lstm;
   ST_CHECK(!bf || a.rec || a.w_hh_bf, "fused_rnn_forward: 16-bit mode without a RecurrentGemm needs w_hh_bf");
-  // Input projection of every step at once.
-  if (bf) gemm_half(a.half, false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
-  else gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
+  // The input projection x W_ih^T runs a chunk of steps at a time, just before the steps read
+  // it, so the gate pass finds it in cache instead of in memory (at W1's shape one GEMM over all
+  // T steps writes 78 MB that the gate passes read back from DRAM: a third of the forward).
+  const int64_t chunk = a.projection_chunk > 0
+                            ? a.projection_chunk
+                            : std::max<int64_t>(1, kProjectionChunkBytes / (N * G * int64_t{sizeof(float)}));
   // h_prev W_hh^T goes to scratch, and the gate pass adds it: the GRU's n gate needs W_hn h_prev
   // on its own, and for the LSTM an accumulating matmul (a sum post-op) is slower than the
   // extra read in the gate pass (by half at W1's shape: bench_recurrent_gemm, recurrent_acc).
@@ -140,6 +232,7 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
   if (a.rec && a.T > 1)
     a.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::forward, bf, false, N, G, a.H, ld_h, G}, a.w_hh);
   for (int64_t s = 0; s < a.T; ++s) {
+    if (s % chunk == 0) project_inputs(a, s, std::min(chunk, a.T - s));
     if (s) {
       const int64_t tp = time_of(a, s - 1);
       const float* h_prev = a.out + tp * N * a.ld_out;
@@ -158,87 +251,31 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   const bool lstm = a.cell == RnnCell::lstm;
   const bool bf = a.bf16();
   ST_CHECK(!bf || (g.dgi_bf && (lstm || g.dgh_bf)), "fused_rnn_backward: 16-bit mode needs dgi_bf/dgh_bf");
+  ST_CHECK(bf || !g.dg_step_only, "fused_rnn_backward: fp32 mode needs the whole sequence's dgi/dgh");
+  ST_CHECK(g.bias_partials != nullptr, "fused_rnn_backward: bias_partials workspace missing");
   ST_CHECK(!bf || g.rec || a.w_hh_bf, "fused_rnn_backward: 16-bit mode without a RecurrentGemm needs w_hh_bf");
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
-  // dh_prev = dgates W_hh: the LSTM's replaces dh, the GRU's adds to its direct path.
   if (g.rec && a.T > 1)
     g.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::backward, bf, !lstm, N, G, H, G, H}, a.w_hh);
   for (int64_t s = a.T; s-- > 0;) {
     const int64_t t = time_of(a, s);
-    const float* gates = a.gates + t * N * G;
-    const float* dout = g.dout + t * N * ld;
-    float* dgi = g.dgi + t * N * G;
-    float* dgh = g.dgh + t * N * G;
-    // 16-bit copies of this step's gate gradients, written row by row inside the gate loops.
+    // fp32 gate gradients: the whole sequence's, or in 16-bit mode one step's rows that only the
+    // bias sums and the 16-bit copies (written row by row in the gate pass) read.
+    const int64_t off = g.dg_step_only ? 0 : t * N * G;
+    float* dgi = g.dgi + off;
+    float* dgh = g.dgh + off;
     uint16_t* dgi_b = bf ? g.dgi_bf + t * N * G : nullptr;
     uint16_t* dgh_b = bf && !lstm ? g.dgh_bf + t * N * G : nullptr;
-    const bool first = s == 0;
-    const int64_t tp = first ? 0 : time_of(a, s - 1);
-    if (lstm) {
-      const float* c = a.extra + t * N * H;
-      const float* c_prev = first ? nullptr : a.extra + tp * N * H;
-#pragma omp parallel for if (worth_threads(N * H))
-      for (int64_t n = 0; n < N; ++n) {
-        const float* gn = gates + n * G;
-        float* d = dgi + n * G;
-        float* dhn = g.dh + n * H;
-        float* dcn = g.dc + n * H;
-#pragma omp simd
-        for (int64_t j = 0; j < H; ++j) {
-          const float i = gn[j], f = gn[H + j], gg = gn[2 * H + j], o = gn[3 * H + j];
-          const float tc = fast_tanh(c[n * H + j]);
-          const float dh = dout[n * ld + j] + dhn[j];
-          const float dcv = dcn[j] + dh * o * (1.f - tc * tc);
-          const float cp = c_prev ? c_prev[n * H + j] : 0.f;
-          d[j] = dcv * gg * i * (1.f - i);
-          d[H + j] = dcv * cp * f * (1.f - f);
-          d[2 * H + j] = dcv * i * (1.f - gg * gg);
-          d[3 * H + j] = dh * tc * o * (1.f - o);
-          dcn[j] = dcv * f;
-        }
-        if (dgi_b) f32_to_half(a.half, d, dgi_b + n * G, G);
-      }
-      add_column_sums(dgi, N, G, g.db_ih, g.db_hh);  // the LSTM's two biases get equal gradients
-      if (!first) {
-        if (g.rec) g.rec->run(bf ? static_cast<const void*>(dgi_b) : dgi, g.dh);
-        else if (bf) gemm_half(a.half, false, false, N, H, G, dgi_b, G, a.w_hh_bf, H, false, g.dh, H);
-        else gemm(false, false, N, H, G, 1.f, dgi, G, a.w_hh, H, 0.f, g.dh, H);
-      }
-    } else {
-      const float* e = a.extra + t * N * H;
-      const float* h_prev = first ? nullptr : a.out + tp * N * ld;
-#pragma omp parallel for if (worth_threads(N * H))
-      for (int64_t n = 0; n < N; ++n) {
-        const float* gn = gates + n * G;
-        float* di = dgi + n * G;
-        float* dr = dgh + n * G;
-        float* dhn = g.dh + n * H;
-#pragma omp simd
-        for (int64_t j = 0; j < H; ++j) {
-          const float r = gn[j], z = gn[H + j], nv = gn[2 * H + j];
-          const float hp = h_prev ? h_prev[n * ld + j] : 0.f;
-          const float dh = dout[n * ld + j] + dhn[j];
-          const float dn = dh * (1.f - z) * (1.f - nv * nv);
-          const float dz = dh * (hp - nv) * z * (1.f - z);
-          const float drr = dn * e[n * H + j] * r * (1.f - r);
-          di[j] = drr; di[H + j] = dz; di[2 * H + j] = dn;
-          dr[j] = drr; dr[H + j] = dz; dr[2 * H + j] = dn * r;
-          dhn[j] = dh * z;  // the direct path; the gate paths are added by the GEMM below
-        }
-        if (dgi_b) {
-          f32_to_half(a.half, di, dgi_b + n * G, G);
-          f32_to_half(a.half, dr, dgh_b + n * G, G);
-        }
-      }
-      add_column_sums(dgi, N, G, g.db_ih, nullptr);
-      add_column_sums(dgh, N, G, g.db_hh, nullptr);
-      if (!first) {
-        if (g.rec) g.rec->run(bf ? static_cast<const void*>(dgh_b) : dgh, g.dh);
-        else if (bf) gemm_half(a.half, false, false, N, H, G, dgh_b, G, a.w_hh_bf, H, true, g.dh, H);
-        else gemm(false, false, N, H, G, 1.f, dgh, G, a.w_hh, H, 1.f, g.dh, H);
-      }
-    }
+    if (lstm) lstm_step_backward(a, g, s, dgi, dgi_b);
+    else gru_step_backward(a, g, s, dgi, dgh, dgi_b, dgh_b);
+    if (s == 0) continue;
+    // dh_prev = dgates W_hh: the LSTM's replaces dh, the GRU's adds to its direct path.
+    const float* dg32 = lstm ? dgi : dgh;
+    const uint16_t* dg16 = lstm ? dgi_b : dgh_b;
+    if (g.rec) g.rec->run(bf ? static_cast<const void*>(dg16) : dg32, g.dh);
+    else if (bf) gemm_half(a.half, false, false, N, H, G, dg16, G, a.w_hh_bf, H, !lstm, g.dh, H);
+    else gemm(false, false, N, H, G, 1.f, dg32, G, a.w_hh, H, lstm ? 0.f : 1.f, g.dh, H);
   }
   const float* dgh = lstm ? g.dgi : g.dgh;
   const int64_t TN = a.T * N;
@@ -264,6 +301,11 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
       gemm(true, false, G, H, rows, 1.f, d, G, hp, ld, 1.f, g.dw_hh, H);
     }
   }
+}
+
+int64_t fused_rnn_bias_partials(int64_t N, RnnCell cell, int64_t H) {
+  // GRU blocks hold dgi's G columns and dgh's n part (gru_step_backward).
+  return row_blocks(N) * (rnn_gates(cell) * H + (cell == RnnCell::gru ? H : 0));
 }
 
 }  // namespace seqtrain

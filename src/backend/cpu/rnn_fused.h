@@ -2,7 +2,7 @@
 // working directly on PyTorch's parameter layout (W_ih [G*H, C], W_hh [G*H, H], gate order
 // i,f,g,o / r,z,n; GRU linear-before-reset), so nothing is packed or unpacked.
 //
-// Forward: one large GEMM for the input projection of all T steps, then per step one GEMM
+// Forward: large GEMMs for the input projection (a cache-sized chunk of steps each), per step one GEMM
 // [N, H] x W_hh^T and a fused elementwise pass for the gates and the state update. The
 // per-step GEMMs (forward and backward's dh_prev) run through a RecurrentGemm
 // (recurrent_gemm.h) when the caller passes one: W_hh is packed once per pass instead of by
@@ -49,6 +49,8 @@ struct FusedRnnArgs {
   // Runs the per-step GEMM with W_hh packed once (prepared by fused_rnn_forward); null: gemm().
   // fp32 or bf16 only (fp16 is emulated through gemm_half).
   RecurrentGemm* rec = nullptr;
+  // Steps per input-projection GEMM; 0: as many as fit in ~2 MB of cache (rnn_fused.cpp).
+  int64_t projection_chunk = 0;
   bool bf16() const { return w_ih_bf != nullptr; }
 };
 
@@ -62,6 +64,11 @@ struct FusedRnnGrads {
   // Workspace: [T, N, G*H] twice (gate gradients for the input and the recurrent side; the
   // same values for LSTM), and [N, H] twice (dh and dc carried between steps).
   float* dgi = nullptr; float* dgh = nullptr; float* dh = nullptr; float* dc = nullptr;
+  // 16-bit mode may set this and give dgi/dgh of one step, [N, G*H]: the GEMMs read the 16-bit
+  // copies, so the fp32 gate gradients of the whole sequence need not be kept.
+  bool dg_step_only = false;
+  // fused_rnn_bias_partials(N, cell, H) floats: the per-block bias-gradient sums of a step.
+  float* bias_partials = nullptr;
   // 16-bit mode only: [T, N, G*H] 16-bit copies of dgi (and of dgh for the GRU), the GEMM inputs.
   uint16_t* dgi_bf = nullptr; uint16_t* dgh_bf = nullptr;
   // Runs the per-step dh_prev GEMM with W_hh packed once (prepared by fused_rnn_backward);
@@ -70,5 +77,8 @@ struct FusedRnnGrads {
 };
 
 void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g);
+
+// Size in floats of FusedRnnGrads::bias_partials for batch N.
+int64_t fused_rnn_bias_partials(int64_t N, RnnCell cell, int64_t H);
 
 }  // namespace seqtrain
