@@ -19,6 +19,7 @@
 // Whole fused layer (backend/cpu/rnn_fused.h; LSTM for 4 gates, GRU for 3; input width C,
 // default 512 = W2's second layer; --bf16 1: bf16 mode) with and without a RecurrentGemm:
 // layer_fwd_sgemm / layer_fwd_rec and layer_bwd_sgemm / layer_bwd_rec.
+// Weight gradient dW_ih over all T*N rows in its two GEMM forms: wgrad_dgT_x / wgrad_xT_dg.
 // Defaults are W2's shape: N 32, H 512, 4 gates, T 256.
 #include <oneapi/dnnl/dnnl.h>
 
@@ -150,6 +151,8 @@ int main(int argc, char** argv) {
   if (bf16) { lg.dgi_bf = dgi_bf.data(); lg.dgh_bf = dgh_bf.data(); }
   std::vector<float> partials(fused_rnn_bias_partials(N, la.cell, H));
   lg.bias_partials = partials.data();
+  std::vector<float> wgrad_scratch(G * std::max(C, H));
+  lg.wgrad_scratch = wgrad_scratch.data();
   RecurrentGemm layer_fwd, layer_bwd;
   auto layer = [&](bool rec, bool backward) {
     FusedRnnArgs a = la;
@@ -158,6 +161,20 @@ int main(int argc, char** argv) {
     FusedRnnGrads g = lg;
     g.rec = rec ? &layer_bwd : nullptr;
     fused_rnn_backward(a, g);
+  };
+  // The whole-sequence weight gradient dW_ih [G, C] over T*N rows, in the two GEMM forms
+  // (rnn_fused.cpp's add_weight_grad): dg^T x straight into dW, or x^T dg into a [C, G] scratch
+  // that is then added transposed (the transpose is in the timing). bf16 operands with --bf16 1.
+  std::vector<float> wg_scratch(G * C);
+  run["wgrad_dgT_x"] = [&] {
+    if (bf16) gemm_bf16(true, false, G, C, T * N, dgi_bf.data(), G, x_bf.data(), C, true, dwih.data(), C);
+    else dnnl_sgemm('T', 'N', G, C, T * N, 1.f, dg.data(), G, x.data(), C, 1.f, dwih.data(), C);
+  };
+  run["wgrad_xT_dg"] = [&] {
+    if (bf16) gemm_bf16(true, false, C, G, T * N, x_bf.data(), C, dgi_bf.data(), G, false, wg_scratch.data(), G);
+    else dnnl_sgemm('T', 'N', C, G, T * N, 1.f, x.data(), C, dg.data(), G, 0.f, wg_scratch.data(), G);
+    for (int64_t r = 0; r < G; ++r)
+      for (int64_t c = 0; c < C; ++c) dwih[r * C + c] += wg_scratch[c * G + r];
   };
   run["layer_fwd_sgemm"] = [&] { layer(false, false); };
   run["layer_fwd_rec"] = [&] { layer(true, false); };

@@ -4,8 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <sys/mman.h>
-
 namespace seqtrain {
 namespace {
 std::atomic<uint64_t> g_os_allocations{0};
@@ -16,16 +14,12 @@ void free_bytes(std::byte* p) { std::free(p); }
 uint64_t Arena::os_allocations() { return g_os_allocations.load(); }
 
 void Arena::add_chunk(size_t bytes) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const bool huge = bytes >= kHuge;
-  const size_t size = huge ? (bytes + kHuge - 1) / kHuge * kHuge : round_up(bytes);
-  void* p = std::aligned_alloc(huge ? kHuge : kAlign, size);
-  if (p && huge) madvise(p, size, MADV_HUGEPAGE);
+  void* p = std::aligned_alloc(kAlign, round_up(bytes));
   ST_CHECK(p != nullptr, "out of memory: the activation arena could not get {} MiB", bytes >> 20);
   g_os_allocations.fetch_add(1);
   Chunk c;
   c.mem = {static_cast<std::byte*>(p), free_bytes};
-  c.size = size;
+  c.size = round_up(bytes);
   chunks_.push_back(std::move(c));
 }
 

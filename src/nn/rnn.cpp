@@ -1,5 +1,6 @@
 #include "nn/rnn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -298,6 +299,7 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
   Tensor dgi = ckpt_ && !half_ ? Tensor() : work.tensor({dg_steps, N, G});
   Tensor dgh = gru ? work.tensor({dg_steps, N, G}) : dgi;
   Tensor partials = work.tensor({fused_rnn_bias_partials(N, cell_, hidden_)});
+  Tensor wgrad_scratch = work.tensor({G * std::max(l.in, hidden_)});
   Tensor dh = work.tensor({N, hidden_}), dc = work.tensor({N, hidden_});
   uint16_t* dgi_bf = nullptr;
   uint16_t* dgh_bf = nullptr;
@@ -320,6 +322,7 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
     g.dgh = gru ? dgh.f32() : g.dgi;
     g.dg_step_only = half_;
     g.bias_partials = partials.f32();
+    g.wgrad_scratch = wgrad_scratch.f32();
     g.dh = dh.f32(); g.dc = dc.f32();
     g.dgi_bf = dgi_bf; g.dgh_bf = dgh_bf;
     fused_rnn_backward(l.fused[d], g);

@@ -199,19 +199,29 @@ void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s,
   add_partials(g.bias_partials + G, row_blocks(N), W, H, g.db_hh + 2 * H);
 }
 
-// Output of one input-projection GEMM: small enough to stay in L2/L3 until its gate passes.
-constexpr int64_t kProjectionChunkBytes = int64_t{1} << 21;
-
-// gates[t] = x[t] W_ih^T for the k steps processed from step s on (contiguous in time either way).
-void project_inputs(const FusedRnnArgs& a, int64_t s, int64_t k) {
-  const int64_t G = rnn_gates(a.cell) * a.H, N = a.N;
-  const int64_t t0 = a.reverse ? a.T - s - k : s;
-  float* out = a.gates + t0 * N * G;
-  if (a.bf16())
-    gemm_half(a.half, false, true, k * N, G, a.C, a.x_bf + t0 * N * a.C, a.C, a.w_ih_bf, a.C, false, out, G);
-  else
-    gemm(false, true, k * N, G, a.C, 1.f, a.x + t0 * N * a.C, a.C, a.w_ih, a.C, 0.f, out, G);
+// dw [G, C] += s^T for s [C, G], in tiles so that both sides stay in cache.
+void add_transposed(const float* s, int64_t C, int64_t G, float* dw) {
+  constexpr int64_t kTile = 32;
+#pragma omp parallel for collapse(2) if (C * G >= 65536)
+  for (int64_t g0 = 0; g0 < G; g0 += kTile)
+    for (int64_t c0 = 0; c0 < C; c0 += kTile)
+      for (int64_t g = g0; g < std::min(G, g0 + kTile); ++g)
+#pragma omp simd
+        for (int64_t c = c0; c < std::min(C, c0 + kTile); ++c) dw[g * C + c] += s[c * G + g];
 }
+
+// A whole-sequence weight gradient, dw [G, C] += dg^T in over `rows` rows (dg [rows, G], in
+// [rows, C] with row stride ld_in). dnnl_sgemm runs it faster as in^T dg into a [C, G] scratch,
+// added transposed, than as dg^T in: 40 vs 49 ms for W2's [2048, 512] over 8192 rows, 13.3 vs
+// 14.6 ms for W1's [512, 128], 2.0 vs 3.9 ms for W1's first layer (C = 8); bench_recurrent_gemm
+// wgrad_*. The bf16 matmul gains from that form only at a small C (1.8 vs 3.6 ms at C = 8; at
+// C = 128 it is 7% slower), hence kHalfTransposedWgradMaxC.
+void add_weight_grad(int64_t rows, int64_t G, int64_t C, const float* dg, const float* in, int64_t ld_in,
+                     float* scratch, float* dw) {
+  gemm(true, false, C, G, rows, 1.f, in, ld_in, dg, G, 0.f, scratch, G);
+  add_transposed(scratch, C, G, dw);
+}
+constexpr int64_t kHalfTransposedWgradMaxC = 32;
 
 }  // namespace
 
@@ -219,12 +229,9 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
   const int64_t G = rnn_gates(a.cell) * a.H, N = a.N;
   const bool bf = a.bf16(), lstm = a.cell == RnnCell::lstm;
   ST_CHECK(!bf || a.rec || a.w_hh_bf, "fused_rnn_forward: 16-bit mode without a RecurrentGemm needs w_hh_bf");
-  // The input projection x W_ih^T runs a chunk of steps at a time, just before the steps read
-  // it, so the gate pass finds it in cache instead of in memory (at W1's shape one GEMM over all
-  // T steps writes 78 MB that the gate passes read back from DRAM: a third of the forward).
-  const int64_t chunk = a.projection_chunk > 0
-                            ? a.projection_chunk
-                            : std::max<int64_t>(1, kProjectionChunkBytes / (N * G * int64_t{sizeof(float)}));
+  // Input projection of every step at once.
+  if (bf) gemm_half(a.half, false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
+  else gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
   // h_prev W_hh^T goes to scratch, and the gate pass adds it: the GRU's n gate needs W_hn h_prev
   // on its own, and for the LSTM an accumulating matmul (a sum post-op) is slower than the
   // extra read in the gate pass (by half at W1's shape: bench_recurrent_gemm, recurrent_acc).
@@ -232,7 +239,6 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
   if (a.rec && a.T > 1)
     a.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::forward, bf, false, N, G, a.H, ld_h, G}, a.w_hh);
   for (int64_t s = 0; s < a.T; ++s) {
-    if (s % chunk == 0) project_inputs(a, s, std::min(chunk, a.T - s));
     if (s) {
       const int64_t tp = time_of(a, s - 1);
       const float* h_prev = a.out + tp * N * a.ld_out;
@@ -253,6 +259,7 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   ST_CHECK(!bf || (g.dgi_bf && (lstm || g.dgh_bf)), "fused_rnn_backward: 16-bit mode needs dgi_bf/dgh_bf");
   ST_CHECK(bf || !g.dg_step_only, "fused_rnn_backward: fp32 mode needs the whole sequence's dgi/dgh");
   ST_CHECK(g.bias_partials != nullptr, "fused_rnn_backward: bias_partials workspace missing");
+  ST_CHECK(g.wgrad_scratch != nullptr, "fused_rnn_backward: wgrad_scratch workspace missing");
   ST_CHECK(!bf || g.rec || a.w_hh_bf, "fused_rnn_backward: 16-bit mode without a RecurrentGemm needs w_hh_bf");
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
@@ -282,7 +289,12 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   // Whole-sequence GEMMs: dW_ih, dx, dW_hh (each step's h_prev is the neighbouring output).
   if (bf) {
     const uint16_t* dgh_b = lstm ? g.dgi_bf : g.dgh_bf;
-    gemm_half(a.half, true, false, G, a.C, TN, g.dgi_bf, G, a.x_bf, a.C, true, g.dw_ih, a.C);
+    if (a.C < kHalfTransposedWgradMaxC) {
+      gemm_half(a.half, true, false, a.C, G, TN, a.x_bf, a.C, g.dgi_bf, G, false, g.wgrad_scratch, G);
+      add_transposed(g.wgrad_scratch, a.C, G, g.dw_ih);
+    } else {
+      gemm_half(a.half, true, false, G, a.C, TN, g.dgi_bf, G, a.x_bf, a.C, true, g.dw_ih, a.C);
+    }
     if (g.dx) gemm_half(a.half, false, false, TN, a.C, G, g.dgi_bf, G, a.w_ih_bf, a.C, g.accumulate_dx, g.dx, a.C);
     if (a.T > 1) {
       const int64_t rows = (a.T - 1) * N;
@@ -291,14 +303,14 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
       gemm_half(a.half, true, false, G, H, rows, d, G, hp, H, true, g.dw_hh, H);
     }
   } else {
-    gemm(true, false, G, a.C, TN, 1.f, g.dgi, G, a.x, a.C, 1.f, g.dw_ih, a.C);
+    add_weight_grad(TN, G, a.C, g.dgi, a.x, a.C, g.wgrad_scratch, g.dw_ih);
     if (g.dx) gemm(false, false, TN, a.C, G, 1.f, g.dgi, G, a.w_ih, a.C, g.accumulate_dx ? 1.f : 0.f, g.dx, a.C);
     if (a.T > 1) {
       const int64_t rows = (a.T - 1) * N;
       // Forward direction: steps 1..T-1 pair with outputs 0..T-2; reverse: steps 0..T-2 with 1..T-1.
       const float* d = a.reverse ? dgh : dgh + N * G;
       const float* hp = a.reverse ? a.out + N * ld : a.out;
-      gemm(true, false, G, H, rows, 1.f, d, G, hp, ld, 1.f, g.dw_hh, H);
+      add_weight_grad(rows, G, H, d, hp, ld, g.wgrad_scratch, g.dw_hh);
     }
   }
 }

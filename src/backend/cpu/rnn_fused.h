@@ -2,7 +2,7 @@
 // working directly on PyTorch's parameter layout (W_ih [G*H, C], W_hh [G*H, H], gate order
 // i,f,g,o / r,z,n; GRU linear-before-reset), so nothing is packed or unpacked.
 //
-// Forward: large GEMMs for the input projection (a cache-sized chunk of steps each), per step one GEMM
+// Forward: one large GEMM for the input projection of all T steps, then per step one GEMM
 // [N, H] x W_hh^T and a fused elementwise pass for the gates and the state update. The
 // per-step GEMMs (forward and backward's dh_prev) run through a RecurrentGemm
 // (recurrent_gemm.h) when the caller passes one: W_hh is packed once per pass instead of by
@@ -49,8 +49,6 @@ struct FusedRnnArgs {
   // Runs the per-step GEMM with W_hh packed once (prepared by fused_rnn_forward); null: gemm().
   // fp32 or bf16 only (fp16 is emulated through gemm_half).
   RecurrentGemm* rec = nullptr;
-  // Steps per input-projection GEMM; 0: as many as fit in ~2 MB of cache (rnn_fused.cpp).
-  int64_t projection_chunk = 0;
   bool bf16() const { return w_ih_bf != nullptr; }
 };
 
@@ -69,6 +67,8 @@ struct FusedRnnGrads {
   bool dg_step_only = false;
   // fused_rnn_bias_partials(N, cell, H) floats: the per-block bias-gradient sums of a step.
   float* bias_partials = nullptr;
+  // G*H * max(C, H) floats: a weight gradient computed transposed before it is added.
+  float* wgrad_scratch = nullptr;
   // 16-bit mode only: [T, N, G*H] 16-bit copies of dgi (and of dgh for the GRU), the GEMM inputs.
   uint16_t* dgi_bf = nullptr; uint16_t* dgh_bf = nullptr;
   // Runs the per-step dh_prev GEMM with W_hh packed once (prepared by fused_rnn_backward);
