@@ -93,7 +93,9 @@ TEST(CliData, RegressionOnNpyFilesTrainsEndToEndAndSavesNumpysStatistics) {
 }
 
 // An npy run stopped after 2 epochs and resumed to 4 writes the records of an uninterrupted
-// 4-epoch run (the normalizer check and the data position hold for npy too); eval refuses it.
+// 4-epoch run (the normalizer check and the data position hold for npy too). `eval` scores the
+// run's test split exactly as the trainer's test record did, refuses --input and training files
+// that changed since; `predict` (CSV windows) points to eval.
 TEST(CliData, NpyRunResumesToTheUninterruptedRecords) {
   REQUIRE_NUMPY();
   TempDir dir;
@@ -106,8 +108,26 @@ TEST(CliData, NpyRunResumesToTheUninterruptedRecords) {
   EXPECT_CONTAINS(resumed.out, "resuming");
   EXPECT_EQ(timeless(read_metrics(dir / "b/metrics.jsonl")), timeless(read_metrics(dir / "a/metrics.jsonl")));
   Result eval = run_seqtrain("eval " + (dir / "a"));
-  EXPECT_EQ(eval.rc, 2) << eval.out;
-  EXPECT_CONTAINS(eval.out, "npy");
+  ASSERT_EQ(eval.rc, 0) << eval.out;
+  EXPECT_EQ(value_after(eval.out, "samples"), 64);
+  const double test_loss = records(dir / "a", "test").back()["loss"].get<double>();
+  EXPECT_NEAR(value_after(eval.out, "loss"), test_loss, 1e-6 + 1e-5 * test_loss);
+  EXPECT_EQ(eval.out.find("accuracy"), std::string::npos) << "regression has no accuracy";
+
+  Result with_input = run_seqtrain("eval " + (dir / "a") + " --input " + (dir / "reg/stats.json"));
+  EXPECT_EQ(with_input.rc, 2) << with_input.out;
+  EXPECT_CONTAINS(with_input.out, "--input");
+  Result predict = run_seqtrain("predict " + (dir / "a") + " --input x.csv --output " + (dir / "p.csv"));
+  EXPECT_EQ(predict.rc, 2) << predict.out;
+  EXPECT_CONTAINS(predict.out, "seqtrain eval");
+  EXPECT_FALSE(fs::exists(dir / "p.csv"));
+
+  // A training file rewritten since: other z-score statistics, so the scores would mean nothing.
+  ASSERT_EQ(run_command("/usr/bin/python3 -c \"import numpy as np; p='" + (dir / "reg/train_0_x.npy") +
+                        "'; np.save(p, np.load(p) * 2 + 1)\""), 0);
+  Result changed = run_seqtrain("eval " + (dir / "a"));
+  EXPECT_EQ(changed.rc, 2) << changed.out;
+  EXPECT_CONTAINS(changed.out, "changed since this run was trained");
 }
 
 TEST(CliData, ClassificationOnNpyLabelsTrainsWithCrossEntropyAndReportsAccuracy) {
@@ -128,6 +148,10 @@ TEST(CliData, ClassificationOnNpyLabelsTrainsWithCrossEntropyAndReportsAccuracy)
   EXPECT_GT(val.back()["accuracy"].get<double>(), 0.6);
   EXPECT_GE(val.back()["accuracy"].get<double>(), val.front()["accuracy"].get<double>());
   EXPECT_TRUE(test.back().contains("accuracy"));
+  Result eval = run_seqtrain("eval " + run);
+  ASSERT_EQ(eval.rc, 0) << eval.out;
+  EXPECT_NEAR(value_after(eval.out, "loss"), test.back()["loss"].get<double>(), 1e-5);
+  EXPECT_NEAR(value_after(eval.out, "accuracy"), test.back()["accuracy"].get<double>(), 1e-6);
 }
 
 // Batches of the plan's train split: numpy's z-scored X in file order, and the same bytes
@@ -406,6 +430,13 @@ TEST(CliData, TextTrainsTheCharLmOnEveryNextToken) {
   EXPECT_EQ(st["vocab"]["kind"], "char");
   EXPECT_EQ(st["vocab"]["size"], 17);
   EXPECT_EQ(st["vocab"]["code_points"].back(), 0xf6);
+  // eval: the test record's loss and accuracy, and the perplexity e^loss.
+  Result eval = run_seqtrain("eval " + run);
+  ASSERT_EQ(eval.rc, 0) << eval.out;
+  const auto test = records(run, "test").back();
+  EXPECT_NEAR(value_after(eval.out, "loss"), test["loss"].get<double>(), 1e-5);
+  EXPECT_NEAR(value_after(eval.out, "accuracy"), test["accuracy"].get<double>(), 1e-6);
+  EXPECT_NEAR(value_after(eval.out, "perplexity"), std::exp(test["loss"].get<double>()), 1e-4);
 
   const std::string b = dir / "b";
   ASSERT_EQ(run_seqtrain("train " + cfg + " --quiet --set train.epochs=2 --out " + b).rc, 0);

@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "io/atomic_dir.h"
 #include "train/checkpoint.h"
+#include "train/data_plan.h"
 #include "train/trainer.h"
 
 namespace seqtrain {
@@ -26,6 +27,30 @@ std::string checkpoint_dir(const std::string& path) {
   return path;
 }
 
+// A checkpoint's directory, state.json and the config it was trained with.
+struct Checkpoint {
+  std::string dir;
+  nlohmann::json state;
+  Config config;
+};
+
+Checkpoint read_checkpoint(const std::string& ckpt_path) {
+  Checkpoint c;
+  c.dir = checkpoint_dir(ckpt_path);
+  ST_CHECK(fs::exists(fs::path(c.dir) / "state.json"),
+           "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", ckpt_path);
+  std::ifstream f(fs::path(c.dir) / "state.json");
+  try {
+    c.state = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}/state.json is not valid JSON ({}): the checkpoint is damaged", c.dir, e.what());
+  }
+  c.config = load_config_text(c.state.at("config").get<std::string>(), c.dir + "/state.json:config", ".", {});
+  return c;
+}
+
+bool windowed(const Config& config) { return config.data.source == "csv" || config.data.source == "synthetic"; }
+
 struct Loaded {
   Config config;
   Dataset data;
@@ -34,19 +59,11 @@ struct Loaded {
 
 // Rebuilds the model and the data of a checkpoint; with `input`, the data is that CSV, scaled
 // with the checkpoint's own normalization statistics and cut into windows over all its rows.
-Loaded load_for_inference(const std::string& ckpt_path, const std::string& input) {
-  const std::string dir = checkpoint_dir(ckpt_path);
-  ST_CHECK(fs::exists(fs::path(dir) / "state.json"),
-           "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", ckpt_path);
-  std::ifstream f(fs::path(dir) / "state.json");
-  nlohmann::json st;
-  try {
-    st = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}/state.json is not valid JSON ({}): the checkpoint is damaged", dir, e.what());
-  }
+Loaded load_for_inference(const Checkpoint& ck, const std::string& input) {
+  const std::string& dir = ck.dir;
+  const nlohmann::json& st = ck.state;
   Loaded l;
-  l.config = load_config_text(st.at("config").get<std::string>(), dir + "/state.json:config", ".", {});
+  l.config = ck.config;
   Normalizer norm = Normalizer::from_json(st.at("normalizer"));
   if (!input.empty()) {
     l.config.data.source = "csv";
@@ -89,8 +106,44 @@ int run_train(const TrainArgs& a) {
   return s.stopped_by == "signal" ? 128 + (s.signal ? s.signal : SIGINT) : 0;
 }
 
+// eval of an npy or text run: its test split read through the same data plan the trainer
+// used, so the loss (and accuracy) are the test record's of metrics.jsonl. The plan is rebuilt
+// from the source files, so files that changed since training are refused, not silently used.
+int eval_planned_run(const Checkpoint& ck, const EvalArgs& a) {
+  const Config& config = ck.config;
+  ST_CHECK(a.input.empty(),
+           "--input takes a CSV for windowed forecasting runs; this run reads data.source '{}', and eval scores it "
+           "on its own test split (data.npy.test_x/test_y, or the text file's test share): leave --input out",
+           config.data.source);
+  const DataPlan plan = plan_data(config);
+  const nlohmann::json saved_norm = ck.state.value("normalizer", nlohmann::json());
+  ST_CHECK(plan.normalizer == saved_norm,
+           "the training files of data.source '{}' changed since this run was trained ({} holds other feature "
+           "statistics): evaluate with the files it was trained on, or train again",
+           config.data.source, ck.dir + "/state.json");
+  const nlohmann::json saved_vocab = ck.state.value("vocab", nlohmann::json());
+  ST_CHECK(plan.vocab_json == saved_vocab,
+           "the text file {} (config key data.path) no longer has the vocabulary this run was trained with ({} "
+           "holds it): evaluate with the text it was trained on, or train again",
+           config.data.path, ck.dir + "/state.json");
+  ST_CHECK(plan.test != nullptr,
+           "nothing to evaluate: this {} run has no test split (set data.npy.test_x/test_y, or a test share in "
+           "data.split for text)", config.data.source);
+  std::unique_ptr<Model> model = make_model(model_spec(config, plan));
+  load_checkpoint(ck.dir, model->params());
+  double accuracy = 0;
+  const double loss = evaluate(*model, *plan.test, plan.steps, plan.features, plan.classes, config.train.loss,
+                               config.train.huber_delta, config.train.batch_size, &accuracy);
+  std::printf("%s: %ld\nloss: %.6f\n", plan.unit, (long)plan.test->size(), loss);
+  if (plan.classes > 0) std::printf("accuracy: %.6f\n", accuracy);
+  if (plan.vocab > 0) std::printf("perplexity: %.6f\n", std::exp(loss));
+  return 0;
+}
+
 int run_eval(const EvalArgs& a) {
-  Loaded l = load_for_inference(a.checkpoint, a.input);
+  const Checkpoint ck = read_checkpoint(a.checkpoint);
+  if (!windowed(ck.config)) return eval_planned_run(ck, a);
+  Loaded l = load_for_inference(ck, a.input);
   const WindowDataset& split = a.input.empty() ? l.data.test : l.data.train;
   ST_CHECK(!split.empty(), "nothing to evaluate: the split has no window (pass --input CSV)");
   const double loss = evaluate(*l.model, split, l.config.train.loss, l.config.train.huber_delta, l.config.train.batch_size);
@@ -120,7 +173,12 @@ int run_eval(const EvalArgs& a) {
 }
 
 int run_predict(const PredictArgs& a) {
-  Loaded l = load_for_inference(a.checkpoint, a.input);
+  const Checkpoint ck = read_checkpoint(a.checkpoint);
+  ST_CHECK(windowed(ck.config),
+           "predict writes forecasts for the windows of a CSV, but this run reads data.source '{}': use `seqtrain "
+           "eval` for its test split{}", ck.config.data.source,
+           ck.config.data.source == "text" ? ", and `seqtrain generate` to sample text" : "");
+  Loaded l = load_for_inference(ck, a.input);
   const WindowDataset& split = l.data.train;
   const int64_t B = l.config.train.batch_size, H = split.horizon();
   std::string csv;
