@@ -3,8 +3,10 @@
 // strides and accumulation, that a second prepare() picks up changed weights (stale packed
 // weights would silently train on last step's W_hh), bf16 mode, and bad shapes; and the fused
 // RNN kernels giving the same outputs and gradients with it as with plain gemm() (the path
-// bench_recurrent_gemm compares against).
+// bench_recurrent_gemm compares against), and their bias gradients not depending on the thread
+// count.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -186,6 +188,25 @@ TEST(RecurrentGemm, FusedKernelsGiveTheSameOutputsAndGradientsAsWithPlainGemm) {
       // Not trivially equal: the recurrence did contribute (W_hh's gradient is not zero).
       EXPECT_GT(*std::max_element(packed.dw_hh.begin(), packed.dw_hh.end()), 1e-4f) << what;
     }
+}
+
+// The fused backward sums the bias gradients in fixed blocks of rows added in block order, so
+// they are bitwise the same for any thread count. T = 1 keeps the recurrent GEMM (whose
+// blocking may depend on the thread count) out of the gate gradients; N * H = 8576 is enough
+// for the gate pass to run threaded, and N = 67 ends in a partial block.
+TEST(FusedRnn, BiasGradientsAreBitwiseTheSameForAnyThreadCount) {
+  const int saved = omp_get_max_threads();
+  for (RnnCell cell : {RnnCell::lstm, RnnCell::gru}) {
+    omp_set_num_threads(1);
+    const auto one = run_fused(cell, false, false, 1, 67, 6, 128, 5);
+    for (int threads : {2, 3}) {
+      omp_set_num_threads(threads);
+      const auto many = run_fused(cell, false, false, 1, 67, 6, 128, 5);
+      EXPECT_EQ(many.db_ih, one.db_ih) << threads << " threads";
+      EXPECT_EQ(many.db_hh, one.db_hh) << threads << " threads";
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 }  // namespace

@@ -103,10 +103,10 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
   }
 }
 
-// Bias gradients are summed inside the backward gate passes: the rows of a step go in blocks of
-// kRowBlock, each block's column sums land in its own row of `partials`, and add_partials adds
-// the blocks in order. The blocks depend on N only, so the summation order is the same for any
-// thread count, and no second pass over the step's gate gradients is needed.
+// Bias gradients are summed inside the backward gate passes: the rows of a step go in blocks
+// of kRowBlock, each block's column sums land in its own row of FusedRnnGrads::bias_partials,
+// and add_partials adds the blocks in order. The blocks depend on N only, so the summation
+// order is the same for any thread count, and no second pass over the gate gradients is needed.
 constexpr int64_t kRowBlock = 8;
 inline int64_t row_blocks(int64_t N) { return (N + kRowBlock - 1) / kRowBlock; }
 

@@ -7,13 +7,14 @@
 // per-step GEMMs (forward and backward's dh_prev) run through a RecurrentGemm
 // (recurrent_gemm.h) when the caller passes one: W_hh is packed once per pass instead of by
 // every one of the T calls, which at small batch is most of the step's GEMM time.
-// Backward: per step the fused elementwise gate gradients and one GEMM for dh_prev; after the
-// loop, dW_ih, dW_hh and dx are each one large GEMM over all T*N rows. This is why it is
-// several times faster than oneDNN 2.6's reference RNN backward on CPU (docs/BENCHMARKS.md).
+// Backward: per step the fused elementwise gate gradients (which also sum the bias gradients)
+// and one GEMM for dh_prev; after the loop, dW_ih, dW_hh and dx are each one large GEMM over
+// all T*N rows. This is why it is several times faster than oneDNN 2.6's reference RNN
+// backward on CPU (docs/BENCHMARKS.md).
 // In 16-bit mode (FusedRnnArgs::bf16(), named for the first format) the same GEMMs take bf16
 // or fp16 operands (FusedRnnArgs::half) with fp32 accumulation.
-// dgi may alias the forward's gates buffer (each gate gradient overwrites the gate it is
-// computed from); gradient checkpointing uses that to need no separate dgi buffer.
+// In fp32, dgi may alias the forward's gates buffer (each gate gradient overwrites the gate it
+// is computed from); gradient checkpointing uses that to need no separate dgi buffer.
 #pragma once
 #include <cstdint>
 
