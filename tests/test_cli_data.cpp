@@ -8,6 +8,7 @@
 // data.source text trains the char LM end to end, and bad text is refused the same way.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -113,6 +114,12 @@ TEST(CliData, NpyRunResumesToTheUninterruptedRecords) {
   const double test_loss = records(dir / "a", "test").back()["loss"].get<double>();
   EXPECT_NEAR(value_after(eval.out, "loss"), test_loss, 1e-6 + 1e-5 * test_loss);
   EXPECT_EQ(eval.out.find("accuracy"), std::string::npos) << "regression has no accuracy";
+  // --split val: the best checkpoint is the epoch with the lowest validation loss.
+  Result val = run_seqtrain("eval " + (dir / "a") + " --split val");
+  ASSERT_EQ(val.rc, 0) << val.out;
+  double best_val = 1e300;
+  for (const auto& r : records(dir / "a", "val")) best_val = std::min(best_val, r["loss"].get<double>());
+  EXPECT_NEAR(value_after(val.out, "loss"), best_val, 1e-6 + 1e-5 * best_val);
 
   Result with_input = run_seqtrain("eval " + (dir / "a") + " --input " + (dir / "reg/stats.json"));
   EXPECT_EQ(with_input.rc, 2) << with_input.out;

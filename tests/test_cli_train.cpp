@@ -106,6 +106,17 @@ TEST(CliTrain, CorruptCheckpointIsRefusedEvalAndPredictWork) {
   Result e = run("eval " + out);
   ASSERT_EQ(e.rc, 0) << e.out;
   EXPECT_GT(value_after(e.out, "rmse"), 0.0);
+  // --split val scores the validation windows: the loss of the run's (one, best) val record.
+  Result v = run("eval " + out + " --split val");
+  ASSERT_EQ(v.rc, 0) << v.out;
+  double val_loss = -1;
+  for (const auto& r : read_metrics(out + "/metrics.jsonl"))
+    if (r["split"] == "val") val_loss = r["loss"].get<double>();
+  EXPECT_NEAR(value_after(v.out, "loss"), val_loss, 1e-6 + 1e-5 * val_loss);
+  EXPECT_NE(value_after(v.out, "loss"), value_after(e.out, "loss"));
+  Result both = run("eval " + out + " --split val --input " + (dir / "in.csv"));
+  EXPECT_EQ(both.rc, 2) << both.out;
+  EXPECT_CONTAINS(both.out, "give one of them");
 
   // A crash between moving the old best aside and renaming the new one in: eval reads .old-best.
   fs::rename(out + "/checkpoints/best", out + "/checkpoints/.old-best");

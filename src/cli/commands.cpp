@@ -106,8 +106,8 @@ int run_train(const TrainArgs& a) {
   return s.stopped_by == "signal" ? 128 + (s.signal ? s.signal : SIGINT) : 0;
 }
 
-// eval of an npy or text run: its test split read through the same data plan the trainer
-// used, so the loss (and accuracy) are the test record's of metrics.jsonl. The plan is rebuilt
+// eval of an npy or text run: its test (or validation) split read through the same data plan
+// the trainer used, so the loss (and accuracy) are those of the run's test record. The plan is rebuilt
 // from the source files, so files that changed since training are refused, not silently used.
 int eval_planned_run(const Checkpoint& ck, const EvalArgs& a) {
   const Config& config = ck.config;
@@ -126,26 +126,31 @@ int eval_planned_run(const Checkpoint& ck, const EvalArgs& a) {
            "the text file {} (config key data.path) no longer has the vocabulary this run was trained with ({} "
            "holds it): evaluate with the text it was trained on, or train again",
            config.data.path, ck.dir + "/state.json");
-  ST_CHECK(plan.test != nullptr,
-           "nothing to evaluate: this {} run has no test split (set data.npy.test_x/test_y, or a test share in "
-           "data.split for text)", config.data.source);
+  const bool val = a.split == "val";
+  const BatchSource* split = val ? plan.val.get() : plan.test.get();
+  ST_CHECK(split != nullptr,
+           "nothing to evaluate: this {} run has no {} split (set data.npy.{}_x/{}_y, or a {} share in data.split for "
+           "text){}", config.data.source, a.split, a.split, a.split, a.split, val ? "" : "; --split val scores the validation split");
   std::unique_ptr<Model> model = make_model(model_spec(config, plan));
   load_checkpoint(ck.dir, model->params());
   double accuracy = 0;
-  const double loss = evaluate(*model, *plan.test, plan.steps, plan.features, plan.classes, config.train.loss,
+  const double loss = evaluate(*model, *split, plan.steps, plan.features, plan.classes, config.train.loss,
                                config.train.huber_delta, config.train.batch_size, &accuracy);
-  std::printf("%s: %ld\nloss: %.6f\n", plan.unit, (long)plan.test->size(), loss);
+  std::printf("%s: %ld\nloss: %.6f\n", plan.unit, (long)split->size(), loss);
   if (plan.classes > 0) std::printf("accuracy: %.6f\n", accuracy);
   if (plan.vocab > 0) std::printf("perplexity: %.6f\n", std::exp(loss));
   return 0;
 }
 
 int run_eval(const EvalArgs& a) {
+  ST_CHECK(a.input.empty() || a.split == "test",
+           "--split {} picks a split of the run, --input evaluates every window of a CSV: give one of them", a.split);
   const Checkpoint ck = read_checkpoint(a.checkpoint);
   if (!windowed(ck.config)) return eval_planned_run(ck, a);
   Loaded l = load_for_inference(ck, a.input);
-  const WindowDataset& split = a.input.empty() ? l.data.test : l.data.train;
-  ST_CHECK(!split.empty(), "nothing to evaluate: the split has no window (pass --input CSV)");
+  const WindowDataset& split = !a.input.empty() ? l.data.train : a.split == "val" ? l.data.val : l.data.test;
+  ST_CHECK(!split.empty(), "nothing to evaluate: the {} split has no window (pass --input CSV{})", a.split,
+           a.split == "test" ? ", or --split val" : "");
   const double loss = evaluate(*l.model, split, l.config.train.loss, l.config.train.huber_delta, l.config.train.batch_size);
   // MAE and RMSE in the data's original units.
   Arena arena;

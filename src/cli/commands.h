@@ -11,7 +11,7 @@ struct TrainArgs {
   bool overwrite = false, quiet = false;
   int threads = -1;
 };
-struct EvalArgs { std::string checkpoint, input; };
+struct EvalArgs { std::string checkpoint, input, split = "test"; };
 struct PredictArgs { std::string checkpoint, input, output; };
 struct DataCacheArgs {
   std::string config;

@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint (or a run directory's best) on its test split or a CSV");
   eval->add_option("checkpoint", eval_args.checkpoint, "checkpoints/<tag> directory or run directory")->required();
   eval->add_option("--input", eval_args.input, "CSV to evaluate on instead of the run's test split");
+  eval->add_option("--split", eval_args.split, "the run's split to evaluate: test (default) or val")
+      ->check(CLI::IsMember({"test", "val"}));
 
   PredictArgs predict_args;
   auto* predict = app.add_subcommand("predict", "Write de-normalized forecasts for every window of a CSV");
