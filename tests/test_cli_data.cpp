@@ -6,6 +6,8 @@
 // bad input (X/y mismatch, missing glob, Fortran order, unwritable cache dir, a crash while
 // writing the cache) exits non-zero naming the key and file and leaves nothing half-written;
 // data.source text trains the char LM end to end, and bad text is refused the same way.
+// `seqtrain eval` scores npy and text runs like the trainer's test record, and `predict` writes
+// an npy run's outputs as .npy (regression MSE and classification accuracy match eval's).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -91,12 +93,34 @@ TEST(CliData, RegressionOnNpyFilesTrainsEndToEndAndSavesNumpysStatistics) {
     EXPECT_NEAR(st["normalizer"]["shift"][f].get<double>(), stats["mean"][f].get<double>(), 1e-9);
     EXPECT_NEAR(st["normalizer"]["scale"][f].get<double>(), stats["std"][f].get<double>(), 1e-9);
   }
+  // predict: y-shaped predictions for every test sample; their MSE against test_y is eval's loss.
+  const std::string pred = dir / "pred.npy";
+  Result p = run_seqtrain("predict " + run + " --input " + (dir / "reg/test_x.npy") + " --output " + pred);
+  ASSERT_EQ(p.rc, 0) << p.out;
+  const NpyArray out = open_npy(pred), y = open_npy(dir / "reg/test_y.npy");
+  EXPECT_EQ(out.shape, y.shape);  // [64, 2, 1]
+  double se = 0;
+  for (int64_t i = 0; i < y.count; ++i) se += (out.at(i) - y.at(i)) * (out.at(i) - y.at(i));
+  Result eval = run_seqtrain("eval " + run);
+  ASSERT_EQ(eval.rc, 0) << eval.out;
+  EXPECT_NEAR(se / y.count, value_after(eval.out, "loss"), 1e-5 * value_after(eval.out, "loss") + 1e-6);
+  // Bad input writes nothing: other features than the run's, or an output that is not .npy.
+  ASSERT_EQ(run_command("/usr/bin/python3 -c \"import numpy as np; np.save('" + (dir / "x4.npy") +
+                        "', np.zeros((5, 12, 4), dtype=np.float32))\""), 0);
+  Result wrong = run_seqtrain("predict " + run + " --input " + (dir / "x4.npy") + " --output " + (dir / "w.npy"));
+  EXPECT_EQ(wrong.rc, 2) << wrong.out;
+  EXPECT_CONTAINS(wrong.out, "12 steps x 4 features, but the run was trained on 12 x 3");
+  EXPECT_FALSE(fs::exists(dir / "w.npy"));
+  Result csv = run_seqtrain("predict " + run + " --input " + (dir / "reg/test_x.npy") + " --output " + (dir / "p.csv"));
+  EXPECT_EQ(csv.rc, 2) << csv.out;
+  EXPECT_CONTAINS(csv.out, "ending in .npy");
+  EXPECT_FALSE(fs::exists(dir / "p.csv"));
 }
 
 // An npy run stopped after 2 epochs and resumed to 4 writes the records of an uninterrupted
 // 4-epoch run (the normalizer check and the data position hold for npy too). `eval` scores the
 // run's test split exactly as the trainer's test record did, refuses --input and training files
-// that changed since; `predict` (CSV windows) points to eval.
+// that changed since.
 TEST(CliData, NpyRunResumesToTheUninterruptedRecords) {
   REQUIRE_NUMPY();
   TempDir dir;
@@ -124,10 +148,6 @@ TEST(CliData, NpyRunResumesToTheUninterruptedRecords) {
   Result with_input = run_seqtrain("eval " + (dir / "a") + " --input " + (dir / "reg/stats.json"));
   EXPECT_EQ(with_input.rc, 2) << with_input.out;
   EXPECT_CONTAINS(with_input.out, "--input");
-  Result predict = run_seqtrain("predict " + (dir / "a") + " --input x.csv --output " + (dir / "p.csv"));
-  EXPECT_EQ(predict.rc, 2) << predict.out;
-  EXPECT_CONTAINS(predict.out, "seqtrain eval");
-  EXPECT_FALSE(fs::exists(dir / "p.csv"));
 
   // A training file rewritten since: other z-score statistics, so the scores would mean nothing.
   ASSERT_EQ(run_command("/usr/bin/python3 -c \"import numpy as np; p='" + (dir / "reg/train_0_x.npy") +
@@ -159,6 +179,20 @@ TEST(CliData, ClassificationOnNpyLabelsTrainsWithCrossEntropyAndReportsAccuracy)
   ASSERT_EQ(eval.rc, 0) << eval.out;
   EXPECT_NEAR(value_after(eval.out, "loss"), test.back()["loss"].get<double>(), 1e-5);
   EXPECT_NEAR(value_after(eval.out, "accuracy"), test.back()["accuracy"].get<double>(), 1e-6);
+  // predict: [64, 3] logits; their argmax agrees with the labels as often as eval says.
+  const std::string pred = dir / "logits.npy";
+  Result p = run_seqtrain("predict " + run + " --input " + (dir / "cls/test_x.npy") + " --output " + pred);
+  ASSERT_EQ(p.rc, 0) << p.out;
+  const NpyArray logits = open_npy(pred), labels = open_npy(dir / "cls/test_y.npy");
+  ASSERT_EQ(logits.shape, (std::vector<int64_t>{64, 3}));
+  int64_t correct = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    int64_t best = 0;
+    for (int64_t c = 1; c < 3; ++c)
+      if (logits.at(i * 3 + c) > logits.at(i * 3 + best)) best = c;
+    correct += best == static_cast<int64_t>(labels.at(i));
+  }
+  EXPECT_NEAR(correct / 64.0, value_after(eval.out, "accuracy"), 1e-9);
 }
 
 // Batches of the plan's train split: numpy's z-scored X in file order, and the same bytes
@@ -444,6 +478,9 @@ TEST(CliData, TextTrainsTheCharLmOnEveryNextToken) {
   EXPECT_NEAR(value_after(eval.out, "loss"), test["loss"].get<double>(), 1e-5);
   EXPECT_NEAR(value_after(eval.out, "accuracy"), test["accuracy"].get<double>(), 1e-6);
   EXPECT_NEAR(value_after(eval.out, "perplexity"), std::exp(test["loss"].get<double>()), 1e-4);
+  Result predict = run_seqtrain("predict " + run + " --input " + (dir / "words.txt") + " --output " + (dir / "p.npy"));
+  EXPECT_EQ(predict.rc, 2) << predict.out;
+  EXPECT_CONTAINS(predict.out, "seqtrain generate");
 
   const std::string b = dir / "b";
   ASSERT_EQ(run_seqtrain("train " + cfg + " --quiet --set train.epochs=2 --out " + b).rc, 0);

@@ -88,6 +88,28 @@ TEST(DataNpy, AllDtypesVersionsAndShapesMatchNumpy) {
   EXPECT_CONTAINS(error_of([&] { a.read_floats(20, 5, nullptr); }), "outside its 24 elements");
 }
 
+// write_npy_f32 (predict's output): read back by this reader and by numpy, 1-D to 3-D.
+TEST(DataNpy, WrittenFloat32FilesReadBackHereAndInNumpy) {
+  TempDir dir;
+  std::vector<float> v(2 * 3 * 4);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * static_cast<float>(i) - 3.f;
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{24}, {6, 4}, {2, 3, 4}}) {
+    const std::string path = dir / ("w" + std::to_string(shape.size()) + ".npy");
+    write_npy_f32(path, shape, v.data());
+    const NpyArray a = open_npy(path);
+    EXPECT_EQ(a.shape, shape);
+    EXPECT_EQ(a.dtype, NpyDtype::F32);
+    EXPECT_EQ(a.data_offset % 64, 0) << "numpy aligns the data to 64 bytes";
+    for (int64_t i = 0; i < a.count; ++i) EXPECT_EQ(a.at(i), v[i]) << path << " element " << i;
+  }
+  if (!numpy_available()) GTEST_SKIP() << "python3-numpy is not installed; numpy's side skipped";
+  const std::string check = "import numpy as np; a = np.load('" + (dir / "w3.npy") +
+                            "'); assert a.dtype == np.float32 and a.shape == (2, 3, 4), (a.dtype, a.shape); "
+                            "assert (a.ravel() == 0.5 * np.arange(24, dtype=np.float32) - 3).all(); "
+                            "assert np.load('" + (dir / "w1.npy") + "').shape == (24,)";
+  EXPECT_EQ(testing::run_command("/usr/bin/python3 -c \"" + check + "\""), 0);
+}
+
 TEST(DataNpy, RefusesFortranOrderBigEndianAndUnsupportedDtypes) {
   REQUIRE_NUMPY();
   const TempDir& dir = numpy_files();

@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -8,6 +9,8 @@
 
 #include "backend/cpu/dnnl_context.h"
 #include "config/config.h"
+#include "data/npy.h"
+#include "data/zscore_source.h"
 #include "io/atomic_dir.h"
 #include "train/checkpoint.h"
 #include "train/data_plan.h"
@@ -177,12 +180,58 @@ int run_eval(const EvalArgs& a) {
   return 0;
 }
 
+// predict of an npy run: the model's outputs for every sample of an X .npy, written as a
+// float32 .npy — [N, *y's per-sample shape] for regression (in y's units: npy targets are not
+// normalized), [N, classes] logits for labels. The input is z-scored with the statistics in
+// state.json, so the training files are not needed.
+int predict_npy(const Checkpoint& ck, const PredictArgs& a) {
+  const Config& config = ck.config;
+  ST_CHECK(a.output.size() > 4 && a.output.substr(a.output.size() - 4) == ".npy",
+           "--output {}: an npy run's predictions are written as a .npy array; give a path ending in .npy", a.output);
+  ST_CHECK(ck.state.contains("io"),
+           "{}/state.json has no \"io\" section (the model's input and output shapes, recorded since predict "
+           "learned npy runs): checkpoints written by this seqtrain have it; train the run again to predict with it",
+           ck.dir);
+  const nlohmann::json& io = ck.state.at("io");
+  const int64_t steps = io.at("steps"), features = io.at("features"), outputs = io.at("outputs");
+  const int64_t classes = io.at("classes");
+  const std::vector<int64_t> y_shape = io.at("y_shape");
+  auto x = std::make_shared<NpySource>(NpySource::open(a.input));
+  ST_CHECK(x->steps() == steps && x->features() == features,
+           "--input {}: samples of {} steps x {} features, but the run was trained on {} x {} (X of shape [N, {}, {}])",
+           a.input, x->steps(), x->features(), steps, features, steps, features);
+  const int64_t n_samples = x->size();
+  ZscoreSource input(x, Normalizer::from_json(ck.state.at("normalizer")), features);
+  std::unique_ptr<Model> model = make_model(model_spec(config, features, steps, outputs));
+  load_checkpoint(ck.dir, model->params());
+  const int64_t B = config.train.batch_size;
+  std::vector<float> xb(B * steps * features), out(n_samples * outputs);
+  std::vector<int64_t> idx(B);
+  Arena arena;
+  for (int64_t b = 0; b < n_samples; b += B) {
+    const int64_t n = std::min(B, n_samples - b);
+    for (int64_t i = 0; i < n; ++i) idx[i] = b + i;
+    input.fill(std::span<const int64_t>(idx.data(), n), 0, xb.data(), nullptr);
+    arena.reset();
+    Tensor pred = model->forward(Tensor(xb.data(), {n, steps, features}), arena, false);
+    std::copy(pred.f32(), pred.f32() + n * outputs, out.begin() + b * outputs);
+  }
+  std::vector<int64_t> shape{n_samples};
+  if (classes > 0) shape.push_back(classes);
+  else shape.insert(shape.end(), y_shape.begin(), y_shape.end());
+  write_npy_f32(a.output, shape, out.data());
+  std::printf("wrote %s for %ld samples to %s\n", classes > 0 ? "class logits" : "predictions", (long)n_samples,
+              a.output.c_str());
+  return 0;
+}
+
 int run_predict(const PredictArgs& a) {
   const Checkpoint ck = read_checkpoint(a.checkpoint);
+  if (ck.config.data.source == "npy") return predict_npy(ck, a);
   ST_CHECK(windowed(ck.config),
-           "predict writes forecasts for the windows of a CSV, but this run reads data.source '{}': use `seqtrain "
-           "eval` for its test split{}", ck.config.data.source,
-           ck.config.data.source == "text" ? ", and `seqtrain generate` to sample text" : "");
+           "predict writes forecasts for the windows of a CSV or the samples of an X .npy, but this run reads "
+           "data.source '{}': use `seqtrain eval` for its test split, and `seqtrain generate` to sample text",
+           ck.config.data.source);
   Loaded l = load_for_inference(ck, a.input);
   const WindowDataset& split = l.data.train;
   const int64_t B = l.config.train.batch_size, H = split.horizon();

@@ -38,10 +38,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"test", "val"}));
 
   PredictArgs predict_args;
-  auto* predict = app.add_subcommand("predict", "Write de-normalized forecasts for every window of a CSV");
+  auto* predict = app.add_subcommand("predict",
+                                      "Write de-normalized forecasts for every window of a CSV (csv runs), or the "
+                                      "outputs for every sample of an X .npy (npy runs)");
   predict->add_option("checkpoint", predict_args.checkpoint, "checkpoints/<tag> directory or run directory")->required();
-  predict->add_option("--input", predict_args.input, "input CSV with the training columns")->required();
-  predict->add_option("--output", predict_args.output, "output CSV, columns <target>_t+<h>")->required();
+  predict->add_option("--input", predict_args.input, "input CSV with the training columns, or X .npy [N, T, F]")
+      ->required();
+  predict->add_option("--output", predict_args.output, "output CSV, columns <target>_t+<h>; or .npy for npy runs")
+      ->required();
 
   auto* data = app.add_subcommand("data", "Prepare and inspect training data (the pre-augmentation cache)");
   data->require_subcommand(1);

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "io/atomic_dir.h"
 
 namespace seqtrain {
 
@@ -319,6 +320,29 @@ void NpySource::fill(std::span<const int64_t> idx, int64_t, float* x, float* y) 
     if (x) x_.read_floats(i * xs, xs, x + static_cast<int64_t>(b) * xs);
     if (y && y_) y_->read_floats(i * y_stride_, y_stride_, y + static_cast<int64_t>(b) * y_stride_);
   }
+}
+
+void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+  std::string dims;
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    ST_CHECK(d >= 0, "write_npy_f32 {}: negative dimension {}", path, d);
+    dims += std::to_string(d) + ", ";
+    count *= d;
+  }
+  if (shape.size() > 1) dims.resize(dims.size() - 2);  // numpy writes (3,) but (3, 4)
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  // magic (6) + version (2) + header length (2) + header, padded with spaces, ending in '\n'.
+  const size_t unpadded = 10 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header += '\n';
+  ST_CHECK(header.size() <= 65535, "write_npy_f32 {}: shape too long for a version 1.0 header", path);
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(data), static_cast<size_t>(count) * sizeof(float));
+  write_file_atomic(path, bytes);
 }
 
 }  // namespace seqtrain

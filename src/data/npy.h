@@ -64,6 +64,11 @@ struct NpyArray {
 // Opens and validates a .npy file; the data stays on disk (mapped), nothing is read whole.
 NpyArray open_npy(const std::string& path);
 
+// Writes a C-order little-endian float32 array as a version 1.0 .npy file (header padded so
+// the data starts on a 64-byte boundary, as numpy writes it), atomically: a temporary file
+// renamed into place, so a failed write leaves no file behind.
+void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data);
+
 // Samples from X of shape [N, T, F] (or [N, T], read as F = 1) and optional y of shape [N]
 // (a label per sample, y_size 1), [N, H] or [N, H, targets] (y_size H * targets), each sample
 // laid out C-order exactly as in the file. Throws Error naming both files when the sample

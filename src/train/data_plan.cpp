@@ -118,6 +118,7 @@ DataPlan plan_npy(const Config& config) {
              "regression loss (mse, mae, huber) or save integer labels of shape [N]", ref.y_file,
              shape_of(ref.y_tail));
     p.outputs = train->y_size();
+    p.y_shape = ref.y_tail;
   }
   Normalizer stats;
   if (config.data.normalize == "zscore") {
@@ -195,6 +196,11 @@ DataPlan plan_text(const Config& config) {
 }
 
 }  // namespace
+
+nlohmann::json model_io_json(const DataPlan& plan) {
+  return {{"steps", plan.steps}, {"features", plan.features}, {"outputs", plan.outputs},
+          {"classes", plan.classes}, {"y_shape", plan.y_shape}};
+}
 
 DataPlan plan_data(const Config& config) {
   if (config.data.source == "npy") return plan_npy(config);

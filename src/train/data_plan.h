@@ -25,6 +25,7 @@ struct DataPlan {
   int64_t outputs = 0;              // model outputs per sample
   int64_t classes = 0;              // > 0: y holds class labels (cross-entropy), one per y value
   int64_t vocab = 0;                // text: token ids (the char LM predicts one per step)
+  std::vector<int64_t> y_shape;     // npy regression: a sample's y shape ([H] or [H, targets])
   nlohmann::json vocab_json;        // text: the vocabulary, saved in state.json
   std::shared_ptr<const Dataset> windows;  // csv/synthetic only: columns, normalizer, baseline
   nlohmann::json normalizer;        // the statistics state.json keeps (compared on resume)
@@ -62,6 +63,11 @@ struct TrainFeed {
   CacheInfo cache;  // path empty when data.cache is off
 };
 TrainFeed training_feed(const DataPlan& plan, const Config& config, int64_t workers);
+
+// What a model trained on `plan` takes and gives, for state.json ("io"): x [steps, features] per
+// sample, `outputs` values per sample (`classes` logits when > 0), y_shape for npy regression.
+// `seqtrain predict` rebuilds the model of an npy run from it without the training files.
+nlohmann::json model_io_json(const DataPlan& plan);
 
 // y of n samples as the loss takes it: [n, y_size] floats, or for classification int64 labels
 // converted into `labels` (which must hold n * y_size): [n] for one label per sample, [n, T]

@@ -459,6 +459,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     st["config_hash"] = config_hash(config);
     st["config"] = to_yaml(config);
     st["normalizer"] = plan.normalizer;
+    st["io"] = model_io_json(plan);
     if (!plan.vocab_json.is_null()) st["vocab"] = plan.vocab_json;
     st["features"] = plan.windows ? plan.windows->features : std::vector<std::string>{};
     st["targets"] = plan.windows ? plan.windows->targets : std::vector<std::string>{};
