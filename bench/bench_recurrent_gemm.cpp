@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   if (bf16) { lg.dgi_bf = dgi_bf.data(); lg.dgh_bf = dgh_bf.data(); }
   std::vector<float> partials(fused_rnn_bias_partials(N, la.cell, H));
   lg.bias_partials = partials.data();
-  std::vector<float> wgrad_scratch(G * std::max(C, H));
+  std::vector<float> wgrad_scratch(G * (C + H));
   lg.wgrad_scratch = wgrad_scratch.data();
   RecurrentGemm layer_fwd, layer_bwd;
   auto layer = [&](bool rec, bool backward) {

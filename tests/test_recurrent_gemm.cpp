@@ -137,7 +137,10 @@ struct FusedRun {
   std::vector<float> out, gates, extra, scratch, dx, dw_ih, dw_hh, db_ih, db_hh, dgi, dgh, dh, dc;
 };
 
-FusedRun run_fused(RnnCell cell, bool reverse, bool rec, int64_t T, int64_t N, int64_t C, int64_t H, uint64_t seed) {
+// chunk: FusedRnnGrads::chunk (0: the whole sequence); bf16: the 16-bit mode, with the fp32
+// gate gradients kept for one step as RnnStack keeps them.
+FusedRun run_fused(RnnCell cell, bool reverse, bool rec, int64_t T, int64_t N, int64_t C, int64_t H, uint64_t seed,
+                   int64_t chunk = 0, bool bf16 = false) {
   Rng rng(seed);
   const int64_t G = rnn_gates(cell) * H;
   auto scaled = [&](size_t n) {
@@ -158,6 +161,14 @@ FusedRun run_fused(RnnCell cell, bool reverse, bool rec, int64_t T, int64_t N, i
   a.w_ih = w_ih.data(); a.w_hh = w_hh.data(); a.b_ih = b_ih.data(); a.b_hh = b_hh.data(); a.x = x.data();
   a.out = r.out.data(); a.ld_out = H; a.gates = r.gates.data(); a.extra = r.extra.data(); a.scratch = r.scratch.data();
   a.rec = rec ? &fwd : nullptr;
+  std::vector<uint16_t> w_ih_bf(w_ih.size()), w_hh_bf(w_hh.size()), x_bf(x.size()), h_bf(T * N * H),
+      dgi_bf(T * N * G), dgh_bf(T * N * G);
+  if (bf16) {
+    f32_to_bf16(w_ih.data(), w_ih_bf.data(), w_ih.size());
+    f32_to_bf16(w_hh.data(), w_hh_bf.data(), w_hh.size());
+    f32_to_bf16(x.data(), x_bf.data(), x.size());
+    a.w_ih_bf = w_ih_bf.data(); a.w_hh_bf = w_hh_bf.data(); a.x_bf = x_bf.data(); a.h_bf = h_bf.data();
+  }
   fused_rnn_forward(a);
   FusedRnnGrads g;
   g.dout = dout.data(); g.dx = r.dx.data(); g.dw_ih = r.dw_ih.data(); g.dw_hh = r.dw_hh.data();
@@ -165,9 +176,14 @@ FusedRun run_fused(RnnCell cell, bool reverse, bool rec, int64_t T, int64_t N, i
   g.dgh = cell == RnnCell::lstm ? r.dgi.data() : r.dgh.data(); g.dh = r.dh.data(); g.dc = r.dc.data();
   std::vector<float> partials(fused_rnn_bias_partials(N, cell, H));
   g.bias_partials = partials.data();
-  std::vector<float> wgrad_scratch(G * std::max(C, H));
+  std::vector<float> wgrad_scratch(G * (C + H));
   g.wgrad_scratch = wgrad_scratch.data();
   g.rec = rec ? &bwd : nullptr;
+  g.chunk = chunk;
+  if (bf16) {
+    g.dg_step_only = true;
+    g.dgi_bf = dgi_bf.data(); g.dgh_bf = dgh_bf.data();
+  }
   fused_rnn_backward(a, g);
   return r;
 }
@@ -188,6 +204,28 @@ TEST(RecurrentGemm, FusedKernelsGiveTheSameOutputsAndGradientsAsWithPlainGemm) {
       // Not trivially equal: the recurrence did contribute (W_hh's gradient is not zero).
       EXPECT_GT(*std::max_element(packed.dw_hh.begin(), packed.dw_hh.end()), 1e-4f) << what;
     }
+}
+
+// The backward runs dW_ih, dW_hh and dx chunk by chunk as its loop completes them; where the
+// chunks fall (1 step, 3 steps with a short last chunk of 1, the whole sequence) must not change
+// the gradients, in fp32 and bf16, either cell and direction (the first and last steps, which
+// have no h_prev pair for dW_hh, fall inside different chunks).
+TEST(FusedRnn, ChunkedWeightGradientsEqualTheWholeSequences) {
+  for (bool bf16 : {false, true})
+    for (RnnCell cell : {RnnCell::lstm, RnnCell::gru})
+      for (bool reverse : {false, true}) {
+        const auto whole = run_fused(cell, reverse, true, 10, 9, 6, 12, 31, 0, bf16);
+        for (int64_t chunk : {1, 3}) {
+          const auto part = run_fused(cell, reverse, true, 10, 9, 6, 12, 31, chunk, bf16);
+          const std::string what = std::string(cell == RnnCell::lstm ? "lstm" : "gru") + (reverse ? " reverse" : "") +
+                                   (bf16 ? " bf16" : " fp32") + " chunk " + std::to_string(chunk);
+          EXPECT_LT(rel_err(part.dw_ih, whole.dw_ih), 1e-5) << what;
+          EXPECT_LT(rel_err(part.dw_hh, whole.dw_hh), 1e-5) << what;
+          EXPECT_LT(rel_err(part.dx, whole.dx), 1e-5) << what;
+          EXPECT_EQ(part.db_ih, whole.db_ih) << what;
+          EXPECT_GT(*std::max_element(part.dw_hh.begin(), part.dw_hh.end()), 1e-4f) << what;
+        }
+      }
 }
 
 // The fused backward sums the bias gradients in fixed blocks of rows added in block order, so

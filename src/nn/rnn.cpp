@@ -285,7 +285,7 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
   const bool gru = cell_ == RnnCell::gru;
   Tensor dsrc = want_dx ? arena.tensor(l.src.shape) : Tensor();
   // Under checkpointing: recompute this layer's state, and take the backward workspace from the
-  // same private arena; the gate gradients overwrite the recomputed gates in place.
+  // same private arena.
   // The layer forward ran last (the top one) still has its state there: no recompute.
   if (ckpt_ && ckpt_live_ != &l) {
     ckpt_arena_.reset();
@@ -293,19 +293,21 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
   }
   ckpt_live_ = nullptr;  // the workspace below goes on top of this layer's state
   Arena& work = ckpt_ ? ckpt_arena_ : arena;
-  // In 16-bit mode the GEMMs read the 16-bit copies of the gate gradients, so the fp32 ones
-  // are kept for one step only; under checkpointing in fp32 they overwrite the recomputed gates.
-  const int64_t dg_steps = half_ ? 1 : T;
-  Tensor dgi = ckpt_ && !half_ ? Tensor() : work.tensor({dg_steps, N, G});
+  // The gate gradients are kept for one chunk of steps (the backward runs the whole-sequence
+  // GEMMs chunk by chunk); in 16-bit mode the GEMMs read the 16-bit copies, so the fp32 ones
+  // are kept for one step only.
+  const int64_t chunk = fused_rnn_backward_chunk(N, T);
+  const int64_t dg_steps = half_ ? 1 : chunk;
+  Tensor dgi = work.tensor({dg_steps, N, G});
   Tensor dgh = gru ? work.tensor({dg_steps, N, G}) : dgi;
   Tensor partials = work.tensor({fused_rnn_bias_partials(N, cell_, hidden_)});
-  Tensor wgrad_scratch = work.tensor({G * std::max(l.in, hidden_)});
+  Tensor wgrad_scratch = work.tensor({G * (l.in + hidden_)});
   Tensor dh = work.tensor({N, hidden_}), dc = work.tensor({N, hidden_});
   uint16_t* dgi_bf = nullptr;
   uint16_t* dgh_bf = nullptr;
   if (half_) {
-    dgi_bf = static_cast<uint16_t*>(work.alloc(T * N * G * sizeof(uint16_t)));
-    if (gru) dgh_bf = static_cast<uint16_t*>(work.alloc(T * N * G * sizeof(uint16_t)));
+    dgi_bf = static_cast<uint16_t*>(work.alloc(chunk * N * G * sizeof(uint16_t)));
+    if (gru) dgh_bf = static_cast<uint16_t*>(work.alloc(chunk * N * G * sizeof(uint16_t)));
   }
   l.rec_bwd.resize(dirs_);
   for (int64_t d = 0; d < dirs_; ++d) {
@@ -318,7 +320,8 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
     g.dw_hh = params_.grad(l.w_hh[d]).f32();
     g.db_ih = params_.grad(l.b_ih[d]).f32();
     g.db_hh = params_.grad(l.b_hh[d]).f32();
-    g.dgi = ckpt_ && !half_ ? l.fused[d].gates : dgi.f32();
+    g.chunk = chunk;
+    g.dgi = dgi.f32();
     g.dgh = gru ? dgh.f32() : g.dgi;
     g.dg_step_only = half_;
     g.bias_partials = partials.f32();

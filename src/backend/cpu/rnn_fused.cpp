@@ -199,6 +199,12 @@ void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s,
   add_partials(g.bias_partials + G, row_blocks(N), W, H, g.db_hh + 2 * H);
 }
 
+// The backward runs its whole-sequence GEMMs on chunks of at least this many rows (time steps
+// times batch), right after the gate passes wrote them: the gate gradients are then read from
+// cache instead of memory, and only a chunk of them is ever stored (W1: 8 steps, 4 MB instead of
+// the sequence's 78 MB a layer). Fewer rows make the GEMMs less efficient.
+constexpr int64_t kChunkMinRows = 2048;
+
 // dw [G, C] += s^T for s [C, G], in tiles so that both sides stay in cache.
 void add_transposed(const float* s, int64_t C, int64_t G, float* dw) {
   constexpr int64_t kTile = 32;
@@ -210,18 +216,46 @@ void add_transposed(const float* s, int64_t C, int64_t G, float* dw) {
         for (int64_t c = c0; c < std::min(C, c0 + kTile); ++c) dw[g * C + c] += s[c * G + g];
 }
 
-// A whole-sequence weight gradient, dw [G, C] += dg^T in over `rows` rows (dg [rows, G], in
-// [rows, C] with row stride ld_in). dnnl_sgemm runs it faster as in^T dg into a [C, G] scratch,
-// added transposed, than as dg^T in: 40 vs 49 ms for W2's [2048, 512] over 8192 rows, 13.3 vs
-// 14.6 ms for W1's [512, 128], 2.0 vs 3.9 ms for W1's first layer (C = 8); bench_recurrent_gemm
-// wgrad_*. The bf16 matmul gains from that form only at a small C (1.8 vs 3.6 ms at C = 8; at
-// C = 128 it is 7% slower), hence kHalfTransposedWgradMaxC.
-void add_weight_grad(int64_t rows, int64_t G, int64_t C, const float* dg, const float* in, int64_t ld_in,
-                     float* scratch, float* dw) {
-  gemm(true, false, C, G, rows, 1.f, in, ld_in, dg, G, 0.f, scratch, G);
-  add_transposed(scratch, C, G, dw);
-}
+// The weight gradients dW [G, C] = sum of dg^T in over the rows run in fp32 as in^T dg, summed
+// into a [C, G] scratch and added transposed at the end of the pass: dnnl_sgemm is faster in
+// that form than as dg^T in (45.8 vs 51.6 ms for W2's [2048, 512] over 8192 rows, 14.7 vs 15.8
+// for W1's [512, 128], 2.2 vs 4.2 for W1's first layer, C = 8; bench_recurrent_gemm wgrad_*).
+// The bf16 matmul gains from that form only at a small C (1.8 vs 3.6 ms at C = 8; at C = 128
+// it is 7% slower), hence kHalfTransposedWgradMaxC.
 constexpr int64_t kHalfTransposedWgradMaxC = 32;
+
+// The whole-sequence GEMMs of the time steps [t0, t1), run as soon as the backward loop has
+// written their gate gradients, which are then still in cache: dW_ih and dx over the chunk's
+// rows, and dW_hh over the steps whose h_prev is in the sequence (forward direction: t >= 1
+// pairs with output t-1; reverse: t <= T-2 with output t+1). The gate gradients of a chunk sit
+// at its slots 0 .. t1-t0-1; dW sums go to g.wgrad_scratch ([C, G] then [H, G], fp32 form) or,
+// in 16-bit mode, straight into dW.
+void chunk_gemms(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t t0, int64_t t1) {
+  const int64_t N = a.N, H = a.H, C = a.C, G = rnn_gates(a.cell) * H, ld = a.ld_out;
+  const bool lstm = a.cell == RnnCell::lstm;
+  const int64_t rows = (t1 - t0) * N;
+  const int64_t p0 = a.reverse ? t0 : std::max<int64_t>(t0, 1), p1 = a.reverse ? std::min(t1, a.T - 1) : t1;
+  const int64_t pair_rows = std::max<int64_t>(0, p1 - p0) * N, h_row = (a.reverse ? p0 + 1 : p0 - 1) * N;
+  float* sum_ih = g.wgrad_scratch;
+  float* sum_hh = g.wgrad_scratch + C * G;
+  if (a.bf16()) {
+    const uint16_t* dgi = g.dgi_bf;
+    const uint16_t* dgh = lstm ? g.dgi_bf : g.dgh_bf;
+    const uint16_t* x = a.x_bf + t0 * N * C;
+    if (C < kHalfTransposedWgradMaxC) gemm_half(a.half, true, false, C, G, rows, x, C, dgi, G, true, sum_ih, G);
+    else gemm_half(a.half, true, false, G, C, rows, dgi, G, x, C, true, g.dw_ih, C);
+    if (g.dx) gemm_half(a.half, false, false, rows, C, G, dgi, G, a.w_ih_bf, C, g.accumulate_dx, g.dx + t0 * N * C, C);
+    if (pair_rows > 0)
+      gemm_half(a.half, true, false, G, H, pair_rows, dgh + (p0 - t0) * N * G, G, a.h_bf + h_row * H, H, true, g.dw_hh, H);
+  } else {
+    const float* dgi = g.dgi;
+    const float* dgh = lstm ? g.dgi : g.dgh;
+    gemm(true, false, C, G, rows, 1.f, a.x + t0 * N * C, C, dgi, G, 1.f, sum_ih, G);
+    if (g.dx) gemm(false, false, rows, C, G, 1.f, dgi, G, a.w_ih, C, g.accumulate_dx ? 1.f : 0.f, g.dx + t0 * N * C, C);
+    if (pair_rows > 0)
+      gemm(true, false, H, G, pair_rows, 1.f, a.out + h_row * ld, ld, dgh + (p0 - t0) * N * G, G, 1.f, sum_hh, G);
+  }
+}
 
 }  // namespace
 
@@ -253,66 +287,52 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
 }
 
 void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
-  const int64_t N = a.N, H = a.H, G = rnn_gates(a.cell) * H, ld = a.ld_out;
+  const int64_t N = a.N, H = a.H, C = a.C, G = rnn_gates(a.cell) * H;
+  const int64_t K = g.chunk > 0 ? g.chunk : a.T;  // time steps the gate-gradient buffers hold
   const bool lstm = a.cell == RnnCell::lstm;
   const bool bf = a.bf16();
   ST_CHECK(!bf || (g.dgi_bf && (lstm || g.dgh_bf)), "fused_rnn_backward: 16-bit mode needs dgi_bf/dgh_bf");
-  ST_CHECK(bf || !g.dg_step_only, "fused_rnn_backward: fp32 mode needs the whole sequence's dgi/dgh");
+  ST_CHECK(bf || !g.dg_step_only, "fused_rnn_backward: fp32 mode needs a chunk of steps in dgi/dgh");
   ST_CHECK(g.bias_partials != nullptr, "fused_rnn_backward: bias_partials workspace missing");
   ST_CHECK(g.wgrad_scratch != nullptr, "fused_rnn_backward: wgrad_scratch workspace missing");
   ST_CHECK(!bf || g.rec || a.w_hh_bf, "fused_rnn_backward: 16-bit mode without a RecurrentGemm needs w_hh_bf");
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
+  std::memset(g.wgrad_scratch, 0, (C + H) * G * sizeof(float));
   if (g.rec && a.T > 1)
     g.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::backward, bf, !lstm, N, G, H, G, H}, a.w_hh);
   for (int64_t s = a.T; s-- > 0;) {
-    const int64_t t = time_of(a, s);
-    // fp32 gate gradients: the whole sequence's, or in 16-bit mode one step's rows that only the
-    // bias sums and the 16-bit copies (written row by row in the gate pass) read.
-    const int64_t off = g.dg_step_only ? 0 : t * N * G;
+    const int64_t t = time_of(a, s), slot = t % K;
+    // Gate gradients go to the chunk's slot of t; in 16-bit mode the fp32 ones are one step's
+    // rows that only the bias sums and the 16-bit copies (written row by row) read.
+    const int64_t off = g.dg_step_only ? 0 : slot * N * G;
     float* dgi = g.dgi + off;
     float* dgh = g.dgh + off;
-    uint16_t* dgi_b = bf ? g.dgi_bf + t * N * G : nullptr;
-    uint16_t* dgh_b = bf && !lstm ? g.dgh_bf + t * N * G : nullptr;
+    uint16_t* dgi_b = bf ? g.dgi_bf + slot * N * G : nullptr;
+    uint16_t* dgh_b = bf && !lstm ? g.dgh_bf + slot * N * G : nullptr;
     if (lstm) lstm_step_backward(a, g, s, dgi, dgi_b);
     else gru_step_backward(a, g, s, dgi, dgh, dgi_b, dgh_b);
-    if (s == 0) continue;
-    // dh_prev = dgates W_hh: the LSTM's replaces dh, the GRU's adds to its direct path.
-    const float* dg32 = lstm ? dgi : dgh;
-    const uint16_t* dg16 = lstm ? dgi_b : dgh_b;
-    if (g.rec) g.rec->run(bf ? static_cast<const void*>(dg16) : dg32, g.dh);
-    else if (bf) gemm_half(a.half, false, false, N, H, G, dg16, G, a.w_hh_bf, H, !lstm, g.dh, H);
-    else gemm(false, false, N, H, G, 1.f, dg32, G, a.w_hh, H, lstm ? 0.f : 1.f, g.dh, H);
+    if (s > 0) {
+      // dh_prev = dgates W_hh: the LSTM's replaces dh, the GRU's adds to its direct path.
+      const float* dg32 = lstm ? dgi : dgh;
+      const uint16_t* dg16 = lstm ? dgi_b : dgh_b;
+      if (g.rec) g.rec->run(bf ? static_cast<const void*>(dg16) : dg32, g.dh);
+      else if (bf) gemm_half(a.half, false, false, N, H, G, dg16, G, a.w_hh_bf, H, !lstm, g.dh, H);
+      else gemm(false, false, N, H, G, 1.f, dg32, G, a.w_hh, H, lstm ? 0.f : 1.f, g.dh, H);
+    }
+    // The chunk [t0, t1) of t is complete once the next step processed lies outside it.
+    if (s == 0 || time_of(a, s - 1) / K != t / K) chunk_gemms(a, g, t / K * K, std::min(t / K * K + K, a.T));
   }
-  const float* dgh = lstm ? g.dgi : g.dgh;
-  const int64_t TN = a.T * N;
-  // Whole-sequence GEMMs: dW_ih, dx, dW_hh (each step's h_prev is the neighbouring output).
-  if (bf) {
-    const uint16_t* dgh_b = lstm ? g.dgi_bf : g.dgh_bf;
-    if (a.C < kHalfTransposedWgradMaxC) {
-      gemm_half(a.half, true, false, a.C, G, TN, a.x_bf, a.C, g.dgi_bf, G, false, g.wgrad_scratch, G);
-      add_transposed(g.wgrad_scratch, a.C, G, g.dw_ih);
-    } else {
-      gemm_half(a.half, true, false, G, a.C, TN, g.dgi_bf, G, a.x_bf, a.C, true, g.dw_ih, a.C);
-    }
-    if (g.dx) gemm_half(a.half, false, false, TN, a.C, G, g.dgi_bf, G, a.w_ih_bf, a.C, g.accumulate_dx, g.dx, a.C);
-    if (a.T > 1) {
-      const int64_t rows = (a.T - 1) * N;
-      const uint16_t* d = a.reverse ? dgh_b : dgh_b + N * G;
-      const uint16_t* hp = a.reverse ? a.h_bf + N * H : a.h_bf;
-      gemm_half(a.half, true, false, G, H, rows, d, G, hp, H, true, g.dw_hh, H);
-    }
-  } else {
-    add_weight_grad(TN, G, a.C, g.dgi, a.x, a.C, g.wgrad_scratch, g.dw_ih);
-    if (g.dx) gemm(false, false, TN, a.C, G, 1.f, g.dgi, G, a.w_ih, a.C, g.accumulate_dx ? 1.f : 0.f, g.dx, a.C);
-    if (a.T > 1) {
-      const int64_t rows = (a.T - 1) * N;
-      // Forward direction: steps 1..T-1 pair with outputs 0..T-2; reverse: steps 0..T-2 with 1..T-1.
-      const float* d = a.reverse ? dgh : dgh + N * G;
-      const float* hp = a.reverse ? a.out + N * ld : a.out;
-      add_weight_grad(rows, G, H, d, hp, ld, g.wgrad_scratch, g.dw_hh);
-    }
+  if (!bf) {
+    add_transposed(g.wgrad_scratch, C, G, g.dw_ih);
+    add_transposed(g.wgrad_scratch + C * G, H, G, g.dw_hh);
+  } else if (C < kHalfTransposedWgradMaxC) {
+    add_transposed(g.wgrad_scratch, C, G, g.dw_ih);
   }
+}
+
+int64_t fused_rnn_backward_chunk(int64_t N, int64_t T) {
+  return std::min(T, std::max<int64_t>(1, (kChunkMinRows + N - 1) / N));
 }
 
 int64_t fused_rnn_bias_partials(int64_t N, RnnCell cell, int64_t H) {

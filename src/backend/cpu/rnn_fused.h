@@ -8,13 +8,11 @@
 // (recurrent_gemm.h) when the caller passes one: W_hh is packed once per pass instead of by
 // every one of the T calls, which at small batch is most of the step's GEMM time.
 // Backward: per step the fused elementwise gate gradients (which also sum the bias gradients)
-// and one GEMM for dh_prev; after the loop, dW_ih, dW_hh and dx are each one large GEMM over
-// all T*N rows. This is why it is several times faster than oneDNN 2.6's reference RNN
-// backward on CPU (docs/BENCHMARKS.md).
+// and one GEMM for dh_prev; every chunk of steps, dW_ih, dW_hh and dx as large GEMMs over the
+// chunk's rows while its gate gradients are in cache. This is why it is several times faster
+// than oneDNN 2.6's reference RNN backward on CPU (docs/BENCHMARKS.md).
 // In 16-bit mode (FusedRnnArgs::bf16(), named for the first format) the same GEMMs take bf16
 // or fp16 operands (FusedRnnArgs::half) with fp32 accumulation.
-// In fp32, dgi may alias the forward's gates buffer (each gate gradient overwrites the gate it
-// is computed from); gradient checkpointing uses that to need no separate dgi buffer.
 #pragma once
 #include <cstdint>
 
@@ -60,17 +58,21 @@ struct FusedRnnGrads {
   float* dx = nullptr;          // [T, N, C]; written (accumulate_dx false) or added to; null: skipped
   bool accumulate_dx = false;
   float* dw_ih = nullptr; float* dw_hh = nullptr; float* db_ih = nullptr; float* db_hh = nullptr;  // added to
-  // Workspace: [T, N, G*H] twice (gate gradients for the input and the recurrent side; the
-  // same values for LSTM), and [N, H] twice (dh and dc carried between steps).
+  // The whole-sequence GEMMs (dW_ih, dW_hh, dx) run on chunks of `chunk` time steps as the
+  // backward loop completes them (0: the whole sequence at once); fused_rnn_backward_chunk()
+  // gives the size. Workspace: [chunk, N, G*H] twice (gate gradients for the input and the
+  // recurrent side; the same buffer for the LSTM), and [N, H] twice (dh and dc carried
+  // between steps).
+  int64_t chunk = 0;
   float* dgi = nullptr; float* dgh = nullptr; float* dh = nullptr; float* dc = nullptr;
   // 16-bit mode may set this and give dgi/dgh of one step, [N, G*H]: the GEMMs read the 16-bit
-  // copies, so the fp32 gate gradients of the whole sequence need not be kept.
+  // copies, so only those need a whole chunk.
   bool dg_step_only = false;
   // fused_rnn_bias_partials(N, cell, H) floats: the per-block bias-gradient sums of a step.
   float* bias_partials = nullptr;
-  // G*H * max(C, H) floats: a weight gradient computed transposed before it is added.
+  // G*H * (C + H) floats: the weight gradients summed transposed over the chunks.
   float* wgrad_scratch = nullptr;
-  // 16-bit mode only: [T, N, G*H] 16-bit copies of dgi (and of dgh for the GRU), the GEMM inputs.
+  // 16-bit mode only: [chunk, N, G*H] 16-bit copies of dgi (and of dgh for the GRU), the GEMM inputs.
   uint16_t* dgi_bf = nullptr; uint16_t* dgh_bf = nullptr;
   // Runs the per-step dh_prev GEMM with W_hh packed once (prepared by fused_rnn_backward);
   // null: gemm().
@@ -78,6 +80,10 @@ struct FusedRnnGrads {
 };
 
 void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g);
+
+// Time steps per chunk of the backward's whole-sequence GEMMs (FusedRnnGrads::chunk) for
+// batch N and T steps.
+int64_t fused_rnn_backward_chunk(int64_t N, int64_t T);
 
 // Size in floats of FusedRnnGrads::bias_partials for batch N.
 int64_t fused_rnn_bias_partials(int64_t N, RnnCell cell, int64_t H);
