@@ -1,10 +1,11 @@
 // Gradient checkpointing of the RNN layers: the same gradients as without it (to 1e-6
-// relative) and less activation memory.
+// relative) and less activation memory, with the gates recomputed block by block.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/rnn_fused.h"
 #include "models/forecaster.h"
 #include "test_util.h"
 
@@ -39,7 +40,11 @@ StepOut one_step(const ModelSpec& spec, const std::vector<float>& init, const st
 TEST_P(GradCheckpoint, SameGradientsLessMemory) {
   const CkptCase c = GetParam();
   if (std::string(c.precision) == "bf16" && !cpu_has_native_bf16()) GTEST_SKIP() << "no AVX512-BF16";
-  const int64_t N = 16, T = 24, C = 5, H = 24, OUT = 3;
+  // T spans three blocks of the recompute (fused_rnn_backward_chunk: 32 steps at N = 64, the
+  // last one short), so the backward recomputes block by block and the top layer's last block,
+  // still in the buffer, is reused.
+  const int64_t N = 64, T = 80, C = 5, H = 24, OUT = 3;
+  ASSERT_EQ(fused_rnn_backward_chunk(N, T), 32);
   ModelSpec spec{c.type, C, T, H, c.layers, c.bidir, c.dropout, OUT};
   spec.precision = c.precision;
   Forecaster init_model(spec);

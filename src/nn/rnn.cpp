@@ -240,10 +240,14 @@ Tensor RnnStack::backward_onednn(Layer& l, const Tensor& dy, Arena& arena) {
   return dsrc;
 }
 
-// Saved state (gates, cell state, 16-bit copies) comes from keep: the step's arena, or under
-// gradient checkpointing the private one that holds one layer at a time.
-void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
+// Saved state (gates, cell state, 16-bit copies) comes from the step's arena. Under gradient
+// checkpointing (ckpt) the gates are not kept: they go to a block of fused_rnn_backward_chunk()
+// steps in the private ckpt_arena_, reused block after block, and the backward recomputes
+// each block just before its turn (FusedRnnGrads::recompute).
+void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep, bool ckpt) {
   const int64_t T = in.shape[0], N = in.shape[1], G = rnn_gates(cell_) * hidden_;
+  const int64_t block = ckpt ? fused_rnn_backward_chunk(N, T) : 0;
+  float* gate_block = ckpt ? ckpt_arena_.tensor({block, N, G}).f32() : nullptr;
   uint16_t* x_bf = nullptr;
   if (half_) {
     x_bf = static_cast<uint16_t*>(keep.alloc(T * N * l.in * sizeof(uint16_t)));
@@ -264,7 +268,8 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep) {
     a.x = in.f32();
     a.out = l.dst.f32() + d * hidden_;
     a.ld_out = hidden_ * dirs_;
-    a.gates = keep.tensor({T, N, G}).f32();
+    a.gates = ckpt ? gate_block : keep.tensor({T, N, G}).f32();
+    a.gate_slots = block;
     a.extra = keep.tensor({T, N, hidden_}).f32();
     a.scratch = keep.tensor({N, G}).f32();
     // The packed per-step GEMM serves fp32 and bf16; fp16's emulated GEMM goes through gemm_half.
@@ -284,19 +289,24 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
   const int64_t T = l.src.shape[0], N = l.src.shape[1], G = rnn_gates(cell_) * hidden_;
   const bool gru = cell_ == RnnCell::gru;
   Tensor dsrc = want_dx ? arena.tensor(l.src.shape) : Tensor();
-  // Under checkpointing: recompute this layer's state, and take the backward workspace from the
-  // same private arena.
-  // The layer forward ran last (the top one) still has its state there: no recompute.
-  if (ckpt_ && ckpt_live_ != &l) {
+  // Under checkpointing the backward recomputes the gates block by block into a block buffer
+  // of the private arena, and takes its workspace from there too.
+  const int64_t chunk = fused_rnn_backward_chunk(N, T);
+  // The layer whose forward ran last (the top one) left its last block of gates in the buffer;
+  // when the buffer lands at the same address again (and one direction wrote nothing over it),
+  // that block needs no recompute.
+  bool last_block_live = false;
+  if (ckpt_) {
     ckpt_arena_.reset();
-    forward_fused(l, l.src, ckpt_arena_);
+    float* gate_block = ckpt_arena_.tensor({chunk, N, G}).f32();
+    last_block_live = ckpt_live_ == &l && dirs_ == 1 && l.fused[0].gates == gate_block;
+    for (auto& a : l.fused) a.gates = gate_block;
   }
-  ckpt_live_ = nullptr;  // the workspace below goes on top of this layer's state
+  ckpt_live_ = nullptr;
   Arena& work = ckpt_ ? ckpt_arena_ : arena;
   // The gate gradients are kept for one chunk of steps (the backward runs the whole-sequence
   // GEMMs chunk by chunk); in 16-bit mode the GEMMs read the 16-bit copies, so the fp32 ones
   // are kept for one step only.
-  const int64_t chunk = fused_rnn_backward_chunk(N, T);
   const int64_t dg_steps = half_ ? 1 : chunk;
   Tensor dgi = work.tensor({dg_steps, N, G});
   Tensor dgh = gru ? work.tensor({dg_steps, N, G}) : dgi;
@@ -321,6 +331,8 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
     g.db_ih = params_.grad(l.b_ih[d]).f32();
     g.db_hh = params_.grad(l.b_hh[d]).f32();
     g.chunk = chunk;
+    g.recompute = ckpt_;
+    g.last_block_live = last_block_live;
     g.dgi = dgi.f32();
     g.dgh = gru ? dgh.f32() : g.dgi;
     g.dg_step_only = half_;
@@ -336,7 +348,7 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
 void RnnStack::layer_forward(Layer& l, const Tensor& in, Arena& arena, bool training) {
   if (l.impl == RnnImpl::fused) {
     if (ckpt_ && training) ckpt_arena_.reset();
-    forward_fused(l, in, ckpt_ && training ? ckpt_arena_ : arena);
+    forward_fused(l, in, arena, ckpt_ && training);
     if (ckpt_ && training) ckpt_live_ = &l;
   } else {
     forward_onednn(l, in, arena, training);

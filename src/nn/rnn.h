@@ -116,7 +116,7 @@ class RnnStack {
   void pack(Layer& l);
   void pack_backward(Layer& l);
   void unpack_grads(Layer& l);
-  void forward_fused(Layer& l, const Tensor& in, Arena& keep);
+  void forward_fused(Layer& l, const Tensor& in, Arena& keep, bool ckpt = false);
   Tensor backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool want_dx);
   void forward_onednn(Layer& l, const Tensor& in, Arena& arena, bool training);
   Tensor backward_onednn(Layer& l, const Tensor& dy, Arena& arena);
@@ -130,8 +130,8 @@ class RnnStack {
   HalfType half_type_ = HalfType::bf16;
   bool ckpt_ = false, autotune_ = false;
   std::shared_ptr<Autotuner> tuner_;
-  Arena ckpt_arena_;  // one layer's recomputable state under gradient checkpointing
-  const Layer* ckpt_live_ = nullptr;  // the layer whose state ckpt_arena_ holds now, if any
+  Arena ckpt_arena_;  // under gradient checkpointing: the recomputed gates block, backward workspace
+  const Layer* ckpt_live_ = nullptr;  // the layer whose forward last wrote the gates block
   std::vector<Layer> layers_;
 };
 

@@ -40,12 +40,19 @@ inline float fast_tanh(float v) { return 1.f - 2.f / (fast_exp(2.f * v) + 1.f); 
 // Time index of the s-th processed step.
 inline int64_t time_of(const FusedRnnArgs& a, int64_t s) { return a.reverse ? a.T - 1 - s : s; }
 
+// Time steps in a block of `gates` (FusedRnnArgs::gate_slots; the whole sequence when 0), and
+// the gates of step t: blocks are aligned to multiples of it, so step t sits in slot t % K.
+inline int64_t gate_block(const FusedRnnArgs& a) { return a.gate_slots > 0 ? a.gate_slots : a.T; }
+inline float* gates_at(const FusedRnnArgs& a, int64_t t) {
+  return a.gates + (t % gate_block(a)) * a.N * rnn_gates(a.cell) * a.H;
+}
+
 // Parallel over batch rows only when there is enough work to pay for waking the team.
 inline bool worth_threads(int64_t n) { return n >= 8192; }
 
 void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G4 = 4 * H;
-  float* g = a.gates + t * N * G4;  // holds x W_ih^T, becomes activated gates
+  float* g = gates_at(a, t);  // holds x W_ih^T, becomes activated gates
   const float* gh = a.scratch;        // h_prev W_hh^T (not written at the first step)
   float* c = a.extra + t * N * H;
   const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
@@ -76,7 +83,7 @@ void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
 
 void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G3 = 3 * H;
-  float* g = a.gates + t * N * G3;   // holds x W_ih^T, becomes r, z, n
+  float* g = gates_at(a, t);   // holds x W_ih^T, becomes r, z, n
   float* ghn = a.extra + t * N * H;  // W_hn h_prev + b_hn
   const float* gh = a.scratch;       // h_prev W_hh^T (zero at the first step)
   const float* h_prev = s ? a.out + time_of(a, s - 1) * N * a.ld_out : nullptr;
@@ -123,7 +130,7 @@ void add_partials(const float* partials, int64_t blocks, int64_t ld, int64_t w, 
 // carried dc and the direct part of dh, and the blocks' bias-gradient sums.
 void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, uint16_t* dgi_b) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 4 * H, ld = a.ld_out;
-  const float* gates = a.gates + t * N * G;
+  const float* gates = gates_at(a, t);
   const float* dout = g.dout + t * N * ld;
   const float* c = a.extra + t * N * H;
   const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
@@ -162,7 +169,7 @@ void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s
 void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, float* dgh,
                        uint16_t* dgi_b, uint16_t* dgh_b) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 3 * H, ld = a.ld_out, W = G + H;
-  const float* gates = a.gates + t * N * G;
+  const float* gates = gates_at(a, t);
   const float* dout = g.dout + t * N * ld;
   const float* e = a.extra + t * N * H;
   const float* h_prev = s ? a.out + time_of(a, s - 1) * N * ld : nullptr;
@@ -257,22 +264,23 @@ void chunk_gemms(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t t0, int6
   }
 }
 
-}  // namespace
-
-void fused_rnn_forward(const FusedRnnArgs& a) {
-  const int64_t G = rnn_gates(a.cell) * a.H, N = a.N;
+// Forward steps s0 .. s1-1 (processing order). Entering a block of time steps, its input
+// projection x W_ih^T runs as one GEMM into the block's slots. h_prev and the LSTM's c_prev
+// come from out and extra, so a block can be recomputed on its own (gradient checkpointing),
+// with the same GEMM calls and so the same values as the first time.
+void forward_steps(const FusedRnnArgs& a, int64_t s0, int64_t s1) {
+  const int64_t G = rnn_gates(a.cell) * a.H, N = a.N, K = gate_block(a);
   const bool bf = a.bf16(), lstm = a.cell == RnnCell::lstm;
-  ST_CHECK(!bf || a.rec || a.w_hh_bf, "fused_rnn_forward: 16-bit mode without a RecurrentGemm needs w_hh_bf");
-  // Input projection of every step at once.
-  if (bf) gemm_half(a.half, false, true, a.T * N, G, a.C, a.x_bf, a.C, a.w_ih_bf, a.C, false, a.gates, G);
-  else gemm(false, true, a.T * N, G, a.C, 1.f, a.x, a.C, a.w_ih, a.C, 0.f, a.gates, G);
-  // h_prev W_hh^T goes to scratch, and the gate pass adds it: the GRU's n gate needs W_hn h_prev
-  // on its own, and for the LSTM an accumulating matmul (a sum post-op) is slower than the
-  // extra read in the gate pass (by half at W1's shape: bench_recurrent_gemm, recurrent_acc).
-  const int64_t ld_h = bf ? a.H : a.ld_out;
-  if (a.rec && a.T > 1)
-    a.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::forward, bf, false, N, G, a.H, ld_h, G}, a.w_hh);
-  for (int64_t s = 0; s < a.T; ++s) {
+  for (int64_t s = s0; s < s1; ++s) {
+    const int64_t t = time_of(a, s);
+    if (s == s0 || time_of(a, s - 1) / K != t / K) {
+      const int64_t t0 = t / K * K, rows = (std::min(t0 + K, a.T) - t0) * N;
+      if (bf) gemm_half(a.half, false, true, rows, G, a.C, a.x_bf + t0 * N * a.C, a.C, a.w_ih_bf, a.C, false, a.gates, G);
+      else gemm(false, true, rows, G, a.C, 1.f, a.x + t0 * N * a.C, a.C, a.w_ih, a.C, 0.f, a.gates, G);
+    }
+    // h_prev W_hh^T goes to scratch, and the gate pass adds it: the GRU's n gate needs W_hn
+    // h_prev on its own, and for the LSTM an accumulating matmul (a sum post-op) is slower than
+    // the extra read in the gate pass (by half at W1's shape: bench_recurrent_gemm, recurrent_acc).
     if (s) {
       const int64_t tp = time_of(a, s - 1);
       const float* h_prev = a.out + tp * N * a.ld_out;
@@ -286,6 +294,18 @@ void fused_rnn_forward(const FusedRnnArgs& a) {
   }
 }
 
+}  // namespace
+
+void fused_rnn_forward(const FusedRnnArgs& a) {
+  const int64_t G = rnn_gates(a.cell) * a.H;
+  const bool bf = a.bf16();
+  ST_CHECK(!bf || a.rec || a.w_hh_bf, "fused_rnn_forward: 16-bit mode without a RecurrentGemm needs w_hh_bf");
+  const int64_t ld_h = bf ? a.H : a.ld_out;
+  if (a.rec && a.T > 1)
+    a.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::forward, bf, false, a.N, G, a.H, ld_h, G}, a.w_hh);
+  forward_steps(a, 0, a.T);
+}
+
 void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   const int64_t N = a.N, H = a.H, C = a.C, G = rnn_gates(a.cell) * H;
   const int64_t K = g.chunk > 0 ? g.chunk : a.T;  // time steps the gate-gradient buffers hold
@@ -296,6 +316,9 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   ST_CHECK(g.bias_partials != nullptr, "fused_rnn_backward: bias_partials workspace missing");
   ST_CHECK(g.wgrad_scratch != nullptr, "fused_rnn_backward: wgrad_scratch workspace missing");
   ST_CHECK(!bf || g.rec || a.w_hh_bf, "fused_rnn_backward: 16-bit mode without a RecurrentGemm needs w_hh_bf");
+  ST_CHECK(a.gate_slots == 0 || a.gate_slots == K, "fused_rnn_backward: gate_slots {} must equal the chunk {}",
+           a.gate_slots, K);
+  ST_CHECK(!g.recompute || a.gate_slots > 0, "fused_rnn_backward: recompute needs gate_slots");
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
   std::memset(g.wgrad_scratch, 0, (C + H) * G * sizeof(float));
@@ -303,6 +326,12 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
     g.rec->prepare(RecurrentGemm::Shape{RecurrentGemm::Op::backward, bf, !lstm, N, G, H, G, H}, a.w_hh);
   for (int64_t s = a.T; s-- > 0;) {
     const int64_t t = time_of(a, s), slot = t % K;
+    // Gradient checkpointing: entering a block of steps, recompute its forward (the gates).
+    if (g.recompute && (s == a.T - 1 ? !g.last_block_live : time_of(a, s + 1) / K != t / K)) {
+      const int64_t t0 = t / K * K, t1 = std::min(t0 + K, a.T);
+      if (a.reverse) forward_steps(a, a.T - t1, a.T - t0);
+      else forward_steps(a, t0, t1);
+    }
     // Gate gradients go to the chunk's slot of t; in 16-bit mode the fp32 ones are one step's
     // rows that only the bias sums and the 16-bit copies (written row by row) read.
     const int64_t off = g.dg_step_only ? 0 : slot * N * G;

@@ -34,6 +34,11 @@ struct FusedRnnArgs {
   // Saved for backward, [T, N, G*H] and [T, N, H]: activated gates; LSTM cell state or GRU's
   // W_hn h + b_hn.
   float* gates = nullptr; float* extra = nullptr;
+  // When > 0, `gates` holds a block of this many time steps only (step t in slot t % gate_slots,
+  // blocks aligned to its multiples) and extra, out (and h_bf) keep the whole sequence:
+  // gradient checkpointing, where fused_rnn_backward (FusedRnnGrads::recompute) recomputes
+  // each block's gates just before its backward. Must then equal FusedRnnGrads::chunk.
+  int64_t gate_slots = 0;
   float* scratch = nullptr;   // [N, G*H]: the step's recurrent projection h_prev W_hh^T
   // Mixed precision (backend/cpu/gemm_bf16.h, gemm_fp16.h): when w_ih_bf is set, every GEMM
   // takes 16-bit inputs of type `half` (the *_bf buffers then hold that format) with fp32
@@ -68,6 +73,12 @@ struct FusedRnnGrads {
   // 16-bit mode may set this and give dgi/dgh of one step, [N, G*H]: the GEMMs read the 16-bit
   // copies, so only those need a whole chunk.
   bool dg_step_only = false;
+  // Recompute each block's forward gates before its backward (FusedRnnArgs::gate_slots; the
+  // RecurrentGemm of the forward, if any, must still hold this pass's packed W_hh).
+  bool recompute = false;
+  // With recompute: `gates` still holds the block the forward processed last (which the
+  // backward processes first), so that one block needs no recompute.
+  bool last_block_live = false;
   // fused_rnn_bias_partials(N, cell, H) floats: the per-block bias-gradient sums of a step.
   float* bias_partials = nullptr;
   // G*H * (C + H) floats: the weight gradients summed transposed over the chunks.
