@@ -5,7 +5,6 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "backend/cpu/dnnl_context.h"
 #include "config/config.h"
@@ -42,12 +41,7 @@ Checkpoint read_checkpoint(const std::string& ckpt_path) {
   c.dir = checkpoint_dir(ckpt_path);
   ST_CHECK(fs::exists(fs::path(c.dir) / "state.json"),
            "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", ckpt_path);
-  std::ifstream f(fs::path(c.dir) / "state.json");
-  try {
-    c.state = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}/state.json is not valid JSON ({}): the checkpoint is damaged", c.dir, e.what());
-  }
+  c.state = read_checkpoint_state(c.dir);
   c.config = load_config_text(c.state.at("config").get<std::string>(), c.dir + "/state.json:config", ".", {});
   return c;
 }
@@ -204,18 +198,11 @@ int predict_npy(const Checkpoint& ck, const PredictArgs& a) {
   ZscoreSource input(x, Normalizer::from_json(ck.state.at("normalizer")), features);
   std::unique_ptr<Model> model = make_model(model_spec(config, features, steps, outputs));
   load_checkpoint(ck.dir, model->params());
-  const int64_t B = config.train.batch_size;
-  std::vector<float> xb(B * steps * features), out(n_samples * outputs);
-  std::vector<int64_t> idx(B);
-  Arena arena;
-  for (int64_t b = 0; b < n_samples; b += B) {
-    const int64_t n = std::min(B, n_samples - b);
-    for (int64_t i = 0; i < n; ++i) idx[i] = b + i;
-    input.fill(std::span<const int64_t>(idx.data(), n), 0, xb.data(), nullptr);
-    arena.reset();
-    Tensor pred = model->forward(Tensor(xb.data(), {n, steps, features}), arena, false);
-    std::copy(pred.f32(), pred.f32() + n * outputs, out.begin() + b * outputs);
-  }
+  std::vector<float> out(n_samples * outputs);
+  forward_batches(*model, input, steps, features, config.train.batch_size,
+                  [&](int64_t first, int64_t n, const Tensor& pred, float*) {
+                    std::copy(pred.f32(), pred.f32() + n * outputs, out.begin() + first * outputs);
+                  });
   std::vector<int64_t> shape{n_samples};
   if (classes > 0) shape.push_back(classes);
   else shape.insert(shape.end(), y_shape.begin(), y_shape.end());

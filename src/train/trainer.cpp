@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "backend/cpu/dnnl_context.h"
@@ -176,22 +177,30 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
   return evaluate(model, WindowSource(split), split.lookback(), split.n_features(), 0, loss, huber_delta, batch_size);
 }
 
+void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
+                     const std::function<void(int64_t first, int64_t n, const Tensor& pred, float* y)>& use) {
+  Arena arena;
+  std::vector<float> x(batch_size * source.x_size()), y(batch_size * source.y_size());
+  std::vector<int64_t> idx(batch_size);
+  for (int64_t b = 0; b < source.size(); b += batch_size) {
+    const int64_t n = std::min(batch_size, source.size() - b);
+    for (int64_t i = 0; i < n; ++i) idx[i] = b + i;
+    source.fill(std::span<const int64_t>(idx.data(), n), 0, x.data(), y.empty() ? nullptr : y.data());
+    arena.reset();
+    Tensor pred = model.forward(Tensor(x.data(), {n, steps, features}), arena, false);
+    use(b, n, pred, y.empty() ? nullptr : y.data());
+  }
+}
+
 double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, int64_t classes,
                 const std::string& loss, double huber_delta, int64_t batch_size, double* accuracy) {
   if (split.size() == 0) return 0.0;
   const LossKind kind = parse_loss(loss);
-  Arena arena;
-  std::vector<float> x(batch_size * split.x_size()), y(batch_size * split.y_size());
-  std::vector<int64_t> idx(batch_size), labels(classes > 0 ? batch_size * split.y_size() : 0);
+  std::vector<int64_t> labels(classes > 0 ? batch_size * split.y_size() : 0);
   double sum = 0;
   int64_t correct = 0;
-  for (int64_t b = 0; b < split.size(); b += batch_size) {
-    const int64_t n = std::min(batch_size, split.size() - b);
-    for (int64_t i = 0; i < n; ++i) idx[i] = b + i;
-    split.fill(std::span<const int64_t>(idx.data(), n), 0, x.data(), y.data());
-    arena.reset();
-    Tensor pred = model.forward(Tensor(x.data(), {n, steps, features}), arena, false);
-    Tensor target(y.data(), {n, split.y_size()});
+  forward_batches(model, split, steps, features, batch_size, [&](int64_t, int64_t n, const Tensor& pred, float* y) {
+    Tensor target(y, {n, split.y_size()});
     if (classes > 0) {  // one label per sample ([n]) or per step ([n, T], next-token targets)
       const int64_t rows = n * split.y_size();
       for (int64_t i = 0; i < rows; ++i) labels[i] = static_cast<int64_t>(y[i]);
@@ -204,7 +213,7 @@ double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t f
       }
     }
     sum += n * static_cast<double>(loss_forward(kind, pred, target, loss_options(huber_delta)));
-  }
+  });
   if (accuracy) *accuracy = static_cast<double>(correct) / static_cast<double>(split.size() * split.y_size());
   return sum / static_cast<double>(split.size());
 }

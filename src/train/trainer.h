@@ -5,6 +5,7 @@
 // checkpoint, and a final test-split evaluation with the best weights. docs/CHECKPOINTS.md
 // describes the checkpoint and resume behaviour users rely on.
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,12 @@ ModelSpec model_spec(const Config& config, int64_t input_size, int64_t lookback,
 // Mean loss (in the normalized units) over every window of `split`.
 double evaluate(Model& model, const WindowDataset& split, const std::string& loss, double huber_delta,
                 int64_t batch_size);
+// Runs `model` in inference mode over every sample of `source` (x [steps, features] each) in
+// index order, batch_size at a time, and hands each batch to `use`: the index of its first
+// sample, its size, the model's outputs and the samples' y (null when the source has none).
+void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
+                     const std::function<void(int64_t first, int64_t n, const Tensor& pred, float* y)>& use);
+
 // Mean loss over every sample of `split` (x [steps, features] per sample), in index order.
 // classes > 0: y holds class labels (one per sample, or one per step for a char LM), the model
 // outputs `classes` logits per label, and *accuracy (when given) receives the share of labels
