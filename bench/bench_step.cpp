@@ -14,6 +14,8 @@
 //  1. peak: the best GFLOP/s of 20 runs each of a 2048^3 f32 dnnl::matmul and of dnnl_sgemm with the same
 //     thread count (in a forked child, so its 48 MB of matrices stay out of this process's
 //     peak RSS). --peak-gflops G skips it and uses G (run.sh measures it once for all rows).
+//     On a CPU with AVX512-BF16 it also reports bf16_gemm_gflops, the same shape through
+//     gemm_bf16 (the mixed-precision kernels' GEMM): the ceiling of bf16's gain over f32.
 //  2. step: seqtrain::TrainStep::run, the whole step, K warm-up steps then S timed ones;
 //     ms/step is the median. Peak RSS (getrusage ru_maxrss) is read right after this phase.
 // --rnn-impl and --precision set ModelSpec::rnn_impl / precision (defaults: the model's own
@@ -61,6 +63,7 @@
 
 #include "bench_model.h"
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/rnn_primitive.h"
 #include "core/arena.h"
 #include "core/rng.h"
@@ -215,12 +218,28 @@ json measure_peak(int threads) {
     if (r) best_sgemm = std::min(best_sgemm, ms_since(t0));
   }
   const double g_mm = flops / best_mm / 1e6, g_sg = flops / best_sgemm / 1e6;
+  // The same shape through the bf16 GEMM the mixed-precision kernels use (gemm_bf16.h): the
+  // ceiling of what bf16 can gain over f32 on this CPU. Not part of peak_gflops.
+  json bf16 = nullptr;
+  if (cpu_has_native_bf16()) {
+    std::vector<uint16_t> ab(M * K), bb(K * N);
+    f32_to_bf16(a.data(), ab.data(), M * K);
+    f32_to_bf16(b.data(), bb.data(), K * N);
+    double best_bf = 1e30;
+    for (int r = 0; r <= kRuns; ++r) {
+      auto t0 = Clock::now();
+      gemm_bf16(false, false, M, N, K, ab.data(), K, bb.data(), N, false, c.data(), N);
+      if (r) best_bf = std::min(best_bf, ms_since(t0));
+    }
+    bf16 = flops / best_bf / 1e6;
+  }
   return {{"shape", "2048x2048x2048 f32"},
           {"threads", threads},
           {"matmul_ms", best_mm},
           {"matmul_gflops", g_mm},
           {"sgemm_ms", best_sgemm},
           {"sgemm_gflops", g_sg},
+          {"bf16_gemm_gflops", bf16},
           {"peak_gflops", std::max(g_mm, g_sg)}};
 }
 
