@@ -16,9 +16,12 @@
 //   recurrent_acc  the same accumulating into the output (gh +=, a sum post-op), which is
 //                  slower: the LSTM adds the projection in its gate pass instead
 // Backward, T calls of dh[N, H] = dgates[N, G*H] x W_hh: sgemm_bwd vs recurrent_bwd.
+// With --bf16 1 also both in RecurrentGemm's bf16 mode: recurrent_bf16, recurrent_bwd_bf16.
 // Whole fused layer (backend/cpu/rnn_fused.h; LSTM for 4 gates, GRU for 3; input width C,
 // default 512 = W2's second layer; --bf16 1: bf16 mode) with and without a RecurrentGemm:
 // layer_fwd_sgemm / layer_fwd_rec and layer_bwd_sgemm / layer_bwd_rec.
+// With --bf16 1 also the layer as the RNN stack runs it, saving the gates in fp32 or bf16:
+// layer_fwd_g32 / layer_bwd_g32 and layer_fwd_g16 / layer_bwd_g16.
 // Weight gradient dW_ih over all T*N rows in its two GEMM forms: wgrad_dgT_x / wgrad_xT_dg.
 // Defaults are W2's shape: N 32, H 512, 4 gates, T 256.
 #include <oneapi/dnnl/dnnl.h>
@@ -123,6 +126,21 @@ int main(int argc, char** argv) {
     bwd.prepare(bs, w.data());
     for (int64_t t = 0; t < T; ++t) bwd.run(dg.data() + t * N * G, dh.data());
   };
+  // With --bf16 1, the same two through RecurrentGemm's bf16 mode (bf16 A, fp32 C).
+  std::vector<uint16_t> h16(h.size()), dg16(dg.size());
+  RecurrentGemm fwd16, bwd16;
+  if (bf16) {
+    f32_to_bf16(h.data(), h16.data(), h.size());
+    f32_to_bf16(dg.data(), dg16.data(), dg.size());
+    run["recurrent_bf16"] = [&] {
+      fwd16.prepare({RecurrentGemm::Op::forward, true, false, N, G, H, H, G}, w.data());
+      for (int64_t t = 0; t < T; ++t) fwd16.run(h16.data() + t * N * H, out.data() + t * N * G);
+    };
+    run["recurrent_bwd_bf16"] = [&] {
+      bwd16.prepare({RecurrentGemm::Op::backward, true, false, N, G, H, G, H}, w.data());
+      for (int64_t t = 0; t < T; ++t) bwd16.run(dg16.data() + t * N * G, dh.data());
+    };
+  }
 
   // The whole layer, fused kernels, with and without the packed recurrent GEMM.
   std::vector<float> wih(G * C), bih(G), bhh(G), x(T * N * C), lout(T * N * H), gts(T * N * G), extra(T * N * H),
@@ -176,6 +194,29 @@ int main(int argc, char** argv) {
     for (int64_t r = 0; r < G; ++r)
       for (int64_t c = 0; c < C; ++c) dwih[r * C + c] += wg_scratch[c * G + r];
   };
+  // The layer as the RNN stack runs it in bf16 mode (--bf16 1 only): the backward's GEMMs chunk
+  // by chunk, and the activated gates saved either in fp32 (g32) or in bf16 (g16,
+  // FusedRnnArgs::gates_half, with `gates` a working block of one chunk).
+  const int64_t K = fused_rnn_backward_chunk(N, T);
+  std::vector<uint16_t> gts16(T * N * G);
+  auto staged = [&](bool half_gates, bool backward) {
+    FusedRnnArgs a = la;
+    a.rec = &layer_fwd;
+    a.gate_slots = half_gates ? K : 0;
+    a.gates_half = half_gates ? gts16.data() : nullptr;
+    if (!backward) return fused_rnn_forward(a);
+    FusedRnnGrads g = lg;
+    g.rec = &layer_bwd;
+    g.chunk = K;
+    g.dg_step_only = true;
+    fused_rnn_backward(a, g);
+  };
+  if (bf16) {
+    run["layer_fwd_g32"] = [&] { staged(false, false); };
+    run["layer_bwd_g32"] = [&] { staged(false, true); };
+    run["layer_fwd_g16"] = [&] { staged(true, false); };
+    run["layer_bwd_g16"] = [&] { staged(true, true); };
+  }
   run["layer_fwd_sgemm"] = [&] { layer(false, false); };
   run["layer_fwd_rec"] = [&] { layer(true, false); };
   run["layer_bwd_sgemm"] = [&] { layer(false, true); };

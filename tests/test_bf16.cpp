@@ -46,6 +46,25 @@ TEST(Bf16, ConversionRoundsToNearestEven) {
   EXPECT_EQ(r[5], -2.5f);
 }
 
+TEST(Bf16, WideningIsExactAtEveryLength) {
+  // Lengths around the 16-wide vector step, so both the vector loop and the tail run; the
+  // widened values must be the rounded ones bit for bit (bf16 -> f32 is exact).
+  Rng rng(5);
+  for (int64_t n : {1, 15, 16, 17, 40}) {
+    std::vector<float> v(n);
+    for (auto& e : v) e = rng.normal() * 100.f;
+    std::vector<uint16_t> b(n);
+    f32_to_bf16(v.data(), b.data(), n);
+    std::vector<float> wide(n, -1.f);
+    bf16_to_f32(b.data(), wide.data(), n);
+    const auto want = bf16_round(v);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(wide[i], want[i]) << "n=" << n << " i=" << i;
+      EXPECT_EQ(wide[i], bf16_to_f32(b[i])) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
 TEST(Bf16, GemmMatchesF32GemmOnBf16RoundedInputsForEveryTransposeAndCachesPrimitives) {
   SEQTRAIN_REQUIRE_BF16();
   Rng rng(3);

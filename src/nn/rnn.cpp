@@ -243,11 +243,24 @@ Tensor RnnStack::backward_onednn(Layer& l, const Tensor& dy, Arena& arena) {
 // Saved state (gates, cell state, 16-bit copies) comes from the step's arena. Under gradient
 // checkpointing (ckpt) the gates are not kept: they go to a block of fused_rnn_backward_chunk()
 // steps in the private ckpt_arena_, reused block after block, and the backward recomputes
-// each block just before its turn (FusedRnnGrads::recompute).
+// each block just before its turn (FusedRnnGrads::recompute). In 16-bit mode the gates are
+// saved in 16 bits (FusedRnnArgs::gates_half) and the fp32 gates are only a working block.
+// The gate blocks of a layer's fused pass (null where the whole sequence is saved instead):
+// under checkpointing the saved gates (16-bit or fp32), and in 16-bit mode the fp32 working
+// block. Forward and backward take them in the same order from a freshly reset ckpt_arena_,
+// so the backward finds the forward's last block at the same address.
+RnnStack::GateBlocks RnnStack::gate_blocks(int64_t N, int64_t T, Arena& arena, bool ckpt) const {
+  const int64_t block = fused_rnn_backward_chunk(N, T), G = rnn_gates(cell_) * hidden_;
+  GateBlocks b;
+  if (ckpt && half_) b.half = static_cast<uint16_t*>(arena.alloc(block * N * G * sizeof(uint16_t)));
+  if (ckpt || half_) b.f32 = arena.tensor({block, N, G}).f32();
+  return b;
+}
+
 void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep, bool ckpt) {
   const int64_t T = in.shape[0], N = in.shape[1], G = rnn_gates(cell_) * hidden_;
-  const int64_t block = ckpt ? fused_rnn_backward_chunk(N, T) : 0;
-  float* gate_block = ckpt ? ckpt_arena_.tensor({block, N, G}).f32() : nullptr;
+  const int64_t block = ckpt || half_ ? fused_rnn_backward_chunk(N, T) : 0;
+  GateBlocks blocks = gate_blocks(N, T, ckpt ? ckpt_arena_ : keep, ckpt);
   uint16_t* x_bf = nullptr;
   if (half_) {
     x_bf = static_cast<uint16_t*>(keep.alloc(T * N * l.in * sizeof(uint16_t)));
@@ -268,8 +281,12 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep, bool ckpt)
     a.x = in.f32();
     a.out = l.dst.f32() + d * hidden_;
     a.ld_out = hidden_ * dirs_;
-    a.gates = ckpt ? gate_block : keep.tensor({T, N, G}).f32();
+    a.gates = blocks.f32 ? blocks.f32 : keep.tensor({T, N, G}).f32();
     a.gate_slots = block;
+    if (half_) {
+      a.gates_half = blocks.half ? blocks.half : static_cast<uint16_t*>(keep.alloc(T * N * G * sizeof(uint16_t)));
+      a.half_slots = ckpt ? block : 0;
+    }
     a.extra = keep.tensor({T, N, hidden_}).f32();
     a.scratch = keep.tensor({N, G}).f32();
     // The packed per-step GEMM serves fp32 and bf16; fp16's emulated GEMM goes through gemm_half.
@@ -298,9 +315,13 @@ Tensor RnnStack::backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool w
   bool last_block_live = false;
   if (ckpt_) {
     ckpt_arena_.reset();
-    float* gate_block = ckpt_arena_.tensor({chunk, N, G}).f32();
-    last_block_live = ckpt_live_ == &l && dirs_ == 1 && l.fused[0].gates == gate_block;
-    for (auto& a : l.fused) a.gates = gate_block;
+    const GateBlocks blocks = gate_blocks(N, T, ckpt_arena_, true);
+    last_block_live = ckpt_live_ == &l && dirs_ == 1 && l.fused[0].gates == blocks.f32 &&
+                      l.fused[0].gates_half == blocks.half;
+    for (auto& a : l.fused) {
+      a.gates = blocks.f32;
+      a.gates_half = blocks.half;
+    }
   }
   ckpt_live_ = nullptr;
   Arena& work = ckpt_ ? ckpt_arena_ : arena;

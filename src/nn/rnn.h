@@ -116,6 +116,11 @@ class RnnStack {
   void pack(Layer& l);
   void pack_backward(Layer& l);
   void unpack_grads(Layer& l);
+  struct GateBlocks {
+    float* f32 = nullptr;
+    uint16_t* half = nullptr;
+  };
+  GateBlocks gate_blocks(int64_t N, int64_t T, Arena& arena, bool ckpt) const;
   void forward_fused(Layer& l, const Tensor& in, Arena& keep, bool ckpt = false);
   Tensor backward_fused(Layer& l, const Tensor& dy, Arena& arena, bool want_dx);
   void forward_onednn(Layer& l, const Tensor& in, Arena& arena, bool training);

@@ -23,6 +23,8 @@ void f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
 // rows x cols from a strided f32 matrix (row stride ld_src) into a contiguous bf16 one.
 void f32_to_bf16_rows(const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols);
 float bf16_to_f32(uint16_t v);
+// bf16 -> f32 (exact), n contiguous elements.
+void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc);

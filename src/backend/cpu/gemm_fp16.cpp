@@ -116,6 +116,11 @@ void f32_to_half(HalfType t, const float* src, uint16_t* dst, int64_t n) {
   else f32_to_bf16(src, dst, n);
 }
 
+void half_to_f32(HalfType t, const uint16_t* src, float* dst, int64_t n) {
+  if (t == HalfType::fp16) fp16_to_f32(src, dst, n);
+  else bf16_to_f32(src, dst, n);
+}
+
 void f32_to_half_rows(HalfType t, const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols) {
   if (t == HalfType::fp16) f32_to_fp16_rows(src, ld_src, dst, rows, cols);
   else f32_to_bf16_rows(src, ld_src, dst, rows, cols);

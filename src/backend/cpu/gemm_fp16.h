@@ -28,6 +28,7 @@ void gemm_fp16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
 // fused RNN kernels serves both formats.
 enum class HalfType { bf16, fp16 };
 void f32_to_half(HalfType t, const float* src, uint16_t* dst, int64_t n);
+void half_to_f32(HalfType t, const uint16_t* src, float* dst, int64_t n);
 void f32_to_half_rows(HalfType t, const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols);
 void gemm_half(HalfType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc);

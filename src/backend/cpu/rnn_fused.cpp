@@ -47,12 +47,19 @@ inline float* gates_at(const FusedRnnArgs& a, int64_t t) {
   return a.gates + (t % gate_block(a)) * a.N * rnn_gates(a.cell) * a.H;
 }
 
+// The saved gates of step t in 16 bits (FusedRnnArgs::gates_half), blocked as `gates` is.
+inline uint16_t* half_gates_at(const FusedRnnArgs& a, int64_t t) {
+  const int64_t block = a.half_slots > 0 ? a.half_slots : a.T;
+  return a.gates_half + (t % block) * a.N * rnn_gates(a.cell) * a.H;
+}
+
 // Parallel over batch rows only when there is enough work to pay for waking the team.
 inline bool worth_threads(int64_t n) { return n >= 8192; }
 
 void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G4 = 4 * H;
   float* g = gates_at(a, t);  // holds x W_ih^T, becomes activated gates
+  uint16_t* gates16 = a.gates_half ? half_gates_at(a, t) : nullptr;
   const float* gh = a.scratch;        // h_prev W_hh^T (not written at the first step)
   float* c = a.extra + t * N * H;
   const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
@@ -77,13 +84,16 @@ void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
       cn[j] = cv;
       hn[j] = o * fast_tanh(cv);
     }
-    if (a.h_bf) f32_to_half(a.half, hn, a.h_bf + (t * N + n) * H, H);  // while the row is in cache
+    // The 16-bit copies are made while the rows are in cache.
+    if (a.h_bf) f32_to_half(a.half, hn, a.h_bf + (t * N + n) * H, H);
+    if (a.gates_half) f32_to_half(a.half, gn, gates16 + n * G4, G4);
   }
 }
 
 void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G3 = 3 * H;
   float* g = gates_at(a, t);   // holds x W_ih^T, becomes r, z, n
+  uint16_t* gates16 = a.gates_half ? half_gates_at(a, t) : nullptr;
   float* ghn = a.extra + t * N * H;  // W_hn h_prev + b_hn
   const float* gh = a.scratch;       // h_prev W_hh^T (zero at the first step)
   const float* h_prev = s ? a.out + time_of(a, s - 1) * N * a.ld_out : nullptr;
@@ -107,6 +117,7 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
       hn[j] = (1.f - z) * nv + z * (hp ? hp[j] : 0.f);
     }
     if (a.h_bf) f32_to_half(a.half, hn, a.h_bf + (t * N + n) * H, H);
+    if (a.gates_half) f32_to_half(a.half, gn, gates16 + n * G3, G3);
   }
 }
 
@@ -130,7 +141,8 @@ void add_partials(const float* partials, int64_t blocks, int64_t ld, int64_t w, 
 // carried dc and the direct part of dh, and the blocks' bias-gradient sums.
 void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, uint16_t* dgi_b) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 4 * H, ld = a.ld_out;
-  const float* gates = gates_at(a, t);
+  const float* gates = a.gates_half ? nullptr : gates_at(a, t);
+  const uint16_t* gates16 = a.gates_half ? half_gates_at(a, t) : nullptr;
   const float* dout = g.dout + t * N * ld;
   const float* c = a.extra + t * N * H;
   const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
@@ -139,8 +151,11 @@ void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s
     float* acc = g.bias_partials + b * G;
     std::fill(acc, acc + G, 0.f);
     for (int64_t n = b * kRowBlock; n < std::min(N, (b + 1) * kRowBlock); ++n) {
-      const float* gn = gates + n * G;
       float* d = dgi + n * G;
+      // 16-bit saved gates are widened into the row of d: iteration j reads gates j, H+j, 2H+j,
+      // 3H+j before it writes the gradients there.
+      if (gates16) half_to_f32(a.half, gates16 + n * G, d, G);
+      const float* gn = gates16 ? d : gates + n * G;
       float* dhn = g.dh + n * H;
       float* dcn = g.dc + n * H;
 #pragma omp simd
@@ -169,7 +184,8 @@ void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s
 void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, float* dgh,
                        uint16_t* dgi_b, uint16_t* dgh_b) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 3 * H, ld = a.ld_out, W = G + H;
-  const float* gates = gates_at(a, t);
+  const float* gates = a.gates_half ? nullptr : gates_at(a, t);
+  const uint16_t* gates16 = a.gates_half ? half_gates_at(a, t) : nullptr;
   const float* dout = g.dout + t * N * ld;
   const float* e = a.extra + t * N * H;
   const float* h_prev = s ? a.out + time_of(a, s - 1) * N * ld : nullptr;
@@ -178,9 +194,10 @@ void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s,
     float* acc = g.bias_partials + b * W;
     std::fill(acc, acc + W, 0.f);
     for (int64_t n = b * kRowBlock; n < std::min(N, (b + 1) * kRowBlock); ++n) {
-      const float* gn = gates + n * G;
       float* di = dgi + n * G;
       float* dr = dgh + n * G;
+      if (gates16) half_to_f32(a.half, gates16 + n * G, di, G);  // as in lstm_step_backward
+      const float* gn = gates16 ? di : gates + n * G;
       float* dhn = g.dh + n * H;
 #pragma omp simd
       for (int64_t j = 0; j < H; ++j) {
@@ -319,6 +336,9 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   ST_CHECK(a.gate_slots == 0 || a.gate_slots == K, "fused_rnn_backward: gate_slots {} must equal the chunk {}",
            a.gate_slots, K);
   ST_CHECK(!g.recompute || a.gate_slots > 0, "fused_rnn_backward: recompute needs gate_slots");
+  ST_CHECK(!a.gates_half || bf, "fused_rnn_backward: gates_half needs 16-bit mode");
+  ST_CHECK(!g.recompute || !a.gates_half || a.half_slots == K,
+           "fused_rnn_backward: recompute with gates_half needs half_slots {} equal to the chunk {}", a.half_slots, K);
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
   std::memset(g.wgrad_scratch, 0, (C + H) * G * sizeof(float));

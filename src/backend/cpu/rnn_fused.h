@@ -39,6 +39,13 @@ struct FusedRnnArgs {
   // gradient checkpointing, where fused_rnn_backward (FusedRnnGrads::recompute) recomputes
   // each block's gates just before its backward. Must then equal FusedRnnGrads::chunk.
   int64_t gate_slots = 0;
+  // 16-bit mode may set gates_half: the activated gates are then saved there in the 16-bit
+  // format instead of in `gates` ([T, N, G*H], or a block of half_slots steps under gradient
+  // checkpointing, like gate_slots), which halves the saved gates' memory traffic in the
+  // forward and the backward. `gates` is then only the fp32 working block where each block's
+  // input projection lands and the gate pass computes; set gate_slots so that it stays in cache.
+  uint16_t* gates_half = nullptr;
+  int64_t half_slots = 0;
   float* scratch = nullptr;   // [N, G*H]: the step's recurrent projection h_prev W_hh^T
   // Mixed precision (backend/cpu/gemm_bf16.h, gemm_fp16.h): when w_ih_bf is set, every GEMM
   // takes 16-bit inputs of type `half` (the *_bf buffers then hold that format) with fp32
