@@ -6,36 +6,18 @@
 #include <cstring>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/gate_math.h"
 #include "backend/cpu/gemm_fp16.h"
 #include "core/error.h"
 
 namespace seqtrain {
 namespace {
 
-// exp for the gate loops, written so the compiler vectorizes it (glibc's expf stays scalar
-// without -ffast-math): e^x = 2^n * e^r with n = round(x / ln 2), |r| <= ln2/2, and e^r from
-// a degree-6 Taylor polynomial (relative error below 2e-7 on that range).
-inline float fast_exp(float x) {
-  x = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
-  // Adding and subtracting 1.5 * 2^23 rounds to the nearest integer in plain float arithmetic.
-  const float n = (x * 1.44269504f + 12582912.f) - 12582912.f;
-  const float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;  // ln 2 split in two
-  float p = 1.f / 720.f;
-  p = p * r + 1.f / 120.f;
-  p = p * r + 1.f / 24.f;
-  p = p * r + 1.f / 6.f;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-inline float sigmoid(float v) { return 1.f / (1.f + fast_exp(-v)); }
-// tanh(v) = 1 - 2 / (e^{2v} + 1): no cancellation for large |v|; near 0 the absolute error
-// stays ~1e-7, which is what the gates need.
-inline float fast_tanh(float v) { return 1.f - 2.f / (fast_exp(2.f * v) + 1.f); }
+using gate_math::for_lanes;
+using gate_math::sigmoid;
+using gate_math::splat;
+using gate_math::tanh;
+using gate_math::vf;
 
 // Time index of the s-th processed step.
 inline int64_t time_of(const FusedRnnArgs& a, int64_t s) { return a.reverse ? a.T - 1 - s : s; }
@@ -71,19 +53,23 @@ void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
     float* cn = c + n * H;
     float* hn = h + n * a.ld_out;
     const float* cp = c_prev ? c_prev + n * H : nullptr;
-#pragma omp simd
-    for (int64_t j = 0; j < H; ++j) {
-      const float hi = cp ? ghn[j] : 0.f, hf = cp ? ghn[H + j] : 0.f;
-      const float hg = cp ? ghn[2 * H + j] : 0.f, ho = cp ? ghn[3 * H + j] : 0.f;
-      const float i = sigmoid(gn[j] + hi + a.b_ih[j] + a.b_hh[j]);
-      const float f = sigmoid(gn[H + j] + hf + a.b_ih[H + j] + a.b_hh[H + j]);
-      const float gg = fast_tanh(gn[2 * H + j] + hg + a.b_ih[2 * H + j] + a.b_hh[2 * H + j]);
-      const float o = sigmoid(gn[3 * H + j] + ho + a.b_ih[3 * H + j] + a.b_hh[3 * H + j]);
-      const float cv = (cp ? f * cp[j] : 0.f) + i * gg;
-      gn[j] = i; gn[H + j] = f; gn[2 * H + j] = gg; gn[3 * H + j] = o;
-      cn[j] = cv;
-      hn[j] = o * fast_tanh(cv);
-    }
+    for_lanes(H, [&](auto l) {
+      // Gate k's pre-activation: input projection, recurrent projection (none at the first
+      // step), both biases.
+      auto pre = [&](int64_t k) {
+        vf v = l.load(gn + k * H);
+        if (cp) v += l.load(ghn + k * H);
+        return v + l.load(a.b_ih + k * H) + l.load(a.b_hh + k * H);
+      };
+      const vf i = sigmoid(pre(0)), f = sigmoid(pre(1)), gg = tanh(pre(2)), o = sigmoid(pre(3));
+      const vf cv = (cp ? f * l.load(cp) : splat(0.f)) + i * gg;
+      l.store(gn, i);
+      l.store(gn + H, f);
+      l.store(gn + 2 * H, gg);
+      l.store(gn + 3 * H, o);
+      l.store(cn, cv);
+      l.store(hn, o * tanh(cv));
+    });
     // The 16-bit copies are made while the rows are in cache.
     if (a.h_bf) f32_to_half(a.half, hn, a.h_bf + (t * N + n) * H, H);
     if (a.gates_half) f32_to_half(a.half, gn, gates16 + n * G4, G4);
@@ -105,17 +91,19 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
     float* hn = h + n * a.ld_out;
     float* en = ghn + n * H;
     const float* hp = h_prev ? h_prev + n * a.ld_out : nullptr;
-#pragma omp simd
-    for (int64_t j = 0; j < H; ++j) {
-      const float hr = hp ? ghr[j] : 0.f, hz = hp ? ghr[H + j] : 0.f, hh = hp ? ghr[2 * H + j] : 0.f;
-      const float r = sigmoid(gn[j] + a.b_ih[j] + hr + a.b_hh[j]);
-      const float z = sigmoid(gn[H + j] + a.b_ih[H + j] + hz + a.b_hh[H + j]);
-      const float e = hh + a.b_hh[2 * H + j];
-      const float nv = fast_tanh(gn[2 * H + j] + a.b_ih[2 * H + j] + r * e);
-      gn[j] = r; gn[H + j] = z; gn[2 * H + j] = nv;
-      en[j] = e;
-      hn[j] = (1.f - z) * nv + z * (hp ? hp[j] : 0.f);
-    }
+    for_lanes(H, [&](auto l) {
+      // h_prev W_hh^T of gate k (zero at the first step).
+      auto rec = [&](int64_t k) { return hp ? l.load(ghr + k * H) : splat(0.f); };
+      const vf r = sigmoid(l.load(gn) + l.load(a.b_ih) + rec(0) + l.load(a.b_hh));
+      const vf z = sigmoid(l.load(gn + H) + l.load(a.b_ih + H) + rec(1) + l.load(a.b_hh + H));
+      const vf e = rec(2) + l.load(a.b_hh + 2 * H);
+      const vf nv = tanh(l.load(gn + 2 * H) + l.load(a.b_ih + 2 * H) + r * e);
+      l.store(gn, r);
+      l.store(gn + H, z);
+      l.store(gn + 2 * H, nv);
+      l.store(en, e);
+      l.store(hn, (1.f - z) * nv + z * (hp ? l.load(hp) : splat(0.f)));
+    });
     if (a.h_bf) f32_to_half(a.half, hn, a.h_bf + (t * N + n) * H, H);
     if (a.gates_half) f32_to_half(a.half, gn, gates16 + n * G3, G3);
   }
@@ -158,19 +146,27 @@ void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s
       const float* gn = gates16 ? d : gates + n * G;
       float* dhn = g.dh + n * H;
       float* dcn = g.dc + n * H;
-#pragma omp simd
-      for (int64_t j = 0; j < H; ++j) {
-        const float i = gn[j], f = gn[H + j], gg = gn[2 * H + j], o = gn[3 * H + j];
-        const float tc = fast_tanh(c[n * H + j]);
-        const float dh = dout[n * ld + j] + dhn[j];
-        const float dcv = dcn[j] + dh * o * (1.f - tc * tc);
-        const float cp = c_prev ? c_prev[n * H + j] : 0.f;
-        const float di = dcv * gg * i * (1.f - i), df = dcv * cp * f * (1.f - f);
-        const float dg = dcv * i * (1.f - gg * gg), dov = dh * tc * o * (1.f - o);
-        d[j] = di; d[H + j] = df; d[2 * H + j] = dg; d[3 * H + j] = dov;
-        acc[j] += di; acc[H + j] += df; acc[2 * H + j] += dg; acc[3 * H + j] += dov;
-        dcn[j] = dcv * f;
-      }
+      const float* cn = c + n * H;
+      const float* cpn = c_prev ? c_prev + n * H : nullptr;
+      const float* doutn = dout + n * ld;
+      for_lanes(H, [&](auto l) {
+        const vf i = l.load(gn), f = l.load(gn + H), gg = l.load(gn + 2 * H), o = l.load(gn + 3 * H);
+        const vf tc = tanh(l.load(cn));
+        const vf dh = l.load(doutn) + l.load(dhn);
+        const vf dcv = l.load(dcn) + dh * o * (1.f - tc * tc);
+        const vf cp = cpn ? l.load(cpn) : splat(0.f);
+        const vf di = dcv * gg * i * (1.f - i), df = dcv * cp * f * (1.f - f);
+        const vf dg = dcv * i * (1.f - gg * gg), dov = dh * tc * o * (1.f - o);
+        l.store(d, di);
+        l.store(d + H, df);
+        l.store(d + 2 * H, dg);
+        l.store(d + 3 * H, dov);
+        l.store(acc, l.load(acc) + di);
+        l.store(acc + H, l.load(acc + H) + df);
+        l.store(acc + 2 * H, l.load(acc + 2 * H) + dg);
+        l.store(acc + 3 * H, l.load(acc + 3 * H) + dov);
+        l.store(dcn, dcv * f);
+      });
       if (dgi_b) f32_to_half(a.half, d, dgi_b + n * G, G);
     }
   }
@@ -199,19 +195,28 @@ void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s,
       if (gates16) half_to_f32(a.half, gates16 + n * G, di, G);  // as in lstm_step_backward
       const float* gn = gates16 ? di : gates + n * G;
       float* dhn = g.dh + n * H;
-#pragma omp simd
-      for (int64_t j = 0; j < H; ++j) {
-        const float r = gn[j], z = gn[H + j], nv = gn[2 * H + j];
-        const float hp = h_prev ? h_prev[n * ld + j] : 0.f;
-        const float dh = dout[n * ld + j] + dhn[j];
-        const float dn = dh * (1.f - z) * (1.f - nv * nv);
-        const float dz = dh * (hp - nv) * z * (1.f - z);
-        const float drr = dn * e[n * H + j] * r * (1.f - r);
-        di[j] = drr; di[H + j] = dz; di[2 * H + j] = dn;
-        dr[j] = drr; dr[H + j] = dz; dr[2 * H + j] = dn * r;
-        acc[j] += drr; acc[H + j] += dz; acc[2 * H + j] += dn; acc[G + j] += dn * r;
-        dhn[j] = dh * z;  // the direct path; the gate paths are added by the recurrent GEMM
-      }
+      const float* hpn = h_prev ? h_prev + n * ld : nullptr;
+      const float* doutn = dout + n * ld;
+      const float* en = e + n * H;
+      for_lanes(H, [&](auto l) {
+        const vf r = l.load(gn), z = l.load(gn + H), nv = l.load(gn + 2 * H);
+        const vf hp = hpn ? l.load(hpn) : splat(0.f);
+        const vf dh = l.load(doutn) + l.load(dhn);
+        const vf dn = dh * (1.f - z) * (1.f - nv * nv);
+        const vf dz = dh * (hp - nv) * z * (1.f - z);
+        const vf drr = dn * l.load(en) * r * (1.f - r);
+        l.store(di, drr);
+        l.store(di + H, dz);
+        l.store(di + 2 * H, dn);
+        l.store(dr, drr);
+        l.store(dr + H, dz);
+        l.store(dr + 2 * H, dn * r);
+        l.store(acc, l.load(acc) + drr);
+        l.store(acc + H, l.load(acc + H) + dz);
+        l.store(acc + 2 * H, l.load(acc + 2 * H) + dn);
+        l.store(acc + G, l.load(acc + G) + dn * r);
+        l.store(dhn, dh * z);  // the direct path; the gate paths are added by the recurrent GEMM
+      });
       if (dgi_b) {
         f32_to_half(a.half, di, dgi_b + n * G, G);
         f32_to_half(a.half, dr, dgh_b + n * G, G);
