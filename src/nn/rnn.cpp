@@ -240,11 +240,6 @@ Tensor RnnStack::backward_onednn(Layer& l, const Tensor& dy, Arena& arena) {
   return dsrc;
 }
 
-// Saved state (gates, cell state, 16-bit copies) comes from the step's arena. Under gradient
-// checkpointing (ckpt) the gates are not kept: they go to a block of fused_rnn_backward_chunk()
-// steps in the private ckpt_arena_, reused block after block, and the backward recomputes
-// each block just before its turn (FusedRnnGrads::recompute). In 16-bit mode the gates are
-// saved in 16 bits (FusedRnnArgs::gates_half) and the fp32 gates are only a working block.
 // The gate blocks of a layer's fused pass (null where the whole sequence is saved instead):
 // under checkpointing the saved gates (16-bit or fp32), and in 16-bit mode the fp32 working
 // block. Forward and backward take them in the same order from a freshly reset ckpt_arena_,
@@ -254,13 +249,18 @@ RnnStack::GateBlocks RnnStack::gate_blocks(int64_t N, int64_t T, Arena& arena, b
   GateBlocks b;
   if (ckpt && half_) b.half = static_cast<uint16_t*>(arena.alloc(block * N * G * sizeof(uint16_t)));
   if (ckpt || half_) b.f32 = arena.tensor({block, N, G}).f32();
+  b.steps = block;
   return b;
 }
 
+// Saved state (gates, cell state, 16-bit copies) comes from the step's arena. Under gradient
+// checkpointing (ckpt) the gates are not kept: they go to a block of fused_rnn_backward_chunk()
+// steps in the private ckpt_arena_, reused block after block, and the backward recomputes
+// each block just before its turn (FusedRnnGrads::recompute). In 16-bit mode the gates are
+// saved in 16 bits (FusedRnnArgs::gates_half) and the fp32 gates are only a working block.
 void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep, bool ckpt) {
   const int64_t T = in.shape[0], N = in.shape[1], G = rnn_gates(cell_) * hidden_;
-  const int64_t block = ckpt || half_ ? fused_rnn_backward_chunk(N, T) : 0;
-  GateBlocks blocks = gate_blocks(N, T, ckpt ? ckpt_arena_ : keep, ckpt);
+  const GateBlocks blocks = gate_blocks(N, T, ckpt ? ckpt_arena_ : keep, ckpt);
   uint16_t* x_bf = nullptr;
   if (half_) {
     x_bf = static_cast<uint16_t*>(keep.alloc(T * N * l.in * sizeof(uint16_t)));
@@ -282,10 +282,10 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep, bool ckpt)
     a.out = l.dst.f32() + d * hidden_;
     a.ld_out = hidden_ * dirs_;
     a.gates = blocks.f32 ? blocks.f32 : keep.tensor({T, N, G}).f32();
-    a.gate_slots = block;
+    a.gate_slots = blocks.f32 ? blocks.steps : 0;
     if (half_) {
       a.gates_half = blocks.half ? blocks.half : static_cast<uint16_t*>(keep.alloc(T * N * G * sizeof(uint16_t)));
-      a.half_slots = ckpt ? block : 0;
+      a.half_slots = blocks.half ? blocks.steps : 0;
     }
     a.extra = keep.tensor({T, N, hidden_}).f32();
     a.scratch = keep.tensor({N, G}).f32();

@@ -119,6 +119,7 @@ class RnnStack {
   struct GateBlocks {
     float* f32 = nullptr;
     uint16_t* half = nullptr;
+    int64_t steps = 0;  // time steps in a block
   };
   GateBlocks gate_blocks(int64_t N, int64_t T, Arena& arena, bool ckpt) const;
   void forward_fused(Layer& l, const Tensor& in, Arena& keep, bool ckpt = false);

@@ -1,8 +1,6 @@
 #include "backend/cpu/rnn_fused.h"
 
 #include <algorithm>
-
-#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/gemm.h"
@@ -22,17 +20,18 @@ using gate_math::vf;
 // Time index of the s-th processed step.
 inline int64_t time_of(const FusedRnnArgs& a, int64_t s) { return a.reverse ? a.T - 1 - s : s; }
 
-// Time steps in a block of `gates` (FusedRnnArgs::gate_slots; the whole sequence when 0), and
-// the gates of step t: blocks are aligned to multiples of it, so step t sits in slot t % K.
+// Time steps in a block of `gates` (FusedRnnArgs::gate_slots; the whole sequence when 0).
 inline int64_t gate_block(const FusedRnnArgs& a) { return a.gate_slots > 0 ? a.gate_slots : a.T; }
-inline float* gates_at(const FusedRnnArgs& a, int64_t t) {
-  return a.gates + (t % gate_block(a)) * a.N * rnn_gates(a.cell) * a.H;
-}
 
-// The saved gates of step t in 16 bits (FusedRnnArgs::gates_half), blocked as `gates` is.
+// Offset of step t's gate rows in a buffer of blocks of `slots` steps (the whole sequence when
+// 0): blocks are aligned to multiples of it, so step t sits in slot t % slots.
+inline int64_t gate_offset(const FusedRnnArgs& a, int64_t slots, int64_t t) {
+  return (t % (slots > 0 ? slots : a.T)) * a.N * rnn_gates(a.cell) * a.H;
+}
+// Step t's gates: the fp32 ones (gate_slots) and the 16-bit saved ones (gates_half, half_slots).
+inline float* gates_at(const FusedRnnArgs& a, int64_t t) { return a.gates + gate_offset(a, a.gate_slots, t); }
 inline uint16_t* half_gates_at(const FusedRnnArgs& a, int64_t t) {
-  const int64_t block = a.half_slots > 0 ? a.half_slots : a.T;
-  return a.gates_half + (t % block) * a.N * rnn_gates(a.cell) * a.H;
+  return a.gates_half + gate_offset(a, a.half_slots, t);
 }
 
 // Parallel over batch rows only when there is enough work to pay for waking the team.

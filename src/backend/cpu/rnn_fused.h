@@ -37,7 +37,8 @@ struct FusedRnnArgs {
   // When > 0, `gates` holds a block of this many time steps only (step t in slot t % gate_slots,
   // blocks aligned to its multiples) and extra, out (and h_bf) keep the whole sequence:
   // gradient checkpointing, where fused_rnn_backward (FusedRnnGrads::recompute) recomputes
-  // each block's gates just before its backward. Must then equal FusedRnnGrads::chunk.
+  // each block's gates just before its backward, or 16-bit mode with gates_half (below). Must
+  // then equal FusedRnnGrads::chunk.
   int64_t gate_slots = 0;
   // 16-bit mode may set gates_half: the activated gates are then saved there in the 16-bit
   // format instead of in `gates` ([T, N, G*H], or a block of half_slots steps under gradient
