@@ -19,7 +19,10 @@
 //  2. step: seqtrain::TrainStep::run, the whole step, K warm-up steps then S timed ones;
 //     ms/step is the median. Peak RSS (getrusage ru_maxrss) is read right after this phase.
 // --rnn-impl and --precision set ModelSpec::rnn_impl / precision (defaults: the model's own
-// defaults, fused kernels in fp32) for the step and the profile alike.
+// defaults, fused kernels in fp32) for the step and the profile alike. --autotune on|off
+// (default: on, as `seqtrain train`'s runtime.autotune, unless --rnn-impl names the kernels)
+// times the candidate kernels per layer shape in the first warm-up step and keeps the fastest;
+// the decisions go into the JSON ("autotune"), with the ISA level the kernels ran at ("isa").
 //
 // --grad-checkpoint sets ModelSpec::grad_checkpoint (RnnOptions::grad_checkpoint in the
 // profile), as the config key train.grad_checkpoint does. Activation memory of the step
@@ -62,6 +65,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "bench_model.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/rnn_primitive.h"
@@ -93,6 +97,7 @@ struct Args {
   double peak_gflops = 0;  // 0: measure
   std::string rev = "unknown";
   std::string rnn_impl;   // empty: ModelSpec's default
+  std::string autotune;   // "on" | "off"; empty: on unless rnn_impl is set
   std::string precision;  // empty: ModelSpec's default
   std::string json_out;
   bool grad_checkpoint = false;
@@ -132,6 +137,7 @@ Args parse(int argc, char** argv) {
       else if (k == "--rev") a.rev = v;
       else if (k == "--rnn-impl") a.rnn_impl = v;
       else if (k == "--precision") a.precision = v;
+      else if (k == "--autotune") a.autotune = v;
       else if (k == "--json") a.json_out = v;
       else usage("unknown option " + k);
     } catch (const std::logic_error&) {
@@ -140,6 +146,8 @@ Args parse(int argc, char** argv) {
   }
   if (a.threads < 1 || a.steps < 1 || a.warmup < 0) usage("threads and steps must be >= 1, warmup >= 0");
   if (a.profile_steps < 0) a.profile_steps = a.steps;
+  if (a.autotune.empty()) a.autotune = a.rnn_impl.empty() ? "on" : "off";
+  if (a.autotune != "on" && a.autotune != "off") usage("--autotune takes on or off");
   return a;
 }
 
@@ -308,6 +316,7 @@ ModelSpec bench_spec(const Workload& w, const Args& a) {
   if (!a.rnn_impl.empty()) spec.rnn_impl = a.rnn_impl;
   if (!a.precision.empty()) spec.precision = a.precision;
   spec.grad_checkpoint = a.grad_checkpoint;
+  spec.autotune = a.autotune == "on";
   return spec;
 }
 
@@ -344,7 +353,11 @@ json bench_full_step(const Workload& w, const Args& a, const Data& d) {
   }
   switches = involuntary_switches() - switches;
   const double loss = step.take_loss();
+  json tuned = json::array();
+  if (Autotuner* t = model->autotuner())
+    for (const auto& line : t->log_lines()) tuned.push_back(line);
   return {{"ms_median", median(ms)},
+          {"autotune", tuned},
           {"involuntary_switches", switches},
           {"ms_min", *std::min_element(ms.begin(), ms.end())},
           {"ms_all", ms},
@@ -362,6 +375,7 @@ json bench_profile(const Workload& w, const Args& a, const Data& d) {
   const ModelSpec defaults;
   RnnOptions ro;
   ro.grad_checkpoint = a.grad_checkpoint;
+  ro.autotune = a.autotune == "on";
   ro.impl = parse_rnn_impl(a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl);
   ro.precision = rnn_precision(a.precision.empty() ? defaults.precision : a.precision);
   RnnStack rnn(ps, "rnn", w.cell, w.features, w.hidden, w.layers, false, 0.f, ro);
@@ -491,6 +505,8 @@ int main(int argc, char** argv) {
     out["precision"] = a.precision.empty() ? defaults.precision : a.precision;
   }
   out["grad_checkpoint"] = a.grad_checkpoint;
+  out["autotune_on"] = a.autotune == "on";
+  out["isa"] = isa_summary();
   out["load_before"] = loadavg();
 
   double peak = a.peak_gflops;

@@ -41,9 +41,12 @@ def engine_name(d, meta):
         if "rnn_impl" not in d:  # written before bench_step recorded its kernels
             return f"seqtrain {d['version']} (default RNN kernels; oneDNN {d['onednn']})"
         ckpt = ", grad checkpoint" if d.get("grad_checkpoint") else ""
-        return f"seqtrain {d['version']} ({d['rnn_impl']} RNN, {d['precision']}{ckpt}; oneDNN {d['onednn']})"
+        tuned = ", autotune" if d.get("autotune_on") else ""
+        isa = f"; kernels {d['isa'].split(' ')[0]}" if "isa" in d else ""
+        return f"seqtrain {d['version']} ({d['rnn_impl']} RNN{tuned}, {d['precision']}{ckpt}; oneDNN {d['onednn']}{isa})"
     label = meta.get("peers", {}).get(d["_tag"], d["_tag"])
-    return f"torch {d['version']} ({label})"
+    cap = f"; ATen {d['cpu_capability']}" if "cpu_capability" in d else ""
+    return f"torch {d['version']} ({label}{cap})"
 
 
 def load_meta_and_peak(raw):
@@ -88,6 +91,7 @@ def main():
     md = [f"# seqtrain step benchmark, {meta['date']}", "",
           f"Machine: {meta['cpu']}, {meta['nproc']} CPUs; threads {meta['threads']} "
           f"(pinned: {meta['pinned']}); OMP_WAIT_POLICY {meta.get('omp_wait_policy', 'unset')}; "
+          f"ISA cap: {meta.get('isa_cap', 'none')}; "
           f"load average before/after: {meta['load_before']} / {meta['load_after']}",
           f"f32 matmul peak (2048^3, best of 20 runs, higher of start and end, {peak['threads']} threads): {peak['peak_gflops']:.1f} GFLOP/s "
           f"(dnnl::matmul {peak['peak']['matmul_gflops']:.1f}, dnnl_sgemm {peak['peak']['sgemm_gflops']:.1f})",

@@ -11,6 +11,12 @@
 #                                         on a shared machine only ever slow a run down)
 #   BUILD_DIR=build-bench bench/run.sh    build directory (default build)
 #   SEQTRAIN_ARGS="--rnn-impl onednn --precision bf16" bench/run.sh   extra bench_step options
+#   ISA=avx2 bench/run.sh                 caps every engine at AVX2 alike, as an AVX2-only CPU:
+#                                         seqtrain (SEQTRAIN_ISA, which caps its oneDNN too), the
+#                                         peers' ATen kernels (ATEN_CPU_CAPABILITY), oneDNN
+#                                         (ONEDNN_MAX_CPU_ISA), MKL (MKL_ENABLE_INSTRUCTIONS) and
+#                                         OpenBLAS (OPENBLAS_CORETYPE); the f32 peak is then AVX2's.
+#                                         Results go to bench/results/step-avx2-<date>.
 #
 # Peers: Debian's /usr/bin/python3 (python3-torch 1.13) and, when bench/setup_venv.sh has
 # made it, bench/.venv/bin/python (PyPI torch). Every run is a fresh process, so peak RSS is
@@ -22,6 +28,13 @@ THREADS=${THREADS:-2}
 WORKLOADS=${WORKLOADS:-"W1 W1GRU W2"}
 BUILD_DIR=${BUILD_DIR:-build}
 REPEAT=${REPEAT:-1}
+ISA=${ISA:-}
+case "$ISA" in
+  "") ;;
+  avx2) export SEQTRAIN_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2 \
+               MKL_ENABLE_INSTRUCTIONS=AVX2 OPENBLAS_CORETYPE=Haswell ;;
+  *) echo "bench/run.sh: ISA=$ISA is not supported: use ISA=avx2, or leave ISA unset for the CPU's own" >&2; exit 2 ;;
+esac
 
 # Step counts: small enough for a few minutes on 2 cores. Debian's torch 1.13 calls the
 # reference (netlib) BLAS here and takes tens of seconds a step, so it gets fewer steps and
@@ -34,7 +47,7 @@ steps_for() {  # engine -> "steps warmup rounds"
 }
 
 stamp=$(date +%Y%m%d-%H%M%S)
-out=bench/results/step-$stamp
+out=bench/results/step-${ISA:+$ISA-}$stamp
 mkdir -p "$out/runs"
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -91,9 +104,10 @@ json.dump({
   "cpu": "$(lscpu | sed -n 's/^Model name: *//p' | head -1)", "nproc": $(nproc),
   "load_before": "$load_before", "load_after": "$load_after",
   "omp_wait_policy": "${OMP_WAIT_POLICY:-unset}",
-  "command": "${OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$OMP_WAIT_POLICY }${SEQTRAIN_ARGS:+SEQTRAIN_ARGS='$SEQTRAIN_ARGS' }THREADS=$THREADS WORKLOADS='$WORKLOADS' REPEAT=$REPEAT ${STEPS:+STEPS=$STEPS }${WARMUP:+WARMUP=$WARMUP }bench/run.sh",
+  "isa_cap": "${ISA:-none}",
+  "command": "${ISA:+ISA=$ISA }${OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$OMP_WAIT_POLICY }${SEQTRAIN_ARGS:+SEQTRAIN_ARGS='$SEQTRAIN_ARGS' }THREADS=$THREADS WORKLOADS='$WORKLOADS' REPEAT=$REPEAT ${STEPS:+STEPS=$STEPS }${WARMUP:+WARMUP=$WARMUP }bench/run.sh",
   "peers": {"torch-debian": "Debian python3-torch, /usr/bin/python3", "torch-pypi": "PyPI, bench/.venv"},
 }, open(sys.argv[1], "w"), indent=2)
 EOF
-python3 bench/report.py "$out" "bench/results/step-$stamp"
-echo "wrote bench/results/step-$stamp.md and .csv (raw JSON in $out/)"
+python3 bench/report.py "$out" "$out"
+echo "wrote $out.md and .csv (raw JSON in $out/)"

@@ -122,6 +122,10 @@ def main():
         "version": torch.__version__,
         "python": sys.executable,
         "mkldnn": torch.backends.mkldnn.is_available(),
+        # ATen's kernel level (ATEN_CPU_CAPABILITY caps it); torch 1.13 has no query for it.
+        "cpu_capability": (torch.backends.cpu.get_cpu_capability()
+                           if hasattr(torch.backends, "cpu") and hasattr(torch.backends.cpu, "get_cpu_capability")
+                           else os.environ.get("ATEN_CPU_CAPABILITY", "default")),
         "workload": a.workload,
         "threads": torch.get_num_threads(),
         "shape": w,

@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh
+TARGET=seqtrain bash scripts/build.sh   # the tests are scripts/test.sh's business
 OUT=${OUT:-runs/quickstart}
 exec build/seqtrain train examples/forecast.yaml --out "$OUT" --overwrite "$@"

@@ -3,7 +3,7 @@
 # Idempotent: packages already present are skipped; safe to run as root on a fresh machine.
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config
-      libdnnl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
+      libdnnl-dev ocl-icd-opencl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev
       libopenmpi-dev python3 python3-numpy python3-torch)
 missing=()
 for p in "${PKGS[@]}"; do

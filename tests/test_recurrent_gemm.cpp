@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/recurrent_gemm.h"
 #include "backend/cpu/rnn_fused.h"
 #include "core/error.h"
@@ -140,7 +142,8 @@ struct FusedRun {
 // chunk: FusedRnnGrads::chunk (0: the whole sequence); bf16: the 16-bit mode, with the fp32
 // gate gradients kept for one step as RnnStack keeps them.
 FusedRun run_fused(RnnCell cell, bool reverse, bool rec, int64_t T, int64_t N, int64_t C, int64_t H, uint64_t seed,
-                   int64_t chunk = 0, bool bf16 = false) {
+                   int64_t chunk = 0, bool bf16 = false, int backward_threads = 0,
+                   const CpuKernels* kernels = nullptr) {
   Rng rng(seed);
   const int64_t G = rnn_gates(cell) * H;
   auto scaled = [&](size_t n) {
@@ -161,6 +164,7 @@ FusedRun run_fused(RnnCell cell, bool reverse, bool rec, int64_t T, int64_t N, i
   a.w_ih = w_ih.data(); a.w_hh = w_hh.data(); a.b_ih = b_ih.data(); a.b_hh = b_hh.data(); a.x = x.data();
   a.out = r.out.data(); a.ld_out = H; a.gates = r.gates.data(); a.extra = r.extra.data(); a.scratch = r.scratch.data();
   a.rec = rec ? &fwd : nullptr;
+  a.kernels = kernels;
   std::vector<uint16_t> w_ih_bf(w_ih.size()), w_hh_bf(w_hh.size()), x_bf(x.size()), h_bf(T * N * H),
       dgi_bf(T * N * G), dgh_bf(T * N * G);
   if (bf16) {
@@ -170,6 +174,8 @@ FusedRun run_fused(RnnCell cell, bool reverse, bool rec, int64_t T, int64_t N, i
     a.w_ih_bf = w_ih_bf.data(); a.w_hh_bf = w_hh_bf.data(); a.x_bf = x_bf.data(); a.h_bf = h_bf.data();
   }
   fused_rnn_forward(a);
+  const int forward_threads = omp_get_max_threads();
+  if (backward_threads > 0) omp_set_num_threads(backward_threads);
   FusedRnnGrads g;
   g.dout = dout.data(); g.dx = r.dx.data(); g.dw_ih = r.dw_ih.data(); g.dw_hh = r.dw_hh.data();
   g.db_ih = r.db_ih.data(); g.db_hh = r.db_hh.data(); g.dgi = r.dgi.data();
@@ -185,6 +191,7 @@ FusedRun run_fused(RnnCell cell, bool reverse, bool rec, int64_t T, int64_t N, i
     g.dgi_bf = dgi_bf.data(); g.dgh_bf = dgh_bf.data();
   }
   fused_rnn_backward(a, g);
+  omp_set_num_threads(forward_threads);
   return r;
 }
 
@@ -211,7 +218,12 @@ TEST(RecurrentGemm, FusedKernelsGiveTheSameOutputsAndGradientsAsWithPlainGemm) {
 // the gradients, in fp32 and bf16, either cell and direction (the first and last steps, which
 // have no h_prev pair for dW_hh, fall inside different chunks).
 TEST(FusedRnn, ChunkedWeightGradientsEqualTheWholeSequences) {
-  for (bool bf16 : {false, true})
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !cpu_has_native_bf16()) {
+      std::printf("FusedRnn.ChunkedWeightGradientsEqualTheWholeSequences: bf16 part skipped, no AVX512-BF16 (%s)\n",
+                  isa_summary().c_str());
+      continue;
+    }
     for (RnnCell cell : {RnnCell::lstm, RnnCell::gru})
       for (bool reverse : {false, true}) {
         const auto whole = run_fused(cell, reverse, true, 10, 9, 6, 12, 31, 0, bf16);
@@ -226,20 +238,53 @@ TEST(FusedRnn, ChunkedWeightGradientsEqualTheWholeSequences) {
           EXPECT_GT(*std::max_element(part.dw_hh.begin(), part.dw_hh.end()), 1e-4f) << what;
         }
       }
+  }
+}
+
+// The gate passes at every ISA level this process may run (FusedRnnArgs::kernels) give the
+// plain level's outputs and gradients within 1e-5 relative, fp32 and (where the CPU has it)
+// bf16, both cells and directions; H = 37 leaves a tail at every vector width.
+TEST(FusedRnn, EveryIsaLevelGivesTheSameOutputsAndGradients) {
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !cpu_has_native_bf16()) {
+      std::printf("FusedRnn.EveryIsaLevelGivesTheSameOutputsAndGradients: bf16 part skipped, no AVX512-BF16 (%s)\n",
+                  isa_summary().c_str());
+      continue;
+    }
+    for (RnnCell cell : {RnnCell::lstm, RnnCell::gru})
+      for (bool reverse : {false, true}) {
+        const auto ref = run_fused(cell, reverse, true, 6, 5, 7, 37, 23, 0, bf16, 0, &cpu_kernels(Isa::plain));
+        for (int level = 1; level <= static_cast<int>(active_isa()); ++level) {
+          const Isa isa = static_cast<Isa>(level);
+          const auto got = run_fused(cell, reverse, true, 6, 5, 7, 37, 23, 0, bf16, 0, &cpu_kernels(isa));
+          const std::string what = std::string(isa_name(isa)) + (cell == RnnCell::lstm ? " lstm" : " gru") +
+                                   (reverse ? " reverse" : "") + (bf16 ? " bf16" : " fp32");
+          EXPECT_LT(rel_err(got.out, ref.out), 1e-5) << what;
+          EXPECT_LT(rel_err(got.extra, ref.extra), 1e-5) << what;
+          EXPECT_LT(rel_err(got.dx, ref.dx), 1e-5) << what;
+          EXPECT_LT(rel_err(got.dw_ih, ref.dw_ih), 1e-5) << what;
+          EXPECT_LT(rel_err(got.dw_hh, ref.dw_hh), 1e-5) << what;
+          EXPECT_LT(rel_err(got.db_ih, ref.db_ih), 1e-5) << what;
+          EXPECT_LT(rel_err(got.db_hh, ref.db_hh), 1e-5) << what;
+          EXPECT_GT(*std::max_element(got.dw_hh.begin(), got.dw_hh.end()), 1e-4f) << what;
+        }
+      }
+  }
 }
 
 // The fused backward sums the bias gradients in fixed blocks of rows added in block order, so
-// they are bitwise the same for any thread count. T = 1 keeps the recurrent GEMM (whose
-// blocking may depend on the thread count) out of the gate gradients; N * H = 8576 is enough
-// for the gate pass to run threaded, and N = 67 ends in a partial block.
+// they are bitwise the same for any thread count of the backward. The forward runs on one
+// thread every time: its input-projection GEMM may block by thread count (oneDNN's AVX2 sgemm
+// does at this shape), which would change the gates themselves. T = 1 keeps the recurrent GEMM
+// out of the gate gradients; N * H = 8576 is enough for the gate pass to run threaded, and
+// N = 67 ends in a partial block.
 TEST(FusedRnn, BiasGradientsAreBitwiseTheSameForAnyThreadCount) {
   const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
   for (RnnCell cell : {RnnCell::lstm, RnnCell::gru}) {
-    omp_set_num_threads(1);
-    const auto one = run_fused(cell, false, false, 1, 67, 6, 128, 5);
+    const auto one = run_fused(cell, false, false, 1, 67, 6, 128, 5, 0, false, 1);
     for (int threads : {2, 3}) {
-      omp_set_num_threads(threads);
-      const auto many = run_fused(cell, false, false, 1, 67, 6, 128, 5);
+      const auto many = run_fused(cell, false, false, 1, 67, 6, 128, 5, 0, false, threads);
       EXPECT_EQ(many.db_ih, one.db_ih) << threads << " threads";
       EXPECT_EQ(many.db_hh, one.db_hh) << threads << " threads";
     }

@@ -20,9 +20,11 @@
 namespace seqtrain::testing::cli {
 
 // Small and quick, but the same code path as examples/forecast.yaml.
+// runtime.deterministic: tests compare separate runs of it bit for bit, which the autotuner's
+// timing-based kernel choices (on by default) would not promise.
 inline const std::string kSmall =
     " --set data.synthetic.rows=3000 --set data.lookback=24 --set data.horizon=4 --set model.hidden=16"
-    " --set train.batch_size=64 --set train.log_every=5 --set runtime.threads=1";
+    " --set train.batch_size=64 --set train.log_every=5 --set runtime.threads=1 --set runtime.deterministic=true";
 
 inline std::string example_config() { return source_dir() + "/examples/forecast.yaml"; }
 
@@ -39,10 +41,11 @@ struct Result {
 };
 
 // Runs `seqtrain ARGS` to completion.
-inline Result run_seqtrain(const std::string& args) {
+// env: variable assignments for the child, e.g. "SEQTRAIN_ISA=avx2".
+inline Result run_seqtrain(const std::string& args, const std::string& env = "") {
   TempDir tmp;
   const std::string log = tmp / "log";
-  int rc = run_command(seqtrain_binary() + " " + args + " > " + log + " 2>&1");
+  int rc = run_command((env.empty() ? "" : "env " + env + " ") + seqtrain_binary() + " " + args + " > " + log + " 2>&1");
   return {rc, slurp(log)};
 }
 

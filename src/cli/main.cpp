@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "backend/cpu/isa.h"
 #include "cli/commands.h"
 #include "cli/generate.h"
 #include "core/error.h"
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    active_isa();  // a bad SEQTRAIN_ISA is an error before any work starts
     if (train->parsed()) return run_train(train_args);
     if (eval->parsed()) return run_eval(eval_args);
     if (predict->parsed()) return run_predict(predict_args);

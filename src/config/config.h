@@ -137,7 +137,7 @@ struct RuntimeConfig {
   std::string precision = "fp32";   // fp32 | bf16 | fp16 | auto (bf16 where the CPU has native bf16)
   bool deterministic = false;       // bitwise-repeatable runs at some speed cost
   std::string rnn_impl = "fused";   // fused | onednn: kernels for the LSTM/GRU layers
-  bool autotune = false;            // time fused vs oneDNN per RNN layer shape at the first step
+  bool autotune = true;             // time the RNN kernels per layer shape at the first step (cudnn.benchmark)
   LossScaleConfig loss_scale;       // used only when precision is fp16
   bool operator==(const RuntimeConfig&) const = default;
 };

@@ -180,6 +180,11 @@ RnnImpl parse_rnn_impl(const std::string& name) {
 
 const char* rnn_impl_name(RnnImpl impl) { return impl == RnnImpl::fused ? "fused" : "onednn"; }
 
+Isa RnnStack::layer_isa(size_t k) const {
+  const Layer& l = layers_.at(k);
+  return l.kernels ? l.kernels->isa : active_isa();
+}
+
 const char* rnn_precision_name(RnnPrecision p) {
   return p == RnnPrecision::bf16 ? "bf16" : p == RnnPrecision::fp16 ? "fp16" : "fp32";
 }
@@ -279,6 +284,7 @@ void RnnStack::forward_fused(Layer& l, const Tensor& in, Arena& keep, bool ckpt)
     a.b_ih = params_.param(l.b_ih[d]).f32();
     a.b_hh = params_.param(l.b_hh[d]).f32();
     a.x = in.f32();
+    a.kernels = l.kernels;
     a.out = l.dst.f32() + d * hidden_;
     a.ld_out = hidden_ * dirs_;
     a.gates = blocks.f32 ? blocks.f32 : keep.tensor({T, N, G}).f32();
@@ -398,11 +404,19 @@ void RnnStack::autotune_layer(Layer& l, const Tensor& in) {
     std::fill(dy.f32(), dy.f32() + dy.numel(), 1e-3f);
     layer_backward(l, dy, tune_arena, true);
   };
-  std::vector<TuneCandidate> cands{{"fused", [&] { run(RnnImpl::fused); }}};
+  auto fused_at = [&](const CpuKernels* k) {
+    l.kernels = k;
+    run(RnnImpl::fused);
+  };
+  std::vector<TuneCandidate> cands{{"fused", [&] { fused_at(nullptr); }}};
+  if (active_isa() > Isa::avx2) cands.push_back({"fused:avx2", [&] { fused_at(&cpu_kernels(Isa::avx2)); }});
   if (!half_) cands.push_back({"onednn", [&] { run(RnnImpl::onednn); }});
   const std::string choice = tuner_->choose(key, cands);
   std::copy(saved.begin(), saved.end(), params_.grads());
-  l.impl = parse_rnn_impl(choice);
+  // "fused" is the active level, "fused:<level>" a lower one, "onednn" the primitive.
+  const auto colon = choice.find(':');
+  l.impl = parse_rnn_impl(choice.substr(0, colon));
+  l.kernels = colon == std::string::npos ? nullptr : &cpu_kernels(parse_isa(choice.substr(colon + 1), "autotune choice"));
   l.tuned_T = T;
   l.tuned_N = N;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/autotune.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/rnn_fused.h"
 #include "backend/cpu/rnn_primitive.h"
 #include "core/rng.h"
@@ -49,8 +50,10 @@ struct RnnOptions {
   // layers on oneDNN primitives keep their workspace as before). The saved state of one layer
   // at a time lives in a private arena, so the top layer, computed last, needs no recompute.
   bool grad_checkpoint = false;
-  // At the first training forward of each layer shape, time fused vs oneDNN (fp32; bf16 has
-  // only the fused kernels) and keep the faster, per layer.
+  // At the first training forward of each layer shape, time the candidates and keep the fastest,
+  // per layer: the fused kernels at the active ISA level and at AVX2 when the active level is
+  // higher (the wider vectors do not win on every CPU), and oneDNN's primitive (fp32 only; bf16
+  // has only the fused kernels).
   bool autotune = false;
   std::shared_ptr<Autotuner> autotuner;  // decisions shared with the caller; made when null
 };
@@ -80,6 +83,8 @@ class RnnStack {
   bool grad_checkpoint() const { return ckpt_; }
   // Which implementation layer k runs now (after autotuning, the chosen one).
   RnnImpl layer_impl(size_t k) const { return layers_.at(k).impl; }
+  // The ISA level of layer k's fused gate passes (after autotuning, the chosen one).
+  Isa layer_isa(size_t k) const;
   Autotuner* autotuner() { return tuner_.get(); }
 
  private:
@@ -98,6 +103,7 @@ class RnnStack {
     // primitives and packed weights are made at the first step of each shape and then reused.
     std::vector<RecurrentGemm> rec_fwd, rec_bwd;
     RnnImpl impl = RnnImpl::fused;
+    const CpuKernels* kernels = nullptr;            // the fused gate passes' level; null: the active one
     std::vector<uint16_t> w_ih_bf, w_hh_bf;         // 16-bit copies, all directions, made each forward
                                                     // (w_hh_bf only for fp16, which has no packed path)
     int64_t tuned_T = -1, tuned_N = -1;             // shape of the last autotune decision

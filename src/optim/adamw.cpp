@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cpu/cpu_kernels.h"
 #include "core/error.h"
 
 namespace seqtrain {
@@ -27,29 +28,23 @@ void AdamW::step(float* params, const float* grads, size_t n, double lr) {
   const double t = static_cast<double>(step_);
   const double bias_c1 = 1.0 - std::pow(opts_.beta1, t);
   const double bias_c2 = 1.0 - std::pow(opts_.beta2, t);
-  const float decay = static_cast<float>(1.0 - lr * *opts_.weight_decay);
-  const float b1 = static_cast<float>(opts_.beta1), one_minus_b1 = static_cast<float>(1.0 - opts_.beta1);
-  const float b2 = static_cast<float>(opts_.beta2), one_minus_b2 = static_cast<float>(1.0 - opts_.beta2);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bias_c2));
-  const float eps = static_cast<float>(opts_.eps);
-  const float neg_step_size = static_cast<float>(-(lr / bias_c1));
-  float* m = buffer(0);
-  float* v = buffer(1);
-  const uint8_t* mask = mask_or_null();
-  const int64_t len = static_cast<int64_t>(n);
-
-#pragma omp parallel for simd if (n >= kOptimParallelMin)
-  for (int64_t i = 0; i < len; ++i) {
-    const float g = grads[i];
-    float p = params[i] * (mask == nullptr || mask[i] ? decay : 1.f);
-    const float mi = m[i] * b1 + one_minus_b1 * g;
-    const float vi = v[i] * b2 + one_minus_b2 * g * g;
-    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-    p += neg_step_size * mi / denom;
-    m[i] = mi;
-    v[i] = vi;
-    params[i] = p;
-  }
+  AdamWKernelArgs k;
+  k.params = params;
+  k.grads = grads;
+  k.m = buffer(0);
+  k.v = buffer(1);
+  k.decay_mask = mask_or_null();
+  k.n = static_cast<int64_t>(n);
+  k.decay = static_cast<float>(1.0 - lr * *opts_.weight_decay);
+  k.b1 = static_cast<float>(opts_.beta1);
+  k.one_minus_b1 = static_cast<float>(1.0 - opts_.beta1);
+  k.b2 = static_cast<float>(opts_.beta2);
+  k.one_minus_b2 = static_cast<float>(1.0 - opts_.beta2);
+  k.bc2_sqrt = static_cast<float>(std::sqrt(bias_c2));
+  k.eps = static_cast<float>(opts_.eps);
+  k.neg_step_size = static_cast<float>(-(lr / bias_c1));
+  k.parallel = n >= kOptimParallelMin;
+  cpu_kernels().adamw(k);
 }
 
 }  // namespace seqtrain

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include "backend/cpu/autotune.h"
+#include "backend/cpu/isa.h"
 
 #include "data/augment.h"
 #include "data/loader.h"
@@ -166,7 +167,9 @@ ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int6
   s.rnn_impl = c.runtime.rnn_impl;
   s.precision = c.runtime.precision;
   s.grad_checkpoint = c.train.grad_checkpoint;
-  s.autotune = c.runtime.autotune;
+  // Timing-based choices can differ between two runs of the same config: a deterministic run
+  // keeps the configured kernels. (A resumed run reuses its autotune.json either way.)
+  s.autotune = c.runtime.autotune && !c.runtime.deterministic;
   s.embed_size = c.model.embed_size;
   return s;
 }
@@ -258,8 +261,11 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     Autotuner* tuner = model->autotuner();
     if (!tuner) return;
     write_file_atomic(autotune_path, tuner->export_json());
-    if (!opt.quiet)
+    if (!opt.quiet) {
       for (const auto& line : tuner->log_lines()) std::fprintf(stderr, "seqtrain: %s\n", line.c_str());
+      std::fprintf(stderr, "seqtrain: autotune: %zu decision(s), %.0f ms spent timing candidates\n",
+                   tuner->decisions().size(), tuner->tuning_ms());
+    }
   };
   if (!config.model.init_from.empty()) {
     const std::string& from = config.model.init_from;
@@ -461,6 +467,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     st["best_val"] = std::isfinite(best_val) ? nlohmann::json(best_val) : nlohmann::json();
     st["seed"] = config.seed;
     st["threads"] = threads;
+    st["cpu_isa"] = isa_name(active_isa());  // the kernels' level (backend/cpu/isa.h)
     st["time_s"] = time_s();
     st["pending_loss_sum"] = pending_loss_sum;
     st["pending_loss_count"] = pending_loss_count;
@@ -505,6 +512,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     std::fprintf(stderr, "seqtrain: %s model, %zu parameters, %ld train / %ld val / %ld test %s, %d threads\n",
                  spec.type.c_str(), model->params().size(), (long)plan.train->size(), (long)DataPlan::size_of(plan.val),
                  (long)DataPlan::size_of(plan.test), plan.unit, threads);
+  if (!opt.quiet) std::fprintf(stderr, "seqtrain: CPU kernels: %s\n", isa_summary().c_str());
   if (!opt.quiet) {
     if (!model->precision_note().empty())
       std::fprintf(stderr, "seqtrain: %s\n", model->precision_note().c_str());

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/isa.h"
 #include "core/error.h"
 
 namespace seqtrain {
@@ -40,6 +41,7 @@ std::string Autotuner::choose(const std::string& key, const std::vector<TuneCand
     d.choice = candidates[0].name;
     d.source = "only";
   } else {
+    const auto t0 = std::chrono::steady_clock::now();
     double best = std::numeric_limits<double>::infinity();
     for (const auto& c : candidates) {
       const double ms = timer_ ? timer_(key, c) : wall_clock_ms(c, runs_);
@@ -51,6 +53,7 @@ std::string Autotuner::choose(const std::string& key, const std::vector<TuneCand
     }
     if (d.choice.empty()) d.choice = candidates[0].name;  // every timing NaN
     d.source = "timed";
+    tuning_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   decisions_[key] = d;
   order_.push_back(d);
@@ -128,7 +131,7 @@ std::string Autotuner::machine_id() {
       if (p != std::string::npos) model = line.substr(p + 2);
       break;
     }
-  return model + " / " + std::to_string(cpu_threads()) + " threads";
+  return model + " / " + std::to_string(cpu_threads()) + " threads / " + isa_name(active_isa());
 }
 
 }  // namespace seqtrain

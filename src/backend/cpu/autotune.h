@@ -50,10 +50,12 @@ class Autotuner {
   // Every decision in the order made, and one human-readable log line per decision, e.g.
   // "autotune: lstm T=150 N=256 C=8 H=128 D=1 fp32 -> fused (fused 10.2 ms, onednn 31.0 ms)".
   const std::vector<TuneDecision>& decisions() const { return order_; }
+  // Wall-clock time spent timing candidates so far (the autotuner's cost to the run).
+  double tuning_ms() const { return tuning_ms_; }
   static std::string log_line(const TuneDecision& d);
   std::vector<std::string> log_lines() const;
 
-  // CPU model name and thread count: the scope in which timings are comparable.
+  // CPU model name, thread count and kernel ISA level: the scope in which timings are comparable.
   static std::string machine_id();
   static double wall_clock_ms(const TuneCandidate& c, int runs);
 
@@ -62,6 +64,7 @@ class Autotuner {
   int runs_;
   std::map<std::string, TuneDecision> decisions_;
   std::vector<TuneDecision> order_;
+  double tuning_ms_ = 0;
 };
 
 }  // namespace seqtrain

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "backend/cpu/isa.h"
+
 namespace seqtrain {
 
 dnnl::primitive_attr matmul_attr(bool accumulate) {
@@ -20,7 +22,8 @@ dnnl::primitive_attr matmul_attr(bool accumulate) {
 }
 
 dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  // active_isa() first: it caps oneDNN's ISA (SEQTRAIN_ISA), which must precede any oneDNN kernel.
+  static dnnl::engine engine = (active_isa(), dnnl::engine(dnnl::engine::kind::cpu, 0));
   return engine;
 }
 

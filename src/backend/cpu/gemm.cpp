@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/isa.h"
 #include "core/error.h"
 
 namespace seqtrain {
@@ -26,6 +27,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
   const int64_t a_cols = ta ? M : K, b_cols = tb ? K : N;
   ST_CHECK(lda >= a_cols, "gemm: lda={} is smaller than the {} columns of A (ta={})", lda, a_cols, ta);
   ST_CHECK(ldb >= b_cols, "gemm: ldb={} is smaller than the {} columns of B (tb={})", ldb, b_cols, tb);
+  static const Isa isa = active_isa();  // caps oneDNN's ISA before its first kernel (isa.h)
+  (void)isa;
   dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   ST_CHECK(st == dnnl_success, "gemm: dnnl_sgemm(M={}, N={}, K={}, lda={}, ldb={}, ldc={}) failed: {}", M, N, K,
            lda, ldb, ldc, dnnl_status2str(st));

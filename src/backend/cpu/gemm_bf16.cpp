@@ -1,8 +1,6 @@
 // bf16 GEMM over a cached oneDNN matmul: see gemm_bf16.h.
 #include "backend/cpu/gemm_bf16.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -12,58 +10,21 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/half_scalar.h"
 #include "core/error.h"
 
 namespace seqtrain {
 
-bool cpu_has_native_bf16() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") != 0;
-  }();
-  return has;
-}
+// Follows the active level, so that a run capped by SEQTRAIN_ISA takes the lesser CPU's paths.
+bool cpu_has_native_bf16() { return active_isa() >= Isa::avx512_bf16; }
 
-static inline uint16_t to_bf16_scalar(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<uint16_t>(u >> 16);
-}
+float bf16_to_f32(uint16_t v) { return half_scalar::from_bf16(v); }
 
-float bf16_to_f32(uint16_t v) {
-  const uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+void bf16_to_f32(const uint16_t* src, float* dst, int64_t n) { cpu_kernels().bf16_to_f32(src, dst, n); }
 
-void bf16_to_f32(const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) {
-    // The zero-masked forms: GCC 12 warns that the unmasked ones read an uninitialized register.
-    const __m512i wide =
-        _mm512_maskz_cvtepu16_epi32(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-    _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, wide, 16)));
-  }
-#endif
-  for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
-}
-
-void f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
-#if defined(__AVX512BF16__) && defined(__AVX512F__)
-  // vcvtneps2bf16 rounds to nearest even, like the scalar tail.
-  for (; i + 16 <= n; i += 16) {
-    __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), reinterpret_cast<__m256i&>(v));
-  }
-#endif
-  for (; i < n; ++i) dst[i] = to_bf16_scalar(src[i]);
-}
+void f32_to_bf16(const float* src, uint16_t* dst, int64_t n) { cpu_kernels().f32_to_bf16(src, dst, n); }
 
 void f32_to_bf16_rows(const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols) {
   if (ld_src == cols) {

@@ -4,228 +4,17 @@
 #include <cstring>
 
 #include "backend/cpu/gemm.h"
-#include "backend/cpu/gate_math.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/rnn_fused_layout.h"
 #include "backend/cpu/gemm_fp16.h"
 #include "core/error.h"
 
 namespace seqtrain {
 namespace {
 
-using gate_math::for_lanes;
-using gate_math::sigmoid;
-using gate_math::splat;
-using gate_math::tanh;
-using gate_math::vf;
+using namespace rnn_fused_layout;
 
-// Time index of the s-th processed step.
-inline int64_t time_of(const FusedRnnArgs& a, int64_t s) { return a.reverse ? a.T - 1 - s : s; }
-
-// Time steps in a block of `gates` (FusedRnnArgs::gate_slots; the whole sequence when 0).
-inline int64_t gate_block(const FusedRnnArgs& a) { return a.gate_slots > 0 ? a.gate_slots : a.T; }
-
-// Offset of step t's gate rows in a buffer of blocks of `slots` steps (the whole sequence when
-// 0): blocks are aligned to multiples of it, so step t sits in slot t % slots.
-inline int64_t gate_offset(const FusedRnnArgs& a, int64_t slots, int64_t t) {
-  return (t % (slots > 0 ? slots : a.T)) * a.N * rnn_gates(a.cell) * a.H;
-}
-// Step t's gates: the fp32 ones (gate_slots) and the 16-bit saved ones (gates_half, half_slots).
-inline float* gates_at(const FusedRnnArgs& a, int64_t t) { return a.gates + gate_offset(a, a.gate_slots, t); }
-inline uint16_t* half_gates_at(const FusedRnnArgs& a, int64_t t) {
-  return a.gates_half + gate_offset(a, a.half_slots, t);
-}
-
-// Parallel over batch rows only when there is enough work to pay for waking the team.
-inline bool worth_threads(int64_t n) { return n >= 8192; }
-
-void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
-  const int64_t t = time_of(a, s), N = a.N, H = a.H, G4 = 4 * H;
-  float* g = gates_at(a, t);  // holds x W_ih^T, becomes activated gates
-  uint16_t* gates16 = a.gates_half ? half_gates_at(a, t) : nullptr;
-  const float* gh = a.scratch;        // h_prev W_hh^T (not written at the first step)
-  float* c = a.extra + t * N * H;
-  const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
-  float* h = a.out + t * N * a.ld_out;
-#pragma omp parallel for if (worth_threads(N * H))
-  for (int64_t n = 0; n < N; ++n) {
-    float* gn = g + n * G4;
-    const float* ghn = gh + n * G4;
-    float* cn = c + n * H;
-    float* hn = h + n * a.ld_out;
-    const float* cp = c_prev ? c_prev + n * H : nullptr;
-    for_lanes(H, [&](auto l) {
-      // Gate k's pre-activation: input projection, recurrent projection (none at the first
-      // step), both biases.
-      auto pre = [&](int64_t k) {
-        vf v = l.load(gn + k * H);
-        if (cp) v += l.load(ghn + k * H);
-        return v + l.load(a.b_ih + k * H) + l.load(a.b_hh + k * H);
-      };
-      const vf i = sigmoid(pre(0)), f = sigmoid(pre(1)), gg = tanh(pre(2)), o = sigmoid(pre(3));
-      const vf cv = (cp ? f * l.load(cp) : splat(0.f)) + i * gg;
-      l.store(gn, i);
-      l.store(gn + H, f);
-      l.store(gn + 2 * H, gg);
-      l.store(gn + 3 * H, o);
-      l.store(cn, cv);
-      l.store(hn, o * tanh(cv));
-    });
-    // The 16-bit copies are made while the rows are in cache.
-    if (a.h_bf) f32_to_half(a.half, hn, a.h_bf + (t * N + n) * H, H);
-    if (a.gates_half) f32_to_half(a.half, gn, gates16 + n * G4, G4);
-  }
-}
-
-void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
-  const int64_t t = time_of(a, s), N = a.N, H = a.H, G3 = 3 * H;
-  float* g = gates_at(a, t);   // holds x W_ih^T, becomes r, z, n
-  uint16_t* gates16 = a.gates_half ? half_gates_at(a, t) : nullptr;
-  float* ghn = a.extra + t * N * H;  // W_hn h_prev + b_hn
-  const float* gh = a.scratch;       // h_prev W_hh^T (zero at the first step)
-  const float* h_prev = s ? a.out + time_of(a, s - 1) * N * a.ld_out : nullptr;
-  float* h = a.out + t * N * a.ld_out;
-#pragma omp parallel for if (worth_threads(N * H))
-  for (int64_t n = 0; n < N; ++n) {
-    float* gn = g + n * G3;
-    const float* ghr = gh + n * G3;
-    float* hn = h + n * a.ld_out;
-    float* en = ghn + n * H;
-    const float* hp = h_prev ? h_prev + n * a.ld_out : nullptr;
-    for_lanes(H, [&](auto l) {
-      // h_prev W_hh^T of gate k (zero at the first step).
-      auto rec = [&](int64_t k) { return hp ? l.load(ghr + k * H) : splat(0.f); };
-      const vf r = sigmoid(l.load(gn) + l.load(a.b_ih) + rec(0) + l.load(a.b_hh));
-      const vf z = sigmoid(l.load(gn + H) + l.load(a.b_ih + H) + rec(1) + l.load(a.b_hh + H));
-      const vf e = rec(2) + l.load(a.b_hh + 2 * H);
-      const vf nv = tanh(l.load(gn + 2 * H) + l.load(a.b_ih + 2 * H) + r * e);
-      l.store(gn, r);
-      l.store(gn + H, z);
-      l.store(gn + 2 * H, nv);
-      l.store(en, e);
-      l.store(hn, (1.f - z) * nv + z * (hp ? l.load(hp) : splat(0.f)));
-    });
-    if (a.h_bf) f32_to_half(a.half, hn, a.h_bf + (t * N + n) * H, H);
-    if (a.gates_half) f32_to_half(a.half, gn, gates16 + n * G3, G3);
-  }
-}
-
-// Bias gradients are summed inside the backward gate passes: the rows of a step go in blocks
-// of kRowBlock, each block's column sums land in its own row of FusedRnnGrads::bias_partials,
-// and add_partials adds the blocks in order. The blocks depend on N only, so the summation
-// order is the same for any thread count, and no second pass over the gate gradients is needed.
-constexpr int64_t kRowBlock = 8;
-inline int64_t row_blocks(int64_t N) { return (N + kRowBlock - 1) / kRowBlock; }
-
-// out[j] += the sum of partials[b * ld + j] over the blocks b, in block order, j < w.
-void add_partials(const float* partials, int64_t blocks, int64_t ld, int64_t w, float* out) {
-  for (int64_t b = 0; b < blocks; ++b) {
-    const float* p = partials + b * ld;
-#pragma omp simd
-    for (int64_t j = 0; j < w; ++j) out[j] += p[j];
-  }
-}
-
-// Backward of one LSTM step: gate gradients (fp32 into dgi, 16-bit copies into dgi_b), the
-// carried dc and the direct part of dh, and the blocks' bias-gradient sums.
-void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, uint16_t* dgi_b) {
-  const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 4 * H, ld = a.ld_out;
-  const float* gates = a.gates_half ? nullptr : gates_at(a, t);
-  const uint16_t* gates16 = a.gates_half ? half_gates_at(a, t) : nullptr;
-  const float* dout = g.dout + t * N * ld;
-  const float* c = a.extra + t * N * H;
-  const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
-#pragma omp parallel for if (worth_threads(N * H))
-  for (int64_t b = 0; b < row_blocks(N); ++b) {
-    float* acc = g.bias_partials + b * G;
-    std::fill(acc, acc + G, 0.f);
-    for (int64_t n = b * kRowBlock; n < std::min(N, (b + 1) * kRowBlock); ++n) {
-      float* d = dgi + n * G;
-      // 16-bit saved gates are widened into the row of d: iteration j reads gates j, H+j, 2H+j,
-      // 3H+j before it writes the gradients there.
-      if (gates16) half_to_f32(a.half, gates16 + n * G, d, G);
-      const float* gn = gates16 ? d : gates + n * G;
-      float* dhn = g.dh + n * H;
-      float* dcn = g.dc + n * H;
-      const float* cn = c + n * H;
-      const float* cpn = c_prev ? c_prev + n * H : nullptr;
-      const float* doutn = dout + n * ld;
-      for_lanes(H, [&](auto l) {
-        const vf i = l.load(gn), f = l.load(gn + H), gg = l.load(gn + 2 * H), o = l.load(gn + 3 * H);
-        const vf tc = tanh(l.load(cn));
-        const vf dh = l.load(doutn) + l.load(dhn);
-        const vf dcv = l.load(dcn) + dh * o * (1.f - tc * tc);
-        const vf cp = cpn ? l.load(cpn) : splat(0.f);
-        const vf di = dcv * gg * i * (1.f - i), df = dcv * cp * f * (1.f - f);
-        const vf dg = dcv * i * (1.f - gg * gg), dov = dh * tc * o * (1.f - o);
-        l.store(d, di);
-        l.store(d + H, df);
-        l.store(d + 2 * H, dg);
-        l.store(d + 3 * H, dov);
-        l.store(acc, l.load(acc) + di);
-        l.store(acc + H, l.load(acc + H) + df);
-        l.store(acc + 2 * H, l.load(acc + 2 * H) + dg);
-        l.store(acc + 3 * H, l.load(acc + 3 * H) + dov);
-        l.store(dcn, dcv * f);
-      });
-      if (dgi_b) f32_to_half(a.half, d, dgi_b + n * G, G);
-    }
-  }
-  add_partials(g.bias_partials, row_blocks(N), G, G, g.db_ih);
-  add_partials(g.bias_partials, row_blocks(N), G, G, g.db_hh);  // the LSTM's two biases get equal gradients
-}
-
-// Backward of one GRU step: input-side gate gradients dgi (r, z, n), recurrent-side dgh (the
-// same r and z, n times r), their 16-bit copies, dh's direct path, and the bias sums: per block
-// G columns for dgi and H more for dgh's n part (its r and z parts equal dgi's).
-void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, float* dgh,
-                       uint16_t* dgi_b, uint16_t* dgh_b) {
-  const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 3 * H, ld = a.ld_out, W = G + H;
-  const float* gates = a.gates_half ? nullptr : gates_at(a, t);
-  const uint16_t* gates16 = a.gates_half ? half_gates_at(a, t) : nullptr;
-  const float* dout = g.dout + t * N * ld;
-  const float* e = a.extra + t * N * H;
-  const float* h_prev = s ? a.out + time_of(a, s - 1) * N * ld : nullptr;
-#pragma omp parallel for if (worth_threads(N * H))
-  for (int64_t b = 0; b < row_blocks(N); ++b) {
-    float* acc = g.bias_partials + b * W;
-    std::fill(acc, acc + W, 0.f);
-    for (int64_t n = b * kRowBlock; n < std::min(N, (b + 1) * kRowBlock); ++n) {
-      float* di = dgi + n * G;
-      float* dr = dgh + n * G;
-      if (gates16) half_to_f32(a.half, gates16 + n * G, di, G);  // as in lstm_step_backward
-      const float* gn = gates16 ? di : gates + n * G;
-      float* dhn = g.dh + n * H;
-      const float* hpn = h_prev ? h_prev + n * ld : nullptr;
-      const float* doutn = dout + n * ld;
-      const float* en = e + n * H;
-      for_lanes(H, [&](auto l) {
-        const vf r = l.load(gn), z = l.load(gn + H), nv = l.load(gn + 2 * H);
-        const vf hp = hpn ? l.load(hpn) : splat(0.f);
-        const vf dh = l.load(doutn) + l.load(dhn);
-        const vf dn = dh * (1.f - z) * (1.f - nv * nv);
-        const vf dz = dh * (hp - nv) * z * (1.f - z);
-        const vf drr = dn * l.load(en) * r * (1.f - r);
-        l.store(di, drr);
-        l.store(di + H, dz);
-        l.store(di + 2 * H, dn);
-        l.store(dr, drr);
-        l.store(dr + H, dz);
-        l.store(dr + 2 * H, dn * r);
-        l.store(acc, l.load(acc) + drr);
-        l.store(acc + H, l.load(acc + H) + dz);
-        l.store(acc + 2 * H, l.load(acc + 2 * H) + dn);
-        l.store(acc + G, l.load(acc + G) + dn * r);
-        l.store(dhn, dh * z);  // the direct path; the gate paths are added by the recurrent GEMM
-      });
-      if (dgi_b) {
-        f32_to_half(a.half, di, dgi_b + n * G, G);
-        f32_to_half(a.half, dr, dgh_b + n * G, G);
-      }
-    }
-  }
-  add_partials(g.bias_partials, row_blocks(N), W, G, g.db_ih);
-  add_partials(g.bias_partials, row_blocks(N), W, 2 * H, g.db_hh);
-  add_partials(g.bias_partials + G, row_blocks(N), W, H, g.db_hh + 2 * H);
-}
+const CpuKernels& kernels_of(const FusedRnnArgs& a) { return a.kernels ? *a.kernels : cpu_kernels(); }
 
 // The backward runs its whole-sequence GEMMs on chunks of at least this many rows (time steps
 // times batch), right after the gate passes wrote them: the gate gradients are then read from
@@ -292,6 +81,7 @@ void chunk_gemms(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t t0, int6
 void forward_steps(const FusedRnnArgs& a, int64_t s0, int64_t s1) {
   const int64_t G = rnn_gates(a.cell) * a.H, N = a.N, K = gate_block(a);
   const bool bf = a.bf16(), lstm = a.cell == RnnCell::lstm;
+  const CpuKernels& k = kernels_of(a);
   for (int64_t s = s0; s < s1; ++s) {
     const int64_t t = time_of(a, s);
     if (s == s0 || time_of(a, s - 1) / K != t / K) {
@@ -310,8 +100,8 @@ void forward_steps(const FusedRnnArgs& a, int64_t s0, int64_t s1) {
       else if (bf) gemm_half(a.half, false, true, N, G, a.H, hb_prev, a.H, a.w_hh_bf, a.H, false, a.scratch, G);
       else gemm(false, true, N, G, a.H, 1.f, h_prev, a.ld_out, a.w_hh, a.H, 0.f, a.scratch, G);
     }
-    if (lstm) lstm_step_forward(a, s);
-    else gru_step_forward(a, s);
+    if (lstm) k.lstm_step_forward(a, s);
+    else k.gru_step_forward(a, s);
   }
 }
 
@@ -343,6 +133,7 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   ST_CHECK(!a.gates_half || bf, "fused_rnn_backward: gates_half needs 16-bit mode");
   ST_CHECK(!g.recompute || !a.gates_half || a.half_slots == K,
            "fused_rnn_backward: recompute with gates_half needs half_slots {} equal to the chunk {}", a.half_slots, K);
+  const CpuKernels& k = kernels_of(a);
   std::memset(g.dh, 0, N * H * sizeof(float));
   std::memset(g.dc, 0, N * H * sizeof(float));
   std::memset(g.wgrad_scratch, 0, (C + H) * G * sizeof(float));
@@ -363,8 +154,8 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
     float* dgh = g.dgh + off;
     uint16_t* dgi_b = bf ? g.dgi_bf + slot * N * G : nullptr;
     uint16_t* dgh_b = bf && !lstm ? g.dgh_bf + slot * N * G : nullptr;
-    if (lstm) lstm_step_backward(a, g, s, dgi, dgi_b);
-    else gru_step_backward(a, g, s, dgi, dgh, dgi_b, dgh_b);
+    if (lstm) k.lstm_step_backward(a, g, s, dgi, dgi_b);
+    else k.gru_step_backward(a, g, s, dgi, dgh, dgi_b, dgh_b);
     if (s > 0) {
       // dh_prev = dgates W_hh: the LSTM's replaces dh, the GRU's adds to its direct path.
       const float* dg32 = lstm ? dgi : dgh;

@@ -11,11 +11,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cpu/rnn_cell.h"
+
 namespace seqtrain {
 
-enum class RnnCell { lstm, gru };
-
-inline int64_t rnn_gates(RnnCell c) { return c == RnnCell::lstm ? 4 : 3; }
 // oneDNN's bias has an extra gate for the GRU: the recurrent bias of the new gate.
 inline int64_t rnn_bias_gates(RnnCell c) { return 4; }
 

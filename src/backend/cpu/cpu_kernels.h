@@ -1,0 +1,54 @@
+// CpuKernels: seqtrain's own CPU kernels at one instruction-set level (isa.h), as a table of
+// function pointers. The kernel sources in kernels/ are compiled once per level, each copy in
+// its own namespace with that level's compiler flags; cpu_kernels() hands out the table of the
+// process's active level, and nothing else in the code asks which level it is.
+//
+// What is here is what the step spends its own (non-GEMM) time in: the fused RNN gate passes,
+// the 16-bit conversions and the AdamW update. Everything else is oneDNN, which dispatches
+// itself (capped alike by SEQTRAIN_ISA).
+#pragma once
+#include <cstdint>
+
+#include "backend/cpu/isa.h"
+#include "backend/cpu/rnn_fused_args.h"
+
+namespace seqtrain {
+
+// One AdamW update over n elements, the scalars formed by the caller (optim/adamw.cpp).
+struct AdamWKernelArgs {
+  float* params = nullptr; const float* grads = nullptr; float* m = nullptr; float* v = nullptr;
+  const uint8_t* decay_mask = nullptr;  // null: decay every element
+  int64_t n = 0;
+  float decay = 1.f, b1 = 0.f, one_minus_b1 = 1.f, b2 = 0.f, one_minus_b2 = 1.f;
+  float bc2_sqrt = 1.f, eps = 0.f, neg_step_size = 0.f;
+  bool parallel = false;
+};
+
+// The vector activation functions of the gate passes, exposed for tests.
+enum class GateFn { exp, sigmoid, tanh };
+
+struct CpuKernels {
+  Isa isa;
+  // One time step s (processing order) of the fused layer's gate pass (backend/cpu/rnn_fused.cpp).
+  void (*lstm_step_forward)(const FusedRnnArgs& a, int64_t s);
+  void (*gru_step_forward)(const FusedRnnArgs& a, int64_t s);
+  void (*lstm_step_backward)(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, uint16_t* dgi_b);
+  void (*gru_step_backward)(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, float* dgh,
+                            uint16_t* dgi_b, uint16_t* dgh_b);
+  // Round to nearest even; NaN stays NaN; fp16 overflows to inf. At avx512_bf16, f32_to_bf16 reads
+  // f32 subnormals as zero (vcvtneps2bf16 always does; the compute threads run with DAZ anyway).
+  void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
+  void (*bf16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  void (*f32_to_fp16)(const float* src, uint16_t* dst, int64_t n);
+  void (*fp16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  void (*adamw)(const AdamWKernelArgs& a);
+  void (*gate_fn)(GateFn fn, const float* x, float* y, int64_t n);
+};
+
+// The active level's kernels.
+const CpuKernels& cpu_kernels();
+// A given level's kernels, for the autotuner and tests. A level above active_isa() is a
+// seqtrain::Error: a capped process never runs what the cap excludes.
+const CpuKernels& cpu_kernels(Isa isa);
+
+}  // namespace seqtrain

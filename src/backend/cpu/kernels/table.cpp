@@ -1,0 +1,15 @@
+// This level's table of kernels (cpu_kernels.h), found by cpu_kernels.cpp under the name
+// seqtrain::<level namespace>::kKernels.
+#include "backend/cpu/kernels/level.h"
+
+
+namespace seqtrain::ST_ISA_NS {
+
+extern const CpuKernels kKernels;
+const CpuKernels kKernels = {
+    Isa::ST_ISA_LEVEL, lstm_step_forward, gru_step_forward, lstm_step_backward, gru_step_backward,
+    f32_to_bf16,       bf16_to_f32,       f32_to_fp16,      fp16_to_f32,        adamw,
+    gate_fn,
+};
+
+}  // namespace seqtrain::ST_ISA_NS

@@ -1,0 +1,131 @@
+// Vectors for the per-ISA kernels: a GCC vector type as wide as the level's registers (16 floats
+// with AVX-512, 8 with AVX2, 4 for the plain x86-64 build), loads and stores with masked tails,
+// and the activation functions of the fused RNN gate passes.
+//
+// Included only by the kernel files of this folder, which the build compiles once per level with
+// ST_ISA_NS naming the level's namespace: everything here has internal linkage, so no copy
+// compiled with wider instructions can stand in for another level's at link time.
+//
+// Why vectors and not a scalar loop under `omp simd`: the vectorizer turned the clamps and the
+// "no previous state" conditions into masked operations and blends, which slowed the gate
+// passes badly in the machine's slow phases (docs/BENCHMARKS.md). Each level's width is its own
+// register width: a 16-float type compiled for AVX2 is split in two and spilled.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#ifndef ST_ISA_NS
+#error "backend/cpu/kernels/ files are compiled once per ISA level with ST_ISA_NS set (CMakeLists.txt)"
+#endif
+
+namespace seqtrain::ST_ISA_NS {
+namespace {
+
+#if defined(__AVX512F__)
+constexpr int64_t kLanes = 16;
+#elif defined(__AVX2__)
+constexpr int64_t kLanes = 8;
+#else
+constexpr int64_t kLanes = 4;
+#endif
+
+using vf = float __attribute__((vector_size(kLanes * 4)));
+using vi = int32_t __attribute__((vector_size(kLanes * 4)));
+
+inline vf splat(float v) { return vf{} + v; }
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// Lane k is on when k < w.
+inline __m256i lane_mask(int64_t w) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#endif
+
+// The lanes [j, j + w) of a row, w = kLanes except at the tail of a row whose length is not a
+// multiple of it. Full is a template parameter because with a run-time test the compiler merged
+// both cases into a copy through the stack (`rep movs`), several times slower.
+template <bool Full>
+struct Lanes {
+  int64_t j, w;
+  // Lanes past w are zero.
+  vf load(const float* row) const {
+    if constexpr (Full) {
+      vf v;
+      std::memcpy(&v, row + j, sizeof v);  // one unaligned vector load
+      return v;
+    }
+#if defined(__AVX512F__)
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << w) - 1), row + j);
+#elif defined(__AVX2__)
+    return _mm256_maskload_ps(row + j, lane_mask(w));
+#else
+    vf v{};
+    for (int64_t k = 0; k < w; ++k) v[k] = row[j + k];
+    return v;
+#endif
+  }
+  void store(float* row, vf v) const {
+    if constexpr (Full) {
+      std::memcpy(row + j, &v, sizeof v);
+      return;
+    }
+#if defined(__AVX512F__)
+    _mm512_mask_storeu_ps(row + j, static_cast<__mmask16>((1u << w) - 1), v);
+#elif defined(__AVX2__)
+    _mm256_maskstore_ps(row + j, lane_mask(w), v);
+#else
+    for (int64_t k = 0; k < w; ++k) row[j + k] = v[k];
+#endif
+  }
+};
+
+// body(Lanes<true>) over the full vectors of [0, n), then body(Lanes<false>) over the tail.
+template <class Body>
+inline void for_lanes(int64_t n, Body&& body) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) body(Lanes<true>{j, kLanes});
+  if (j < n) body(Lanes<false>{j, n - j});
+}
+
+// e^x = 2^n * e^r with n = round(x / ln 2), |r| <= ln2/2, and e^r from a degree-6 Taylor
+// polynomial (relative error below 2e-7 on that range).
+inline vf exp(vf x) {
+#if defined(__AVX512F__)
+  // vrndscaleps rounds and vscalefps multiplies by 2^n, saturating to 0 or inf by itself (the
+  // zero-masked forms: GCC 12 warns that the plain ones read an uninitialized register).
+  const vf n = _mm512_maskz_roundscale_ps(0xffff, x * 1.44269504f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+  // Clamped so that 2^n stays a normal float; adding and subtracting 1.5 * 2^23 rounds to the
+  // nearest integer in plain float arithmetic.
+  x = x < -87.f ? splat(-87.f) : x;
+  x = x > 88.f ? splat(88.f) : x;
+  const vf n = (x * 1.44269504f + 12582912.f) - 12582912.f;
+#endif
+  const vf r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;  // ln 2 split in two
+  vf p = splat(1.f / 720.f);
+  p = p * r + 1.f / 120.f;
+  p = p * r + 1.f / 24.f;
+  p = p * r + 1.f / 6.f;
+  p = p * r + 0.5f;
+  p = p * r + 1.f;
+  p = p * r + 1.f;
+#if defined(__AVX512F__)
+  return _mm512_maskz_scalef_ps(0xffff, p, n);
+#else
+  const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
+  vf scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+#endif
+}
+
+inline vf sigmoid(vf v) { return 1.f / (1.f + exp(-v)); }
+// tanh(v) = 1 - 2 / (e^{2v} + 1): no cancellation for large |v|; near 0 the absolute error
+// stays ~1e-7, which is what the gates need.
+inline vf tanh(vf v) { return 1.f - 2.f / (exp(2.f * v) + 1.f); }
+
+}  // namespace
+}  // namespace seqtrain::ST_ISA_NS

@@ -1,0 +1,198 @@
+// Run-time instruction-set dispatch (backend/cpu/isa.h, cpu_kernels.h): SEQTRAIN_ISA's parsing
+// and cap, every kernel at every level this process may run giving the same results, and the
+// CLI choosing, logging and recording the level it is told to.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/half_scalar.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "test_trainer_util.h"
+#include "test_util.h"
+
+namespace seqtrain::testing {
+namespace {
+
+using namespace cli;
+
+std::vector<Isa> runnable_levels() {
+  std::vector<Isa> out;
+  for (int i = 0; i <= static_cast<int>(active_isa()); ++i) out.push_back(static_cast<Isa>(i));
+  return out;
+}
+
+TEST(Isa, ResolveTakesTheCpuLevelOrACapBelowIt) {
+  EXPECT_EQ(resolve_isa(nullptr, Isa::avx512), Isa::avx512);
+  EXPECT_EQ(resolve_isa("", Isa::avx2), Isa::avx2);
+  EXPECT_EQ(resolve_isa("avx2", Isa::avx512_bf16), Isa::avx2);
+  EXPECT_EQ(resolve_isa("plain", Isa::avx2), Isa::plain);
+  EXPECT_EQ(resolve_isa("avx512_bf16", Isa::avx512_bf16), Isa::avx512_bf16);
+  for (Isa i : {Isa::plain, Isa::avx2, Isa::avx512, Isa::avx512_bf16}) EXPECT_EQ(parse_isa(isa_name(i), "x"), i);
+}
+
+TEST(Isa, UnknownOrTooHighLevelIsAClearError) {
+  const std::string unknown = error_of([] { resolve_isa("avx3", Isa::avx512); });
+  EXPECT_CONTAINS(unknown, "SEQTRAIN_ISA=avx3");
+  EXPECT_CONTAINS(unknown, "plain, avx2, avx512, avx512_bf16");
+  EXPECT_CONTAINS(unknown, "this CPU supports up to");
+  const std::string high = error_of([] { resolve_isa("avx512", Isa::avx2); });
+  EXPECT_CONTAINS(high, "SEQTRAIN_ISA=avx512");
+  EXPECT_CONTAINS(high, "supports up to avx2");
+  EXPECT_CONTAINS(high, "unset SEQTRAIN_ISA");
+}
+
+TEST(Isa, KernelsAboveTheActiveLevelAreRefused) {
+  EXPECT_EQ(cpu_kernels().isa, active_isa());
+  for (Isa isa : runnable_levels()) EXPECT_EQ(cpu_kernels(isa).isa, isa);
+  if (active_isa() == Isa::avx512_bf16) GTEST_SKIP() << "this process runs at the top level; nothing is above it";
+  const std::string e = error_of([] { cpu_kernels(Isa::avx512_bf16); });
+  EXPECT_CONTAINS(e, "avx512_bf16 kernels were asked for");
+  EXPECT_FALSE(cpu_has_native_bf16());
+}
+
+// Values that exercise every rounding branch: signed zeros, infinities, NaNs, fp16 and bf16
+// subnormals and their underflow, ties to even, the fp16 overflow threshold, and random normals.
+std::vector<float> conversion_inputs() {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> v = {0.f, -0.f, inf, -inf, nan, -nan, 1.f, -1.f, 65504.f, 65519.f, 65520.f, -70000.f,
+                          6.1e-5f, 5.96e-8f, 2.98e-8f, 2.9e-8f, 1e-40f, -1e-45f, 3.4e38f, 1.00390625f,
+                          1.01171875f, 1.0009765625f, 1.0029296875f};
+  Rng rng(7);
+  for (int i = 0; i < 1000; ++i) v.push_back(static_cast<float>(rng.normal()) * std::pow(10.f, static_cast<float>(i % 9 - 4)));
+  return v;
+}
+
+template <class T>
+std::vector<uint32_t> bits_of(const std::vector<T>& v) {
+  std::vector<uint32_t> out;
+  for (T x : v) {
+    uint32_t b = 0;
+    std::memcpy(&b, &x, sizeof x);
+    out.push_back(b);
+  }
+  return out;
+}
+
+// Every level converts bit for bit like the scalar reference, for every length up to past
+// two 16-lane vectors (full vectors and each tail) and the whole input.
+TEST(Isa, EveryLevelConvertsBitForBitLikeTheScalarReference) {
+  const auto x = conversion_inputs();
+  std::vector<uint16_t> bf_ref(x.size()), fp_ref(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    bf_ref[i] = half_scalar::to_bf16(x[i]);
+    fp_ref[i] = half_scalar::to_fp16(x[i]);
+  }
+  std::vector<float> bf_back_ref(x.size()), fp_back_ref(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    bf_back_ref[i] = half_scalar::from_bf16(bf_ref[i]);
+    fp_back_ref[i] = half_scalar::from_fp16(fp_ref[i]);
+  }
+  for (Isa isa : runnable_levels()) {
+    const CpuKernels& k = cpu_kernels(isa);
+    // AVX512-BF16's vcvtneps2bf16 always reads f32 subnormals as zero (a documented property of
+    // the instruction); the compute threads run with DAZ/FTZ set anyway, so training never sees
+    // the difference. Every other value converts as the reference does.
+    std::vector<uint16_t> bf_want = bf_ref;
+    if (isa == Isa::avx512_bf16)
+      for (size_t i = 0; i < x.size(); ++i)
+        if (std::fpclassify(x[i]) == FP_SUBNORMAL) bf_want[i] = half_scalar::to_bf16(std::signbit(x[i]) ? -0.f : 0.f);
+    std::vector<int64_t> lengths;
+    for (int64_t n = 1; n <= 37; ++n) lengths.push_back(n);
+    lengths.push_back(static_cast<int64_t>(x.size()));
+    for (int64_t n : lengths) {
+      std::vector<uint16_t> bf(n + 1, 0xabcd), fp(n + 1, 0xabcd);
+      k.f32_to_bf16(x.data(), bf.data(), n);
+      k.f32_to_fp16(x.data(), fp.data(), n);
+      ASSERT_EQ(std::vector<uint16_t>(bf.begin(), bf.begin() + n), std::vector<uint16_t>(bf_want.begin(), bf_want.begin() + n))
+          << isa_name(isa) << " f32_to_bf16 n=" << n;
+      ASSERT_EQ(std::vector<uint16_t>(fp.begin(), fp.begin() + n), std::vector<uint16_t>(fp_ref.begin(), fp_ref.begin() + n))
+          << isa_name(isa) << " f32_to_fp16 n=" << n;
+      EXPECT_EQ(bf[n], 0xabcd) << isa_name(isa) << " wrote past n=" << n;
+      EXPECT_EQ(fp[n], 0xabcd) << isa_name(isa) << " wrote past n=" << n;
+      std::vector<float> bf_back(n), fp_back(n);
+      k.bf16_to_f32(bf_ref.data(), bf_back.data(), n);
+      k.fp16_to_f32(fp_ref.data(), fp_back.data(), n);
+      ASSERT_EQ(bits_of(bf_back), bits_of(std::vector<float>(bf_back_ref.begin(), bf_back_ref.begin() + n)))
+          << isa_name(isa) << " bf16_to_f32 n=" << n;
+      ASSERT_EQ(bits_of(fp_back), bits_of(std::vector<float>(fp_back_ref.begin(), fp_back_ref.begin() + n)))
+          << isa_name(isa) << " fp16_to_f32 n=" << n;
+    }
+  }
+}
+
+// The AdamW update at every level equals the plain level's within 1e-6 relative, each of the
+// parameters and both moments as a whole (FMA contraction on the wider levels moves last bits,
+// and an element of m where m and g nearly cancel may move more), with and without a decay mask.
+TEST(Isa, EveryLevelUpdatesAdamWAlike) {
+  const int64_t n = 1037;
+  Rng rng(3);
+  std::vector<float> p0(n), g(n), m0(n), v0(n);
+  std::vector<uint8_t> mask(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p0[i] = static_cast<float>(rng.normal());
+    g[i] = static_cast<float>(rng.normal()) * 0.1f;
+    m0[i] = static_cast<float>(rng.normal()) * 0.01f;
+    v0[i] = static_cast<float>(std::fabs(rng.normal())) * 1e-3f;
+    mask[i] = static_cast<uint8_t>(i % 3 != 0);
+  }
+  struct State { std::vector<float> p, m, v; };
+  for (const uint8_t* decay_mask : {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(mask.data())}) {
+    auto run = [&](Isa isa) {
+      State st{p0, m0, v0};
+      AdamWKernelArgs a;
+      a.params = st.p.data(); a.grads = g.data(); a.m = st.m.data(); a.v = st.v.data(); a.decay_mask = decay_mask;
+      a.n = n; a.decay = 0.999f; a.b1 = 0.9f; a.one_minus_b1 = 0.1f; a.b2 = 0.999f; a.one_minus_b2 = 0.001f;
+      a.bc2_sqrt = 0.0447f; a.eps = 1e-8f; a.neg_step_size = -0.01f;
+      cpu_kernels(isa).adamw(a);
+      return st;
+    };
+    const State ref = run(Isa::plain);
+    EXPECT_GT(rel_err(ref.p, p0), 1e-4) << "the update moved nothing";
+    for (Isa isa : runnable_levels()) {
+      const State got = run(isa);
+      EXPECT_LT(rel_err(got.p, ref.p), 1e-6) << isa_name(isa);
+      EXPECT_LT(rel_err(got.m, ref.m), 1e-6) << isa_name(isa);
+      EXPECT_LT(rel_err(got.v, ref.v), 1e-6) << isa_name(isa);
+    }
+  }
+}
+
+// SEQTRAIN_ISA forces each level a CPU has: the run says which at start-up, records it in
+// state.json, and its losses equal the other levels' within 1e-4 relative (same fused kernels,
+// different vector widths and FMA contraction).
+TEST(Isa, SeqtrainIsaPicksLogsAndRecordsTheLevel) {
+  TempDir dir;
+  const std::string args = "train " + example_config() + kSmall + " --set train.epochs=1";
+  double ref = 0;
+  for (int i = 0; i <= static_cast<int>(cpu_max_isa()); ++i) {
+    const std::string level = isa_name(static_cast<Isa>(i));
+    const std::string out = dir / level;
+    Result r = run_seqtrain(args + " --out " + out, "SEQTRAIN_ISA=" + level);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_CONTAINS(r.out, "CPU kernels: " + level);
+    const auto st = nlohmann::json::parse(slurp(out + "/checkpoints/last/state.json"));
+    EXPECT_EQ(st["cpu_isa"], level);
+    const double best = st["best_val"].get<double>();
+    if (i == 0) ref = best;
+    EXPECT_NEAR(best, ref, 1e-4 * std::fabs(ref)) << level;
+  }
+}
+
+TEST(Isa, BadSeqtrainIsaFailsBeforeAnyWork) {
+  TempDir dir;
+  const std::string out = dir / "run";
+  Result r = run_seqtrain("train " + example_config() + kSmall + " --out " + out, "SEQTRAIN_ISA=avx1024");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_CONTAINS(r.out, "SEQTRAIN_ISA=avx1024 is not an instruction-set level");
+  EXPECT_CONTAINS(r.out, "plain, avx2, avx512, avx512_bf16");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+}  // namespace
+}  // namespace seqtrain::testing
