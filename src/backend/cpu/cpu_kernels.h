@@ -41,6 +41,9 @@ struct CpuKernels {
   void (*bf16_to_f32)(const uint16_t* src, float* dst, int64_t n);
   void (*f32_to_fp16)(const float* src, uint16_t* dst, int64_t n);
   void (*fp16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  // One of the four above by format.
+  void (*f32_to_half)(HalfType t, const float* src, uint16_t* dst, int64_t n);
+  void (*half_to_f32)(HalfType t, const uint16_t* src, float* dst, int64_t n);
   void (*adamw)(const AdamWKernelArgs& a);
   void (*gate_fn)(GateFn fn, const float* x, float* y, int64_t n);
 };

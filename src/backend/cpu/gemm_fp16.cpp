@@ -55,15 +55,9 @@ void gemm_fp16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
   gemm(ta, tb, M, N, K, 1.f, a32.data(), a_cols, b32.data(), b_cols, accumulate ? 1.f : 0.f, C, ldc);
 }
 
-void f32_to_half(HalfType t, const float* src, uint16_t* dst, int64_t n) {
-  if (t == HalfType::fp16) f32_to_fp16(src, dst, n);
-  else f32_to_bf16(src, dst, n);
-}
+void f32_to_half(HalfType t, const float* src, uint16_t* dst, int64_t n) { cpu_kernels().f32_to_half(t, src, dst, n); }
 
-void half_to_f32(HalfType t, const uint16_t* src, float* dst, int64_t n) {
-  if (t == HalfType::fp16) fp16_to_f32(src, dst, n);
-  else bf16_to_f32(src, dst, n);
-}
+void half_to_f32(HalfType t, const uint16_t* src, float* dst, int64_t n) { cpu_kernels().half_to_f32(t, src, dst, n); }
 
 void f32_to_half_rows(HalfType t, const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols) {
   if (t == HalfType::fp16) f32_to_fp16_rows(src, ld_src, dst, rows, cols);
