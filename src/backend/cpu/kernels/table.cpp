@@ -2,7 +2,6 @@
 // seqtrain::<level namespace>::kKernels.
 #include "backend/cpu/kernels/level.h"
 
-
 namespace seqtrain::ST_ISA_NS {
 
 extern const CpuKernels kKernels;
