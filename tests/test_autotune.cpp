@@ -3,7 +3,9 @@
 // chosen implementation per layer and its gradients are untouched by the timing runs.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "backend/cpu/autotune.h"
 #include "models/forecaster.h"
@@ -41,11 +43,32 @@ TEST(Autotune, PicksFastestDeterministicallyAndRemembersPerKey) {
   EXPECT_EQ(one.decisions()[0].source, "only");
 }
 
-TEST(Autotune, DefaultTimerWarmsUpThenTimesBestOfRuns) {
-  Autotuner t({}, 3);
-  int ran = 0;
-  t.choose("k", cands(&ran));
-  EXPECT_EQ(ran, 8);  // (1 warm-up + 3 timed) per candidate
+TEST(Autotune, DefaultTimerWarmsUpEveryCandidateThenTimesBestOfRuns) {
+  // fused returns at once and onednn sleeps 20 ms: never a close call, so each candidate runs
+  // one warm-up and `runs` timed runs, and the caller's hook runs between the two phases.
+  for (int runs : {1, 3}) {
+    Autotuner t({}, runs);
+    int fused = 0, onednn = 0, hook = -1;
+    std::vector<TuneCandidate> c{{"fused", [&] { ++fused; }},
+                                 {"onednn", [&] { ++onednn; std::this_thread::sleep_for(std::chrono::milliseconds(20)); }}};
+    EXPECT_EQ(t.choose("k", c, [&] { hook = fused + onednn; }), "fused");
+    EXPECT_EQ(hook, 2) << "after one warm-up each";
+    EXPECT_EQ(fused, 1 + runs);
+    EXPECT_EQ(onednn, 1 + runs);
+  }
+}
+
+TEST(Autotune, CloseCallsAreTimedTwiceAndKeepTheirBest) {
+  // Within 10% of the fastest: timed again and the minimum kept; further away: timed once.
+  std::map<std::string, int> calls;
+  std::map<std::string, std::vector<double>> seq{{"fused", {1.00, 1.00}}, {"fused:avx2", {1.05, 0.90}}, {"onednn", {2.0}}};
+  Autotuner t([&](const std::string&, const TuneCandidate& c) { return seq.at(c.name).at(calls[c.name]++); });
+  std::vector<TuneCandidate> c{{"fused", [] {}}, {"fused:avx2", [] {}}, {"onednn", [] {}}};
+  EXPECT_EQ(t.choose("k", c), "fused:avx2") << "its second timing wins the close call";
+  EXPECT_EQ(calls["fused"], 2);
+  EXPECT_EQ(calls["fused:avx2"], 2);
+  EXPECT_EQ(calls["onednn"], 1) << "a clear loser is not timed again";
+  EXPECT_DOUBLE_EQ(t.decisions()[0].timings_ms[1].second, 0.90);
 }
 
 TEST(Autotune, JsonRoundTripPerMachineAndLogLines) {
@@ -106,6 +129,33 @@ TEST(Autotune, ForecasterLayersRunTheirWinnersAndGradientsAreUntouched) {
   const auto lines = tuned.autotuner()->log_lines();
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_NE(lines[0].find("lstm T=6 N=4 C=3 H=8 D=1 fp32 -> onednn"), std::string::npos) << lines[0];
+}
+
+
+// An epoch's short last batch keeps the full batch's choices; a longer batch or sequence is
+// tuned anew.
+TEST(Autotune, AShortLastBatchReusesTheFullBatchDecision) {
+  const int64_t T = 5, C = 3, H = 8, OUT = 2;
+  ModelSpec spec{"gru", C, T, H, 1, false, 0.f, OUT};
+  spec.autotune = true;
+  Forecaster m(spec);
+  m.autotuner()->set_timer([](const std::string&, const TuneCandidate& c) { return c.name == "onednn" ? 1.0 : 2.0; });
+  Rng rng(3);
+  m.init(rng);
+  auto step = [&](int64_t n) {
+    std::vector<float> x(n * T * C, 0.5f), dy(n * OUT, 0.1f);
+    Arena arena;
+    m.forward(Tensor(x.data(), {n, T, C}), arena, true);
+    m.backward(Tensor(dy.data(), {n, OUT}), arena);
+  };
+  step(8);
+  step(3);
+  step(8);
+  EXPECT_EQ(m.autotuner()->decisions().size(), 1u) << "N=3 after N=8 is not timed";
+  EXPECT_EQ(m.rnn().layer_impl(0), RnnImpl::onednn);
+  step(12);
+  ASSERT_EQ(m.autotuner()->decisions().size(), 2u);
+  EXPECT_NE(m.autotuner()->decisions()[1].key.find("N=12"), std::string::npos);
 }
 
 }  // namespace

@@ -53,6 +53,20 @@ TEST(CoreArena, GrowsIntoOneChunkAfterReset) {
   EXPECT_GE(a.capacity(), size_t{6} << 20);
 }
 
+TEST(CoreArena, PrefaultMergesAndClearsWithoutAllocatingNextCycle) {
+  Arena a;
+  float* p = static_cast<float*>(a.alloc(3 << 20));
+  p[0] = 7.f;
+  a.alloc(3 << 20);
+  a.prefault();
+  EXPECT_EQ(a.used(), 0u);
+  const uint64_t before = Arena::os_allocations();
+  float* q = static_cast<float*>(a.alloc(6 << 20));
+  EXPECT_EQ(Arena::os_allocations(), before) << "one merged chunk holds the whole cycle";
+  EXPECT_EQ(q[0], 0.f) << "every byte was written";
+  EXPECT_EQ(q[(6 << 20) / sizeof(float) - 1], 0.f);
+}
+
 TEST(CoreRng, StreamIsFixedAndDocumented) {
   // The stream is part of the checkpoint contract: these values must never change silently.
   Rng a(42, 0), b(42, 0), c(42, 1);

@@ -62,4 +62,9 @@ void Arena::reset() {
   used_ = 0;
 }
 
+void Arena::prefault() {
+  reset();
+  for (auto& c : chunks_) std::memset(c.mem.get(), 0, c.size);
+}
+
 }  // namespace seqtrain
