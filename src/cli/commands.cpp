@@ -13,6 +13,7 @@
 #include "io/atomic_dir.h"
 #include "train/checkpoint.h"
 #include "train/data_plan.h"
+#include "train/stop_token.h"
 #include "train/trainer.h"
 
 namespace seqtrain {
@@ -89,6 +90,7 @@ int run_train(const TrainArgs& a) {
   }
   if (a.threads >= 0) config.runtime.threads = a.threads;
   TrainOptions opt{out, !a.resume.empty(), a.overwrite, a.quiet};
+  opt.stop = &signal_stop_token();  // SIGINT/SIGTERM (route_stop_signals in main)
   TrainSummary s = train(config, opt);
   // One "key: value" line each; a figure the run does not have (no test split, no last-value
   // baseline outside windowed forecasting) is left out rather than printed as 0.

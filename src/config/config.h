@@ -114,7 +114,10 @@ struct TrainConfig {
   double grad_clip = 1.0;         // >= 0; max global gradient L2 norm; 0 = off
   int64_t grad_accum = 1;         // >= 1; micro-batches per optimizer step
   int64_t log_every = 50;         // >= 1; optimizer steps between train log records
-  int64_t checkpoint_every = 0;   // >= 0; optimizer steps between checkpoints; 0 = per epoch
+  // Frequencies (config/frequency.h): N or Nu = every N optimizer updates, Ne = every N epochs.
+  std::string eval_every = "1e";        // validation passes; 0 = never
+  int64_t eval_iters = 0;               // >= 0; batches per validation pass; 0 = the whole split
+  std::string checkpoint_every = "0";   // step checkpoints; 0 = one per epoch (as 1e)
   bool grad_checkpoint = false;   // recompute RNN layer state in backward to save activation memory
   int64_t keep_last = 3;          // >= 0; step checkpoints kept; 0 = keep all
   EarlyStoppingConfig early_stopping;

@@ -48,11 +48,14 @@ using Choices = std::initializer_list<const char*>;
 //   field(key, bool&)                      true/false
 //   field(key, std::string&, Choices)      one of a fixed set of words
 //   field(key, std::string&, PathTag)      a file path (empty allowed)
+//   field(key, std::string&, FrequencyTag) N, Nu or Ne
 //   field(key, std::vector<std::string>&)  list of column names
 //   field(key, std::array<double, 3>&)     split fractions
 struct PathTag {};
 // A count that may also be the word auto (data.workers): kept as text, validated on load.
 struct CountOrAuto {};
+// How often, in updates or epochs (config/frequency.h): kept as text, validated on load.
+struct FrequencyTag {};
 
 template <typename C, typename V>
 void visit_fields(C& c, V&& v) {
@@ -112,7 +115,9 @@ void visit_fields(C& c, V&& v) {
   v.field("train.grad_clip", t.grad_clip, at_least(0));
   v.field("train.grad_accum", t.grad_accum, at_least(1));
   v.field("train.log_every", t.log_every, at_least(1));
-  v.field("train.checkpoint_every", t.checkpoint_every, at_least(0));
+  v.field("train.eval_every", t.eval_every, FrequencyTag{});
+  v.field("train.eval_iters", t.eval_iters, at_least(0));
+  v.field("train.checkpoint_every", t.checkpoint_every, FrequencyTag{});
   v.field("train.keep_last", t.keep_last, at_least(0));
   v.field("train.grad_checkpoint", t.grad_checkpoint);
   v.field("train.early_stopping.patience", t.early_stopping.patience, at_least(0));

@@ -15,6 +15,7 @@
 
 #include "config/config.h"
 #include "config/fields.h"
+#include "config/frequency.h"
 #include "config/scalar.h"
 #include "config/suggest.h"
 #include "core/error.h"
@@ -155,6 +156,13 @@ class Assign {
       auto n = parse_int64(v);
       if (!n || *n < 0) fail("{}: config key '{}' expects an integer >= 0 or auto, got '{}'", where_, key_, v);
     }
+    x = v;
+  }
+  void field(const char* key, std::string& x, FrequencyTag) {
+    if (!match(key)) return;
+    const char* expected = "a frequency: N or Nu (every N optimizer updates) or Ne (every N epochs), e.g. 500u or 1e";
+    std::string v = scalar(expected);
+    if (!try_parse_frequency(v)) fail("{}: config key '{}' expects {}; got '{}'", where_, key_, expected, v);
     x = v;
   }
   void field(const char* key, std::string& x, PathTag) {

@@ -30,6 +30,8 @@ StepResult TrainStep::run(const Tensor& x, const Tensor& y, uint64_t seed) {
   if (++micro_ < options_.grad_accum) return r;
   micro_ = 0;
   ParamStore& ps = model_.params();
+  // The one place gradients cross ranks: after the last micro-batch, before anything reads them.
+  if (options_.comm) options_.comm->all_reduce_sum(ps.grads(), ps.size());
   r.lr = schedule_.lr(updates_);
   if (options_.scaler) {
     const bool finite = options_.scaler->unscale(ps.grads(), ps.size());

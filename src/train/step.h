@@ -15,6 +15,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "train/communicator.h"
 
 namespace seqtrain {
 
@@ -24,6 +25,7 @@ struct StepOptions {
   double grad_clip = 0.0;  // max global L2 norm; 0 turns clipping off
   int64_t grad_accum = 1;  // micro-batches per optimizer update
   LossScaler* scaler = nullptr;  // dynamic loss scaling (fp16); null: none
+  Communicator* comm = nullptr;  // sums the gradients over ranks once per optimizer step; null: one process
 };
 
 struct StepResult {

@@ -18,11 +18,26 @@
 
 namespace seqtrain {
 
+class Communicator;
+class StopToken;
+class TrainObserver;
+
 struct TrainOptions {
+  TrainOptions() = default;
+  explicit TrainOptions(std::string out, bool resume_run = false, bool overwrite_run = false, bool quiet_run = false)
+      : out_dir(std::move(out)), resume(resume_run), overwrite(overwrite_run), quiet(quiet_run) {}
+
   std::string out_dir;
   bool resume = false;     // continue the run in out_dir from its newest checkpoint
   bool overwrite = false;  // replace a run already in out_dir
   bool quiet = false;
+  // Stops the run after the current step with a resumable `last` (signal_stop_token() for the
+  // CLI's signals; a library caller passes its own). Null: nothing can stop the run early.
+  StopToken* stop = nullptr;
+  // The ranks of a data-parallel run; null: this process alone (LocalCommunicator).
+  Communicator* comm = nullptr;
+  // Watch the run besides the metrics log and the console (primary rank only; not owned).
+  std::vector<TrainObserver*> observers;
 };
 
 struct TrainSummary {
@@ -32,19 +47,25 @@ struct TrainSummary {
   std::optional<double> test_loss;      // absent when the test split is empty (or on a signal)
   std::optional<double> test_accuracy;  // classification runs only
   std::optional<double> baseline_val;   // predict-last-value MSE; windowed forecasting only
-  std::string stopped_by;  // "epochs" | "max_steps" | "early_stopping" | "signal"
+  // "epochs" | "max_steps" | "early_stopping" | "signal" | "stop_token" (a library caller's)
+  std::string stopped_by;
   int signal = 0;          // the signal number when stopped_by == "signal"
   double checkpoint_block_s = 0;  // time the loop spent on checkpoints (snapshots + waits)
 };
 
 TrainSummary train(const Config& config, const TrainOptions& options);
 
-// Makes SIGINT and SIGTERM stop a running train() cleanly: the current step finishes, `last`
-// is written and train() returns with stopped_by "signal". A second signal, or one that
-// arrives while no training runs, ends the process as usual. Call it at the top of main(),
-// before any thread exists: it blocks both signals in the calling thread (new threads inherit
-// that) and receives them on a watcher thread. Without it, train() does not catch signals.
+// Makes SIGINT and SIGTERM request a stop of signal_stop_token(): a train() given that token
+// finishes the current step, writes `last` and returns with stopped_by "signal". A second
+// signal, or one that arrives while no training watches the token, ends the process as usual.
+// Call it at the top of main(), before any thread exists: it blocks both signals in the
+// calling thread (new threads inherit that) and receives them on a watcher thread.
 void route_stop_signals();
+StopToken& signal_stop_token();
+
+// Mean squared error of predicting every horizon step as the window's last observed target
+// value: the bar a forecaster must clear to be worth anything (0 when a target is no input).
+double last_value_baseline(const Dataset& data, const WindowDataset& split);
 
 // Model shape for a config and a dataset (csv/synthetic) or a data plan (any source).
 ModelSpec model_spec(const Config& config, const Dataset& data);

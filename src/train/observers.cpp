@@ -1,0 +1,85 @@
+// The metrics log and the console: see observers.h.
+#include "train/observers.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fmt/format.h>
+
+namespace seqtrain {
+
+void MetricsObserver::on_step(const StepEvent& e) {
+  nlohmann::json rec{{"split", "train"}, {"step", e.updates}, {"epoch", e.epoch}, {"loss", e.loss}, {"lr", e.lr},
+                     {"grad_norm", e.grad_norm}, {"samples_per_s", e.samples_per_s}, {"time_s", e.time_s}};
+  if (e.loss_scale) {
+    rec["loss_scale"] = *e.loss_scale;
+    rec["skipped_steps"] = e.skipped_since_last;
+  }
+  log_.write(rec);
+}
+
+void MetricsObserver::on_epoch(const EpochEvent& e) {
+  log_.write({{"split", "data"}, {"step", e.updates}, {"epoch", e.epoch}, {"loss", nullptr}, {"lr", nullptr},
+              {"samples_per_s", nullptr}, {"data_wait_s", e.data_wait_s},
+              {"data_wait_share", e.data_wait_s / std::max(e.train_s, 1e-9)}, {"epoch_train_s", e.train_s},
+              {"time_s", e.time_s}});
+}
+
+void MetricsObserver::on_eval(const EvalEvent& e) {
+  nlohmann::json rec = {{"split", e.split}, {"step", e.updates}, {"epoch", e.epoch}, {"loss", e.loss},
+                        {"lr", e.lr ? nlohmann::json(*e.lr) : nlohmann::json()}, {"samples_per_s", nullptr},
+                        {"time_s", e.time_s}};
+  if (e.baseline) rec["baseline_last_value"] = *e.baseline;
+  if (e.accuracy) rec["accuracy"] = *e.accuracy;
+  log_.write(rec);
+}
+
+ConsoleObserver::ConsoleObserver(bool quiet) : quiet_(quiet), tty_(!quiet && isatty(fileno(stderr))) {}
+
+void ConsoleObserver::on_note(const std::string& text) {
+  if (!quiet_) std::fprintf(stderr, "seqtrain: %s\n", text.c_str());
+}
+
+void ConsoleObserver::on_warning(const std::string& text) { std::fprintf(stderr, "seqtrain: %s\n", text.c_str()); }
+
+void ConsoleObserver::on_step(const StepEvent& e) {
+  if (quiet_) return;
+  const double eta = e.progress > 0 ? e.time_s * (1 - e.progress) / e.progress : 0;
+  std::fprintf(stderr, "%sepoch %ld step %ld loss %.5f lr %.2e %.0f samples/s ETA %.0fs%s", tty_ ? "\r" : "",
+               (long)e.epoch, (long)e.updates, e.loss, e.lr, e.samples_per_s, eta, tty_ ? "   " : "\n");
+}
+
+void ConsoleObserver::on_epoch(const EpochEvent& e) {
+  if (quiet_) return;
+  std::fprintf(stderr, "%sepoch %ld trained in %.2fs, data wait %.3fs (%.2f%%)\n", tty_ ? "\n" : "", (long)e.epoch,
+               e.train_s, e.data_wait_s, 100.0 * e.data_wait_s / std::max(e.train_s, 1e-9));
+}
+
+void ConsoleObserver::on_eval(const EvalEvent& e) {
+  if (quiet_ || e.split != "val") return;
+  if (tty_) std::fputc('\n', stderr);
+  std::string extra;
+  if (e.baseline) extra = fmt::format(", last-value baseline {:.5f}", *e.baseline);
+  std::string acc = e.accuracy ? fmt::format(", accuracy {:.4f}", *e.accuracy) : std::string();
+  std::fprintf(stderr, "epoch %ld val loss %.5f (best %.5f%s)%s\n", (long)e.epoch, e.loss, e.best, extra.c_str(),
+               acc.c_str());
+}
+
+void ConsoleObserver::on_end(const EndEvent& e) {
+  const TrainSummary& s = *e.summary;
+  if (s.stopped_by == "signal" || s.stopped_by == "stop_token") {
+    const std::string why = s.stopped_by == "signal" ? fmt::format("signal {}", s.signal) : "request";
+    std::fprintf(stderr, "seqtrain: stopped by %s after step %ld; checkpoints/last holds it. Continue with: "
+                 "seqtrain train --resume %s\n", why.c_str(), (long)s.steps, e.run_dir.c_str());
+    return;
+  }
+  if (quiet_) return;
+  const std::string fp16 = e.loss_scale ? fmt::format(" ({} skipped on fp16 overflow, loss scale {})",
+                                                      s.skipped_steps, *e.loss_scale) : "";
+  const std::string test = s.test_loss ? fmt::format("test loss {:.5f}", *s.test_loss) : "no test split";
+  std::fprintf(stderr, "seqtrain: stopped by %s after %ld steps%s; best val loss %.5f, %s, %.1fs\n",
+               s.stopped_by.c_str(), (long)s.steps, fp16.c_str(), s.best_val, test.c_str(), e.time_s);
+}
+
+}  // namespace seqtrain

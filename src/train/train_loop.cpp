@@ -1,0 +1,485 @@
+// The training loop: see train_loop.h.
+#include "train/train_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "backend/cpu/autotune.h"
+#include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/isa.h"
+#include "io/safetensors.h"
+#include "train/metrics.h"
+
+namespace seqtrain {
+namespace fs = std::filesystem;
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Keeps a StopToken armed while the loop runs, so the signal watcher knows someone listens.
+struct ArmStop {
+  explicit ArmStop(StopToken& t) : token(t) { token.arm(true); }
+  ~ArmStop() { token.arm(false); }
+  StopToken& token;
+};
+
+// The first `n` samples of a source: a validation pass capped by train.eval_iters batches.
+class FirstSamples final : public BatchSource {
+ public:
+  FirstSamples(const BatchSource& source, int64_t n) : source_(source), n_(std::min(n, source.size())) {}
+  int64_t size() const override { return n_; }
+  int64_t x_size() const override { return source_.x_size(); }
+  int64_t y_size() const override { return source_.y_size(); }
+  void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const override {
+    source_.fill(idx, epoch, x, y);
+  }
+
+ private:
+  const BatchSource& source_;
+  int64_t n_;
+};
+
+// checkpoint_every 0 is the one step checkpoint per epoch of earlier versions.
+Frequency checkpoint_frequency(const std::string& text) {
+  Frequency f = parse_frequency(text, "train.checkpoint_every");
+  return f.never() ? Frequency{1, Frequency::Unit::epochs} : f;
+}
+}  // namespace
+
+TrainSummary TrainLoop::run() {
+  resume_or_start();
+  announce();
+  ArmStop armed(*stop_);
+  summary_.stopped_by = "epochs";
+  while (state_.epoch < config_.train.epochs) {
+    if (!train_epoch()) {  // a stop request: `last` must hold where the run stands
+      if (!last_is_current_) checkpoint("last", state_.epoch, state_.batch_in_epoch, false);
+      break;
+    }
+    if (!end_epoch()) break;                      // a stop request during validation
+    if (summary_.stopped_by != "epochs") break;  // max_steps, early stopping
+  }
+  return finish();
+}
+
+TrainLoop::TrainLoop(const Config& config, const TrainOptions& options)
+    : config_(config), opt_(options), run_(options.out_dir), ckpt_dir_(run_ / "checkpoints"),
+      comm_(options.comm ? options.comm : &local_comm_), stop_(options.stop ? options.stop : &own_stop_),
+      console_(options.quiet) {
+  if (!opt_.resume && fs::exists(run_ / "config.yaml") && !opt_.overwrite)
+    fail("output directory '{}' already holds a run; pass --resume to continue it or --overwrite to replace it",
+         run_.string());
+  if (primary()) {
+    observers_.add(&console_);
+    for (TrainObserver* o : opt_.observers) observers_.add(o);
+  }
+  eval_every_ = parse_frequency(config_.train.eval_every, "train.eval_every");
+  checkpoint_every_ = checkpoint_frequency(config_.train.checkpoint_every);
+  // Everything that can fail on bad input happens before the run directory is touched.
+  threads_ = set_cpu_threads(static_cast<int>(config_.runtime.threads));
+  plan_ = plan_data(config_);
+  workers_ = loader_workers(config_, threads_, &workers_reason_);
+  feed_ = training_feed(plan_, config_, workers_);
+  observers_.on_note("data: " + plan_.source);
+  if (!feed_.cache.path.empty()) observers_.on_note(feed_.cache.message);
+  build_model();
+  build_optimizer();
+  if (plan_.val && config_.train.eval_iters > 0)
+    val_capped_ = std::make_unique<FirstSamples>(*plan_.val, config_.train.eval_iters * config_.train.batch_size);
+}
+
+void TrainLoop::build_model() {
+  spec_ = model_spec(config_, plan_);
+  model_ = make_model(spec_);
+  Rng init_rng(config_.seed, /*stream=*/1);
+  model_->init(init_rng);
+  if (!config_.model.init_from.empty()) {
+    const std::string& from = config_.model.init_from;
+    if (fs::is_directory(from)) load_checkpoint(from, model_->params());
+    else load_params(from, model_->params());
+  }
+}
+
+void TrainLoop::build_optimizer() {
+  const auto& t = config_.train;
+  optimizer_ = make_optimizer(OptimizerOptions{.name = t.optimizer.name, .lr = t.optimizer.lr,
+                                               .beta1 = t.optimizer.beta1, .beta2 = t.optimizer.beta2,
+                                               .eps = t.optimizer.eps, .weight_decay = t.optimizer.weight_decay,
+                                               .momentum = t.optimizer.momentum, .nesterov = t.optimizer.nesterov});
+  batches_ = batch_count(feed_.source->size(), t.batch_size);
+  const int64_t updates_per_epoch = std::max<int64_t>(1, batches_ / t.grad_accum);
+  total_updates_ = updates_per_epoch * t.epochs;
+  if (t.max_steps > 0) total_updates_ = std::min(total_updates_, t.max_steps);
+  schedule_ = make_schedule(ScheduleOptions{.name = t.schedule.name, .base_lr = t.optimizer.lr,
+                                            .step_size = t.schedule.step_size, .gamma = t.schedule.gamma,
+                                            .warmup_steps = t.schedule.warmup_steps, .total_steps = total_updates_,
+                                            .min_lr = t.schedule.min_lr, .factor = t.schedule.factor,
+                                            .patience = t.schedule.patience});
+  // fp16 gradients need dynamic loss scaling (optim/loss_scaler.h); other precisions run without.
+  if (config_.runtime.precision == "fp16") {
+    const LossScaleConfig& ls = config_.runtime.loss_scale;
+    scaler_ = std::make_unique<LossScaler>(
+        LossScalerOptions{ls.init, ls.growth_factor, ls.backoff_factor, ls.growth_interval});
+  }
+  StepOptions so{parse_loss(t.loss), LossOptions{}, t.grad_clip, t.grad_accum, scaler_.get()};
+  so.loss_options.huber_delta = static_cast<float>(t.huber_delta);
+  so.comm = comm_;
+  step_ = std::make_unique<TrainStep>(*model_, *optimizer_, *schedule_, so);
+}
+
+// The primary rank locks the run directory, clears it for --overwrite and tidies what a crash
+// left; then the autotune cache (per run directory and machine) is read.
+void TrainLoop::open_run_dir() {
+  if (!primary()) return;
+  fs::create_directories(run_);
+  lock_ = std::make_unique<RunLock>(run_);
+  for (const auto& note : prepare_run_dir(run_, opt_.overwrite && !opt_.resume)) observers_.on_note(note);
+  if (Autotuner* tuner = model_->autotuner()) {
+    autotune_saved_ = false;
+    const int64_t n = load_autotune_cache(run_, *tuner);
+    if (n > 0 || fs::exists(run_ / "autotune.json"))
+      observers_.on_note(fmt::format("autotune: {} cached decision(s) from {}", n, (run_ / "autotune.json").string()));
+  }
+}
+
+void TrainLoop::resume_or_start() {
+  open_run_dir();
+  const auto candidates = opt_.resume ? resume_candidates(ckpt_dir_) : std::vector<ResumeCandidate>{};
+  resuming_ = !candidates.empty();
+  if (opt_.resume && !resuming_)
+    observers_.on_warning(fmt::format("'{}' has no checkpoint yet; starting the run from the beginning", run_.string()));
+  if (resuming_) resume_from(candidates);
+  if (primary()) {
+    write_config_yaml(run_, to_yaml(config_));  // the config the run continues with
+    if (!resuming_) fs::remove(run_ / "metrics.jsonl");
+    metrics_ = std::make_unique<MetricsObserver>((run_ / "metrics.jsonl").string());
+    observers_.add(metrics_.get());
+  }
+  loader_ = std::make_unique<Loader>(*feed_.source,
+                                     LoaderOptions{.workers = workers_, .prefetch = config_.data.prefetch,
+                                                   .batch_size = config_.train.batch_size,
+                                                   .shuffle = config_.train.shuffle, .seed = config_.seed});
+  labels_.resize(plan_.classes > 0 ? config_.train.batch_size * feed_.source->y_size() : 0);
+  x_.resize(config_.train.batch_size * feed_.source->x_size());
+  y_.resize(config_.train.batch_size * feed_.source->y_size());
+  if (resuming_) replay_partial_accumulation();
+  if (plan_.windows) summary_.baseline_val = last_value_baseline(*plan_.windows, plan_.windows->val);
+  start_ = log_start_ = Clock::now();
+}
+
+void TrainLoop::resume_from(const std::vector<ResumeCandidate>& candidates) {
+  OptimizerState os;
+  const ResumeCandidate* chosen = nullptr;
+  nlohmann::json st;
+  for (const auto& c : candidates) {
+    check_resume_config(c.state, config_, run_, c.dir, opt_.quiet);
+    try {
+      st = load_checkpoint(c.dir, model_->params(), &os);
+      chosen = &c;
+      break;
+    } catch (const Error& e) {
+      observers_.on_warning(fmt::format("warning: skipping checkpoint '{}': {}", c.dir, e.what()));
+    }
+  }
+  ST_CHECK(chosen, "no checkpoint in '{}' can be loaded (see the warnings above); start the run again with "
+           "--overwrite", ckpt_dir_.string());
+  state_ = RunState::from_json(st);
+  ST_CHECK(!st.contains("normalizer") || state_.normalizer == plan_.normalizer,
+           "{}: the training data changed since checkpoint '{}' was written (its normalization statistics "
+           "differ); restore the data (data.path / data.synthetic.*) or start a new run",
+           (run_ / "config.yaml").string(), chosen->dir);
+  ST_CHECK(!st.contains("vocab") || state_.vocab == plan_.vocab_json,
+           "{}: the text's vocabulary changed since checkpoint '{}' was written; restore data.path or start a "
+           "new run", (run_ / "config.yaml").string(), chosen->dir);
+  optimizer_->load_state(os);
+  schedule_->load_state(schedule_state_from_json(state_.schedule));
+  step_->set_updates(state_.updates);
+  if (scaler_ && !state_.loss_scaler.is_null()) scaler_->load_json(state_.loss_scaler);
+  if (state_.tag.rfind("step-", 0) == 0) resumed_from_ = state_.tag;
+  if (config_.runtime.deterministic && state_.threads > 0 && state_.threads != threads_)
+    observers_.on_warning(fmt::format("warning: the run used {} threads and now uses {}; runtime.deterministic "
+                                      "promises bit-identical results only for the same thread count",
+                                      state_.threads, threads_));
+  // Records written after this checkpoint are written again by the resumed run.
+  if (primary() && state_.metrics_bytes >= 0) truncate_metrics((run_ / "metrics.jsonl").string(), state_.metrics_bytes);
+  observers_.on_warning(fmt::format("resuming '{}' from {} at epoch {}, batch {} (step {})", run_.string(),
+                                    fs::path(chosen->dir).filename().string(), state_.epoch, state_.batch_in_epoch,
+                                    step_->updates()));
+}
+
+// A checkpoint can fall inside a gradient accumulation (at an epoch's end or on a stop). The
+// weights have not changed since that optimizer step began, so re-running its first
+// micro-batches rebuilds the accumulated gradient exactly. Their losses are already in the
+// saved pending loss, so the step's copy of them is dropped.
+void TrainLoop::replay_partial_accumulation() {
+  const int64_t accum = config_.train.grad_accum, m = state_.micro_steps % accum;
+  if (m == 0) return;
+  const int64_t B = config_.train.batch_size;
+  std::vector<std::pair<int64_t, int64_t>> where;  // (epoch, batch) of each, newest first
+  for (int64_t e = state_.epoch, b = state_.batch_in_epoch; static_cast<int64_t>(where.size()) < m;) {
+    if (b == 0) { --e; b = batches_; }
+    where.emplace_back(e, --b);
+  }
+  std::reverse(where.begin(), where.end());
+  for (int64_t i = 0; i < m; ++i) {
+    const auto [e, b] = where[i];
+    const auto order = epoch_order(feed_.source->size(), config_.train.shuffle, config_.seed, e);
+    const int64_t begin = b * B, n = std::min(B, feed_.source->size() - begin);
+    feed_.source->fill(std::span<const int64_t>(order.data() + begin, n), e, x_.data(), y_.data());
+    ST_CHECK(!run_batch(x_.data(), y_.data(), n, state_.micro_steps - m + i).updated,
+             "internal error: replaying a partial gradient accumulation completed an optimizer step");
+  }
+  step_->take_loss();
+}
+
+void TrainLoop::announce() {
+  observers_.on_note(fmt::format("loader: {} worker(s) ({}); {} compute thread(s){}", workers_, workers_reason_,
+                                 threads_, feed_.augment ? "; augmentation on" : ""));
+  observers_.on_note(fmt::format("{} model, {} parameters, {} train / {} val / {} test {}, {} threads", spec_.type,
+                                 model_->params().size(), plan_.train->size(), DataPlan::size_of(plan_.val),
+                                 DataPlan::size_of(plan_.test), plan_.unit, threads_));
+  observers_.on_note("CPU kernels: " + isa_summary());
+  if (!model_->precision_note().empty()) observers_.on_note(model_->precision_note());
+  else if (config_.runtime.precision != "fp32")
+    observers_.on_note(fmt::format("the {} model runs in fp32 (mixed precision covers the RNN layers)", spec_.type));
+}
+
+StepResult TrainLoop::run_batch(const float* x, const float* y, int64_t n, int64_t micro) {
+  return step_->run(Tensor(const_cast<float*>(x), {n, plan_.steps, plan_.features}), target_tensor(plan_, y, n, labels_),
+                    mix_seed(config_.seed, static_cast<uint64_t>(micro)));
+}
+
+// Trains the rest of the current epoch; returns false when a stop request ended it.
+bool TrainLoop::train_epoch() {
+  epoch_start_ = Clock::now();
+  loader_->start_epoch(state_.epoch, state_.batch_in_epoch);
+  loader_->reset_wait();
+  while (state_.batch_in_epoch < batches_) {
+    const Batch* batch = loader_->next();
+    ST_CHECK(batch != nullptr, "the data loader ended epoch {} early at batch {}", state_.epoch, state_.batch_in_epoch);
+    const StepResult r = run_batch(batch->x, batch->y, batch->count, state_.micro_steps);
+    if (!autotune_saved_) {
+      autotune_saved_ = true;
+      save_autotune_log();
+    }
+    log_samples_ += batch->count;
+    loader_->release(batch);
+    ++state_.micro_steps;
+    ++state_.batch_in_epoch;
+    last_is_current_ = false;
+    if (r.updated) after_update(r);
+    check_stop();
+    if (summary_.stopped_by != "epochs") break;
+  }
+  return !stop_requested();
+}
+
+// Logging, evaluation and periodic checkpoints counted in updates; the max_steps cap.
+void TrainLoop::after_update(const StepResult& r) {
+  const int64_t updates = step_->updates();
+  if (updates % config_.train.log_every == 0) {
+    StepEvent e;
+    e.epoch = state_.epoch;
+    e.updates = updates;
+    e.loss = take_logged_loss();
+    e.lr = r.lr;
+    e.grad_norm = r.grad_norm;
+    e.samples_per_s = log_samples_ / std::max(seconds_since(log_start_), 1e-9);
+    e.time_s = time_s();
+    e.progress = double(updates) / double(std::max<int64_t>(1, total_updates_));
+    if (scaler_) {
+      e.loss_scale = scaler_->scale();
+      e.skipped_since_last = scaler_->take_skipped_since_report();
+    }
+    observers_.on_step(e);
+    log_start_ = Clock::now();
+    log_samples_ = 0;
+  }
+  if (eval_every_.due_after_update(updates)) validate();
+  if (checkpoint_every_.due_after_update(updates)) {
+    checkpoint(step_tag(updates), state_.epoch, state_.batch_in_epoch, true);
+    last_is_current_ = true;
+  }
+  if (config_.train.max_steps > 0 && updates >= config_.train.max_steps && summary_.stopped_by == "epochs")
+    summary_.stopped_by = "max_steps";
+}
+
+void TrainLoop::check_stop() {
+  if (stop_->requested() && !stop_requested()) summary_.stopped_by = stop_->signal() ? "signal" : "stop_token";
+}
+
+bool TrainLoop::stop_requested() const {
+  return summary_.stopped_by == "signal" || summary_.stopped_by == "stop_token";
+}
+
+// The epoch's data record, evaluations and checkpoints counted in epochs; then on to the next
+// epoch. Returns false when a stop request arrived meanwhile (`last` is then current).
+bool TrainLoop::end_epoch() {
+  observers_.on_epoch(EpochEvent{.epoch = state_.epoch, .updates = step_->updates(),
+                                 .train_s = seconds_since(epoch_start_), .data_wait_s = loader_->wait_seconds(),
+                                 .time_s = time_s()});
+  if (eval_every_.due_after_epoch(state_.epoch)) validate();
+  // The epoch's checkpoint continues at the next epoch when this one is complete.
+  const bool done = state_.batch_in_epoch >= batches_;
+  const int64_t next_epoch = done ? state_.epoch + 1 : state_.epoch, next_batch = done ? 0 : state_.batch_in_epoch;
+  const bool periodic = checkpoint_every_.due_after_epoch(state_.epoch);
+  checkpoint(periodic ? step_tag(step_->updates()) : "last", next_epoch, next_batch, periodic);
+  if (summary_.stopped_by == "epochs") check_stop();
+  if (stop_requested()) {
+    state_.epoch = next_epoch;
+    state_.batch_in_epoch = next_batch;
+    return false;
+  }
+  ++state_.epoch;
+  state_.batch_in_epoch = 0;
+  return true;
+}
+
+EvalEvent TrainLoop::eval_event(const std::string& split, double loss) const {
+  EvalEvent e;
+  e.split = split;
+  e.epoch = state_.epoch;
+  e.updates = step_->updates();
+  e.loss = loss;
+  e.time_s = time_s();
+  return e;
+}
+
+void TrainLoop::validate() {
+  if (!plan_.val) return;
+  double accuracy = 0;
+  const double val = evaluate(*model_, val_capped_ ? *val_capped_ : *plan_.val, plan_.steps, plan_.features, plan_.classes, config_.train.loss,
+                              config_.train.huber_delta, config_.train.batch_size, &accuracy);
+  EvalEvent e = eval_event("val", val);
+  e.lr = schedule_->lr(step_->updates());
+  if (plan_.classes > 0) e.accuracy = accuracy;
+  e.baseline = summary_.baseline_val;  // windowed forecasting only
+  e.best = std::isfinite(state_.best_val) ? std::min(state_.best_val, val) : val;
+  observers_.on_eval(e);
+  schedule_->observe(val);
+  const auto& es = config_.train.early_stopping;
+  if (val < state_.best_val - es.min_delta) {
+    state_.best_val = val;
+    state_.bad_validations = 0;
+    checkpoint("best", state_.epoch, state_.batch_in_epoch, false);
+  } else if (++state_.bad_validations >= es.patience && es.patience > 0 && summary_.stopped_by == "epochs") {
+    summary_.stopped_by = "early_stopping";
+  }
+}
+
+// Hands a snapshot to the background writer; a periodic one (step-<N>) also becomes `last`
+// and prunes older step checkpoints. Only the primary rank writes.
+void TrainLoop::checkpoint(const std::string& tag, int64_t next_epoch, int64_t next_batch, bool periodic) {
+  if (!primary()) return;
+  const auto t0 = Clock::now();
+  WriteJob job;
+  job.dir = (ckpt_dir_ / tag).string();
+  if (periodic) {
+    job.link_last = (ckpt_dir_ / "last").string();
+    job.prune_in = ckpt_dir_.string();
+    job.keep = config_.train.keep_last;
+    job.protect = resumed_from_;
+  }
+  writer_.submit(std::move(job), model_->params(), optimizer_->state(),
+                 state_at(tag, next_epoch, next_batch).to_json());
+  summary_.checkpoint_block_s += seconds_since(t0);
+  observers_.on_checkpoint(CheckpointEvent{tag, (ckpt_dir_ / tag).string(), next_epoch, step_->updates()});
+}
+
+RunState TrainLoop::state_at(const std::string& tag, int64_t next_epoch, int64_t next_batch) {
+  hold_losses();
+  RunState st = state_;
+  st.tag = tag;
+  st.epoch = next_epoch;
+  st.batch_in_epoch = next_batch;
+  st.updates = step_->updates();
+  st.seed = config_.seed;
+  st.threads = threads_;
+  st.cpu_isa = isa_name(active_isa());
+  st.time_s = time_s();
+  st.metrics_bytes = metrics_ ? metrics_->bytes() : 0;
+  st.config_hash = config_hash(config_);
+  st.config_yaml = to_yaml(config_);
+  st.normalizer = plan_.normalizer;
+  st.io = model_io_json(plan_);
+  st.vocab = plan_.vocab_json;
+  st.features = plan_.windows ? plan_.windows->features : std::vector<std::string>{};
+  st.targets = plan_.windows ? plan_.windows->targets : std::vector<std::string>{};
+  st.schedule = schedule_state_to_json(schedule_->state());
+  st.loss_scaler = scaler_ ? scaler_->to_json() : nlohmann::json();
+  return st;
+}
+
+// Moves the step's unlogged train losses into the pending ones, so a checkpoint carries them.
+void TrainLoop::hold_losses() {
+  int64_t count = 0;
+  const double mean = step_->take_loss(&count);
+  state_.pending_loss_sum += mean * static_cast<double>(count);
+  state_.pending_loss_count += count;
+}
+
+// The mean train loss since the previous train record.
+double TrainLoop::take_logged_loss() {
+  hold_losses();
+  const double mean = state_.pending_loss_count > 0
+                          ? state_.pending_loss_sum / static_cast<double>(state_.pending_loss_count) : 0.0;
+  state_.pending_loss_sum = 0;
+  state_.pending_loss_count = 0;
+  return mean;
+}
+
+double TrainLoop::time_s() const { return state_.time_s + seconds_since(start_); }
+
+void TrainLoop::save_autotune_log() {
+  Autotuner* tuner = model_->autotuner();
+  if (!tuner || !primary()) return;
+  save_autotune_cache(run_, *tuner);
+  for (const auto& line : tuner->log_lines()) observers_.on_note(line);
+  observers_.on_note(fmt::format("autotune: {} decision(s), {:.0f} ms spent timing candidates",
+                                 tuner->decisions().size(), tuner->tuning_ms()));
+}
+
+TrainSummary TrainLoop::finish() {
+  {
+    const auto t0 = Clock::now();
+    writer_.wait();
+    summary_.checkpoint_block_s += seconds_since(t0);
+  }
+  summary_.epochs = state_.epoch;
+  summary_.steps = step_->updates();
+  summary_.skipped_steps = scaler_ ? scaler_->skipped_total() : 0;
+  summary_.signal = summary_.stopped_by == "signal" ? stop_->signal() : 0;
+  summary_.best_val = state_.best_val;
+  if (!stop_requested()) test_evaluation();
+  EndEvent end;
+  end.summary = &summary_;
+  end.run_dir = run_.string();
+  end.time_s = time_s();
+  if (scaler_) end.loss_scale = scaler_->scale();
+  observers_.on_end(end);
+  return summary_;
+}
+
+// With the best validated weights: the final `best` is the last state when nothing was
+// validated (no val split, or train.eval_every 0).
+void TrainLoop::test_evaluation() {
+  if (!primary()) return;
+  if (!plan_.val || eval_every_.never() || !fs::exists(ckpt_dir_ / "best")) {
+    checkpoint("best", state_.epoch, state_.batch_in_epoch, false);
+    writer_.wait();
+  }
+  load_checkpoint((ckpt_dir_ / "best").string(), model_->params());
+  if (!plan_.test) return;
+  double accuracy = 0;
+  summary_.test_loss = evaluate(*model_, *plan_.test, plan_.steps, plan_.features, plan_.classes, config_.train.loss,
+                                config_.train.huber_delta, config_.train.batch_size, &accuracy);
+  if (plan_.classes > 0) summary_.test_accuracy = accuracy;
+  EvalEvent e = eval_event("test", *summary_.test_loss);
+  if (plan_.classes > 0) e.accuracy = accuracy;
+  observers_.on_eval(e);
+}
+
+}  // namespace seqtrain

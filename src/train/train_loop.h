@@ -1,0 +1,111 @@
+// TrainLoop: the `seqtrain train` job, the one loop every model family, objective, device and
+// rank runs. run() reads top to bottom; everything else is a step it names:
+//   resume or start -> for each epoch: train its batches (logging, periodic checkpoints,
+//   evaluations counted in updates) -> end the epoch (evaluations and checkpoints counted in
+//   epochs) -> finish (test evaluation with the best weights, the end event).
+// What the loop reports goes to observers (train/observer.h); where the run stands lives in
+// one RunState (train/run_state.h), the only reader and writer of state.json; gradients are
+// reduced across ranks by the Communicator inside TrainStep, and only the primary rank writes
+// the run directory. A StopToken in TrainOptions ends the run after the current step with a
+// resumable `last` checkpoint.
+#pragma once
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "config/frequency.h"
+#include "data/loader.h"
+#include "optim/loss_scaler.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "train/checkpoint.h"
+#include "train/communicator.h"
+#include "train/data_plan.h"
+#include "train/observers.h"
+#include "train/resume.h"
+#include "train/run_dir.h"
+#include "train/run_state.h"
+#include "train/step.h"
+#include "train/stop_token.h"
+#include "train/trainer.h"
+
+namespace seqtrain {
+
+class TrainLoop {
+ public:
+  // Reads the data, builds the model and its optimizer; fails on bad input before the run
+  // directory is touched.
+  TrainLoop(const Config& config, const TrainOptions& options);
+  TrainSummary run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void build_model();
+  void build_optimizer();
+  void open_run_dir();
+  void resume_or_start();
+  void resume_from(const std::vector<ResumeCandidate>& candidates);
+  void replay_partial_accumulation();
+  void announce();
+  bool train_epoch();  // false when a stop request ended it
+  void after_update(const StepResult& r);
+  bool end_epoch();    // false when a stop request arrived during it
+  void validate();
+  EvalEvent eval_event(const std::string& split, double loss) const;
+  void checkpoint(const std::string& tag, int64_t next_epoch, int64_t next_batch, bool periodic);
+  TrainSummary finish();
+  void test_evaluation();
+  void check_stop();
+  bool stop_requested() const;
+  void save_autotune_log();
+  StepResult run_batch(const float* x, const float* y, int64_t n, int64_t micro);
+  RunState state_at(const std::string& tag, int64_t next_epoch, int64_t next_batch);
+  double take_logged_loss();
+  void hold_losses();
+  double time_s() const;
+  bool primary() const { return comm_->primary(); }
+
+  const Config& config_;
+  TrainOptions opt_;
+  std::filesystem::path run_, ckpt_dir_;
+  LocalCommunicator local_comm_;
+  Communicator* comm_;
+  StopToken own_stop_;
+  StopToken* stop_;
+  int threads_ = 0;
+  DataPlan plan_;
+  int64_t workers_ = 0;
+  std::string workers_reason_;
+  TrainFeed feed_;
+  ModelSpec spec_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<LossScaler> scaler_;
+  std::unique_ptr<TrainStep> step_;
+  std::unique_ptr<Loader> loader_;
+  std::unique_ptr<RunLock> lock_;
+  CheckpointWriter writer_;
+  ConsoleObserver console_;
+  std::unique_ptr<MetricsObserver> metrics_;
+  ObserverList observers_;
+  Frequency eval_every_, checkpoint_every_;
+
+  RunState state_;
+  bool resuming_ = false;
+  std::string resumed_from_;     // the step checkpoint a resumed run started from: never pruned
+  int64_t batches_ = 0, total_updates_ = 0;
+  bool autotune_saved_ = true;
+  bool last_is_current_ = false;  // `last` already holds the present state (no step since)
+  TrainSummary summary_;
+  Clock::time_point start_, log_start_, epoch_start_;
+  int64_t log_samples_ = 0;
+  std::unique_ptr<BatchSource> val_capped_;  // the val split cut to train.eval_iters batches
+  std::vector<int64_t> labels_;   // class labels as the loss takes them
+  std::vector<float> x_, y_;      // one micro-batch outside the loader (the resume replay)
+};
+
+}  // namespace seqtrain
