@@ -124,6 +124,46 @@ TEST(DataLoader, IdenticalBatchesForZeroOneAndFourWorkers) {
   EXPECT_NE(std::memcmp(b[0].data(), b[1].data(), 16 * 3 * sizeof(float)), 0);
 }
 
+// Ranks fill contiguous shards of the same global batch: together, in rank order, they are
+// exactly the one-process batch, for any worker count and for the short last batch too.
+TEST(DataLoader, RanksFillTheirShardsOfTheSameGlobalBatch) {
+  CountingSource src(103);  // batches of 16: six full, then 7 rows
+  const LoaderOptions one{.workers = 0, .prefetch = 2, .batch_size = 16, .shuffle = true, .seed = 5};
+  const auto whole = drain(src, one, 2);
+  for (int world : {2, 3}) {
+    std::vector<std::vector<std::vector<float>>> shards;
+    for (int rank = 0; rank < world; ++rank) {
+      LoaderOptions o = one;
+      o.workers = rank % 2 ? 2 : 0;
+      o.rank = rank;
+      o.world = world;
+      shards.push_back(drain(src, o, 2));
+    }
+    ASSERT_EQ(shards[0].size(), whole.size());
+    for (size_t b = 0; b < whole.size(); ++b) {
+      // Rebuild the global batch: x rows of every shard, then y, then sample ids.
+      std::vector<float> x, y, ids;
+      for (int r = 0; r < world; ++r) {
+        const auto& v = shards[r][b];
+        const size_t n = v.size() / (src.xs + 2);
+        x.insert(x.end(), v.begin(), v.begin() + n * src.xs);
+        y.insert(y.end(), v.begin() + n * src.xs, v.begin() + n * (src.xs + 1));
+        ids.insert(ids.end(), v.begin() + n * (src.xs + 1), v.end());
+        const size_t global = whole[b].size() / (src.xs + 2);
+        EXPECT_LE(n, global / world + 1);
+        EXPECT_GE(n, global / world);
+      }
+      x.insert(x.end(), y.begin(), y.end());
+      x.insert(x.end(), ids.begin(), ids.end());
+      EXPECT_EQ(x, whole[b]) << "world " << world << " batch " << b;
+    }
+  }
+  LoaderOptions bad = one;
+  bad.rank = 2;
+  bad.world = 2;
+  EXPECT_THROW(Loader(src, bad), Error);
+}
+
 TEST(DataLoader, EpochVisitsEverySampleOnceWithPartialOrDroppedLastBatch) {
   CountingSource src(103);
   for (bool drop_last : {false, true}) {

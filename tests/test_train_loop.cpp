@@ -200,6 +200,25 @@ TEST(TrainLoop, MalformedFrequencyNamesTheKeyAndTheForms) {
   EXPECT_TRUE(parse_frequency("0", "k").never());
 }
 
+// A run directory written by facea28 (tests/data/facea28_run) resumes for another epoch: its
+// state.json lacks the newer fields, its config the newer keys.
+TEST(TrainLoop, ResumesACheckpointWrittenByFacea28) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  fs::copy(source_dir() + "/tests/data/facea28_run", run, fs::copy_options::recursive);
+  const size_t records_before = read_metrics(run + "/metrics.jsonl").size();
+  const auto r = run_seqtrain("train --resume " + run + " --set train.epochs=3 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(value_after(r.out, "steps"), 45) << "two epochs of 15 updates, then a third";
+  const auto state = read_checkpoint_state(run + "/checkpoints/last");
+  EXPECT_EQ(state.at("updates"), 45);
+  EXPECT_EQ(state.at("epoch"), 3);
+  const auto records = read_metrics(run + "/metrics.jsonl");
+  EXPECT_GT(records.size(), records_before);
+  EXPECT_EQ(records.back().at("split"), "test");
+  EXPECT_EQ(records.back().at("step"), 45);
+}
+
 TEST(TrainLoop, RunStateRoundTripsStateJson) {
   RunState s;
   s.tag = "step-12";

@@ -59,11 +59,9 @@ std::vector<Cell> split_line(const std::string& line, const std::string& path, i
   return cells;
 }
 
-}  // namespace
-
-Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy) {
-  ST_CHECK(nan_policy == "error" || nan_policy == "drop" || nan_policy == "ffill",
-           "read_csv: nan_policy must be error, drop or ffill, got '{}'", nan_policy);
+// The whole file as text, without a UTF-8 byte order mark (spreadsheet exports often start
+// with one; it is not part of the first column's name).
+std::string read_text(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, not a CSV file; check data.path", path);
   std::ifstream in(path, std::ios::binary);
@@ -71,11 +69,69 @@ Series read_csv(const std::string& path, const std::vector<std::string>& columns
   std::ostringstream buf;
   buf << in.rdbuf();
   std::string text = buf.str();
-  // Spreadsheet exports often start with a UTF-8 byte order mark; it is not part of the
-  // first column's name.
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  return text;
+}
 
-  std::istringstream lines(text);
+// The header's position of each wanted column (all of them when `wanted` is empty).
+std::vector<size_t> pick_columns(const std::vector<Cell>& header, const std::vector<std::string>& wanted,
+                                 const std::string& path, int64_t line_no) {
+  std::vector<std::string> names;
+  for (const auto& c : header) names.push_back(c.text);
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (names[i] == names[j])
+        fail("{}:{}:{}: column name '{}' appears twice in the header (columns {} and {}); rename one", path,
+             line_no, header[i].column, names[i], j + 1, i + 1);
+  std::vector<size_t> picks;
+  for (const auto& want : wanted.empty() ? names : wanted) {
+    size_t k = 0;
+    while (k < names.size() && names[k] != want) ++k;
+    if (k == names.size())
+      fail("{}: no column named '{}'{}; the header has {}. Fix data.features / data.targets or the header",
+           path, want, did_you_mean(want, names), quoted_list(names));
+    picks.push_back(k);
+  }
+  return picks;
+}
+
+// Parses one data row's picked cells into `row`, applying the nan policy against the rows
+// read so far. Returns false when the row is dropped.
+bool parse_row(const std::vector<Cell>& cells, const std::vector<size_t>& picks, const Series& s,
+               const std::string& nan_policy, const std::string& path, int64_t line_no, std::vector<float>& row) {
+  for (size_t c = 0; c < picks.size(); ++c) {
+    const Cell& cell = cells[picks[c]];
+    std::optional<double> v;
+    if (!cell.text.empty()) {
+      v = parse_double(cell.text);
+      if (!v)
+        fail("{}:{}:{}: cell in column '{}' is not a number: '{}'; write a plain number like 3.7 or -1e-3",
+             path, line_no, cell.column, s.columns[c], cell.text);
+    }
+    // Empty cells and nan/inf are missing values; so is a finite double that overflows float.
+    bool missing = !v || !std::isfinite(static_cast<float>(*v));
+    if (!missing) { row[c] = static_cast<float>(*v); continue; }
+    std::string shown = cell.text.empty() ? "an empty cell" : "'" + cell.text + "'";
+    if (nan_policy == "error")
+      fail("{}:{}:{}: column '{}' has a missing or non-finite value ({}); fix the file, or set "
+           "data.nan_policy to 'drop' (skip such rows) or 'ffill' (repeat the previous value)",
+           path, line_no, cell.column, s.columns[c], shown);
+    if (nan_policy == "drop") return false;
+    if (s.rows == 0)
+      fail("{}:{}:{}: column '{}' has a missing value ({}) in the first data row, so data.nan_policy "
+           "'ffill' has no previous value to repeat; fix the row or use 'drop'",
+           path, line_no, cell.column, s.columns[c], shown);
+    row[c] = s.at(s.rows - 1, static_cast<int64_t>(c));
+  }
+  return true;
+}
+
+}  // namespace
+
+Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy) {
+  ST_CHECK(nan_policy == "error" || nan_policy == "drop" || nan_policy == "ffill",
+           "read_csv: nan_policy must be error, drop or ffill, got '{}'", nan_policy);
+  std::istringstream lines(read_text(path));
   std::string line;
   int64_t line_no = 0;
   auto next_line = [&]() -> bool {
@@ -86,64 +142,19 @@ Series read_csv(const std::string& path, const std::vector<std::string>& columns
     }
     return false;
   };
-
   if (!next_line())
     fail("{}: the file is empty; a CSV needs a header row naming the columns, then one row per time step", path);
-  std::vector<Cell> header = split_line(line, path, line_no);
-  std::vector<std::string> names;
-  for (const auto& c : header) names.push_back(c.text);
-  for (size_t i = 0; i < names.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (names[i] == names[j])
-        fail("{}:{}:{}: column name '{}' appears twice in the header (columns {} and {}); rename one", path,
-             line_no, header[i].column, names[i], j + 1, i + 1);
-
+  const std::vector<Cell> header = split_line(line, path, line_no);
   Series s;
-  s.columns = columns.empty() ? names : columns;
-  std::vector<size_t> picks;
-  for (const auto& want : s.columns) {
-    size_t k = 0;
-    while (k < names.size() && names[k] != want) ++k;
-    if (k == names.size())
-      fail("{}: no column named '{}'{}; the header has {}. Fix data.features / data.targets or the header",
-           path, want, did_you_mean(want, names), quoted_list(names));
-    picks.push_back(k);
-  }
-
-  const size_t n_cells = header.size();
-  const size_t n_cols = picks.size();
-  std::vector<float> row(n_cols);
+  const std::vector<size_t> picks = pick_columns(header, columns, path, line_no);
+  for (size_t k : picks) s.columns.push_back(header[k].text);
+  std::vector<float> row(picks.size());
   while (next_line()) {
-    std::vector<Cell> cells = split_line(line, path, line_no);
-    if (cells.size() != n_cells)
+    const std::vector<Cell> cells = split_line(line, path, line_no);
+    if (cells.size() != header.size())
       fail("{}:{}: expected {} cells like the header, got {}; every row needs one value per column", path,
-           line_no, n_cells, cells.size());
-    bool drop = false;
-    for (size_t c = 0; c < n_cols; ++c) {
-      const Cell& cell = cells[picks[c]];
-      std::optional<double> v;
-      if (!cell.text.empty()) {
-        v = parse_double(cell.text);
-        if (!v)
-          fail("{}:{}:{}: cell in column '{}' is not a number: '{}'; write a plain number like 3.7 or -1e-3",
-               path, line_no, cell.column, s.columns[c], cell.text);
-      }
-      // Empty cells and nan/inf are missing values; so is a finite double that overflows float.
-      bool missing = !v || !std::isfinite(static_cast<float>(*v));
-      if (!missing) { row[c] = static_cast<float>(*v); continue; }
-      std::string shown = cell.text.empty() ? "an empty cell" : "'" + cell.text + "'";
-      if (nan_policy == "error")
-        fail("{}:{}:{}: column '{}' has a missing or non-finite value ({}); fix the file, or set "
-             "data.nan_policy to 'drop' (skip such rows) or 'ffill' (repeat the previous value)",
-             path, line_no, cell.column, s.columns[c], shown);
-      if (nan_policy == "drop") { drop = true; break; }
-      if (s.rows == 0)
-        fail("{}:{}:{}: column '{}' has a missing value ({}) in the first data row, so data.nan_policy "
-             "'ffill' has no previous value to repeat; fix the row or use 'drop'",
-             path, line_no, cell.column, s.columns[c], shown);
-      row[c] = s.at(s.rows - 1, static_cast<int64_t>(c));
-    }
-    if (drop) continue;
+           line_no, header.size(), cells.size());
+    if (!parse_row(cells, picks, s, nan_policy, path, line_no, row)) continue;
     s.values.insert(s.values.end(), row.begin(), row.end());
     ++s.rows;
   }

@@ -21,6 +21,8 @@ Loader::Loader(const BatchSource& source, LoaderOptions opt) : src_(source), opt
   ST_CHECK(opt_.prefetch >= 1 && opt_.prefetch <= 64, "data.prefetch must be between 1 and 64, got {}",
            opt_.prefetch);
   ST_CHECK(src_.x_size() >= 0 && src_.y_size() >= 0, "data source reports a negative sample size");
+  ST_CHECK(opt_.world >= 1 && opt_.rank >= 0 && opt_.rank < opt_.world, "loader: rank {} is not in a world of {}",
+           opt_.rank, opt_.world);
   // workers * prefetch slots may be ready or filling while the consumer holds one more.
   const int64_t n_slots = std::max<int64_t>(1, opt_.workers * opt_.prefetch) + 1;
   slots_.resize(static_cast<size_t>(n_slots));
@@ -102,8 +104,10 @@ bool Loader::claimable() const {
 void Loader::claim(Slot& s) {
   const int64_t b = next_claim_++;
   const int64_t begin = b * opt_.batch_size;
-  const int64_t count = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order_.size()) - begin);
-  s.idx.assign(order_.begin() + begin, order_.begin() + begin + count);
+  const int64_t global = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order_.size()) - begin);
+  const auto [lo, hi] = shard_rows(global, opt_.rank, opt_.world);
+  const int64_t count = hi - lo;
+  s.idx.assign(order_.begin() + begin + lo, order_.begin() + begin + hi);
   s.state = Slot::Filling;
   s.generation = generation_;
   s.error = nullptr;

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "data/window_dataset.h"
@@ -54,6 +55,11 @@ struct HostAllocator {
   virtual void deallocate(float* p, size_t n) = 0;
 };
 
+// Rows [first, second) of a global batch of `rows` that rank `rank` of `world` takes.
+inline std::pair<int64_t, int64_t> shard_rows(int64_t rows, int rank, int world) {
+  return {rows * rank / world, rows * (rank + 1) / world};
+}
+
 struct LoaderOptions {
   int64_t workers = 0;      // background threads; 0 = fill on the consumer's thread in next()
   int64_t prefetch = 2;     // ready-or-filling batches per worker (slots = workers * prefetch)
@@ -62,6 +68,11 @@ struct LoaderOptions {
   uint64_t seed = 0;
   bool drop_last = false;   // drop the final partial batch of an epoch
   HostAllocator* allocator = nullptr;  // slot buffers; nullptr = std::vector storage
+  // Data parallelism (llm.c's loader): every rank walks the same global batches and fills its
+  // own contiguous shard of each, rows [count*rank/world, count*(rank+1)/world). batch_size
+  // is the global batch; a short last batch splits into shards that differ by at most a row.
+  int rank = 0;
+  int world = 1;
 };
 
 // One batch, valid from next() until release(). x: [count, x_size], y: [count, y_size].

@@ -3,12 +3,11 @@
 // (<prefix>.weight_ih_l{k}[_reverse], weight_hh, bias_ih, bias_hh; gates i,f,g,o / r,z,n),
 // and dropout between layers in training, as nn.LSTM(dropout=p) does.
 //
-// Each layer runs as one oneDNN primitive (both directions at once). oneDNN wants weights as
-// ldigo with its own gate order and one summed bias per gate (plus the GRU's recurrent
-// new-gate bias) for forward, and ldgoi (PyTorch's [gate*hidden, input] with oneDNN's gate
-// order) for backward, so forward() and backward() pack the PyTorch-layout parameters and
-// backward() unpacks the ldigo gradients back; each is one pass over the weights, small next
-// to the recurrence itself.
+// Each layer runs one of two implementations (runtime.rnn_impl, or per layer shape by the
+// autotuner): seqtrain's fused kernels (backend/cpu/rnn_fused.h, the default) straight on the
+// PyTorch-layout parameters, or oneDNN's RNN primitive (both directions at once), for which
+// forward() packs the parameters into oneDNN's ldigo layout and gate order and backward()
+// unpacks the gradients back. docs/ARCHITECTURE.md, "The RNN layers", has the details.
 #pragma once
 #include <memory>
 #include <string>
@@ -112,8 +111,8 @@ class RnnStack {
   void convert_weights_half(Layer& l);
   // Whether the fused forward runs its per-step GEMM through a packed RecurrentGemm: always in
   // fp32 and for the bf16 LSTM; not for fp16 (emulated GEMM) nor for the bf16 GRU, whose
-  // packed bf16 matmul at W1GRU's shape ([256, 128] x [128, 384]) measured slower than the
-  // plain bf16 GEMM (forward 35.9 vs 25.3 ms a step; the bf16 LSTM is the other way round).
+  // packed bf16 matmul at W1GRU's shape measured slower than the plain bf16 GEMM (the bf16
+  // LSTM is the other way round; docs/BENCHMARKS.md, "Measurements behind code choices").
   bool packed_forward() const { return !half_ || (half_type_ == HalfType::bf16 && cell_ == RnnCell::lstm); }
   void layer_forward(Layer& l, const Tensor& in, Arena& arena, bool training);
   Tensor layer_backward(Layer& l, const Tensor& dy, Arena& arena, bool want_dx);

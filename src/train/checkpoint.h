@@ -1,4 +1,4 @@
-// Checkpoint: the on-disk contract of design.md. A directory checkpoints/<tag>/ holding
+// Checkpoint: the on-disk contract (docs/CHECKPOINTS.md). A directory checkpoints/<tag>/ holding
 //   model.safetensors      weights, PyTorch state_dict names
 //   optimizer.safetensors  optimizer moments, "<buffer>.<param name>" per tensor
 //   state.json             step, epoch, RNG/data cursor, best metric, config hash,

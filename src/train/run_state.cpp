@@ -1,4 +1,4 @@
-// RunState <-> state.json: see run_state.h.
+// RunState <-> state.json: see run_state.h. One field list serves the writer and the reader.
 #include "train/run_state.h"
 
 #include <cmath>
@@ -6,67 +6,82 @@
 #include "core/error.h"
 
 namespace seqtrain {
+namespace {
+
+// omitted: an optional field left out of the file while it is null (as earlier versions did).
+enum Need { required, optional, omitted };
+
+// Calls v(key, member, need) once per state.json field. S is RunState or const RunState.
+template <typename S, typename V>
+void visit_state(S& s, V&& v) {
+  v("tag", s.tag, optional);
+  v("epoch", s.epoch, required);
+  v("batch_in_epoch", s.batch_in_epoch, required);
+  v("micro_steps", s.micro_steps, required);
+  v("updates", s.updates, required);
+  v("bad_validations", s.bad_validations, required);
+  v("best_val", s.best_val, required);  // null while nothing was validated
+  v("seed", s.seed, optional);
+  v("threads", s.threads, optional);
+  v("cpu_isa", s.cpu_isa, optional);
+  v("time_s", s.time_s, optional);
+  v("pending_loss_sum", s.pending_loss_sum, optional);
+  v("pending_loss_count", s.pending_loss_count, optional);
+  v("metrics_bytes", s.metrics_bytes, optional);
+  v("config_hash", s.config_hash, optional);
+  v("config", s.config_yaml, optional);
+  v("normalizer", s.normalizer, optional);
+  v("io", s.io, optional);
+  v("vocab", s.vocab, omitted);
+  v("model_spec", s.model_spec, omitted);
+  v("features", s.features, optional);
+  v("targets", s.targets, optional);
+  v("schedule", s.schedule, required);
+  v("loss_scaler", s.loss_scaler, omitted);
+}
+
+// Non-finite numbers are written as null (JSON has no inf).
+struct Writer {
+  nlohmann::json& j;
+  void operator()(const char* key, const double& x, Need) { j[key] = std::isfinite(x) ? nlohmann::json(x) : nullptr; }
+  void operator()(const char* key, const nlohmann::json& x, Need need) {
+    if (need != omitted || !x.is_null()) j[key] = x;
+  }
+  template <typename T> void operator()(const char* key, const T& x, Need) { j[key] = x; }
+};
+
+// A null or missing optional field keeps its default; a missing required one is an error.
+struct Reader {
+  const nlohmann::json& j;
+  template <typename T> void operator()(const char* key, T& x, Need need) {
+    if (!j.contains(key)) {
+      if (need == required)
+        fail("state.json has no \"{}\"; the checkpoint was not written by seqtrain or was edited", key);
+      return;
+    }
+    if (j.at(key).is_null()) return;
+    try {
+      x = j.at(key).get<T>();
+    } catch (const nlohmann::json::exception& e) {
+      fail("state.json: \"{}\" has the wrong type ({}); the checkpoint was not written by seqtrain or was edited",
+           key, e.what());
+    }
+  }
+};
+
+}  // namespace
 
 nlohmann::json RunState::to_json() const {
-  nlohmann::json st;
-  st["tag"] = tag;
-  st["epoch"] = epoch;
-  st["batch_in_epoch"] = batch_in_epoch;
-  st["micro_steps"] = micro_steps;
-  st["updates"] = updates;
-  st["bad_validations"] = bad_validations;
-  st["best_val"] = std::isfinite(best_val) ? nlohmann::json(best_val) : nlohmann::json();
-  st["seed"] = seed;
-  st["threads"] = threads;
-  st["cpu_isa"] = cpu_isa;
-  st["time_s"] = time_s;
-  st["pending_loss_sum"] = pending_loss_sum;
-  st["pending_loss_count"] = pending_loss_count;
-  st["metrics_bytes"] = metrics_bytes;
-  st["config_hash"] = config_hash;
-  st["config"] = config_yaml;
-  st["normalizer"] = normalizer;
-  st["io"] = io;
-  if (!vocab.is_null()) st["vocab"] = vocab;
-  if (!model_spec.is_null()) st["model_spec"] = model_spec;
-  st["features"] = features;
-  st["targets"] = targets;
-  st["schedule"] = schedule;
-  if (!loss_scaler.is_null()) st["loss_scaler"] = loss_scaler;
-  return st;
+  nlohmann::json j = nlohmann::json::object();
+  visit_state(*this, Writer{j});
+  return j;
 }
 
 RunState RunState::from_json(const nlohmann::json& j) {
+  ST_CHECK(j.is_object(), "state.json is not a JSON object; the checkpoint is damaged");
   RunState s;
-  try {
-    s.tag = j.value("tag", std::string());
-    s.epoch = j.at("epoch");
-    s.batch_in_epoch = j.at("batch_in_epoch");
-    s.micro_steps = j.at("micro_steps");
-    s.updates = j.at("updates");
-    s.bad_validations = j.at("bad_validations");
-    if (!j.at("best_val").is_null()) s.best_val = j.at("best_val");
-    s.seed = j.value("seed", uint64_t{0});
-    s.threads = j.value("threads", int64_t{0});
-    s.cpu_isa = j.value("cpu_isa", std::string());
-    s.time_s = j.value("time_s", 0.0);
-    s.pending_loss_sum = j.value("pending_loss_sum", 0.0);
-    s.pending_loss_count = j.value("pending_loss_count", int64_t{0});
-    s.metrics_bytes = j.value("metrics_bytes", int64_t{-1});
-    s.config_hash = j.value("config_hash", std::string());
-    s.config_yaml = j.value("config", std::string());
-    s.normalizer = j.value("normalizer", nlohmann::json());
-    s.io = j.value("io", nlohmann::json());
-    s.vocab = j.value("vocab", nlohmann::json());
-    s.model_spec = j.value("model_spec", nlohmann::json());
-    s.features = j.value("features", std::vector<std::string>{});
-    s.targets = j.value("targets", std::vector<std::string>{});
-    s.schedule = j.at("schedule");
-    s.loss_scaler = j.value("loss_scaler", nlohmann::json());
-  } catch (const nlohmann::json::exception& e) {
-    fail("state.json: a field is missing or has the wrong type ({}); the checkpoint was not written by this "
-         "version of seqtrain or was edited", e.what());
-  }
+  s.metrics_bytes = -1;  // absent in old checkpoints: the metrics log is then not cut
+  visit_state(s, Reader{j});
   return s;
 }
 

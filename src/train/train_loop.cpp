@@ -161,7 +161,8 @@ void TrainLoop::resume_or_start() {
   loader_ = std::make_unique<Loader>(*feed_.source,
                                      LoaderOptions{.workers = workers_, .prefetch = config_.data.prefetch,
                                                    .batch_size = config_.train.batch_size,
-                                                   .shuffle = config_.train.shuffle, .seed = config_.seed});
+                                                   .shuffle = config_.train.shuffle, .seed = config_.seed,
+                                                   .rank = comm_->rank(), .world = comm_->world()});
   labels_.resize(plan_.classes > 0 ? config_.train.batch_size * feed_.source->y_size() : 0);
   x_.resize(config_.train.batch_size * feed_.source->x_size());
   y_.resize(config_.train.batch_size * feed_.source->y_size());
@@ -227,8 +228,10 @@ void TrainLoop::replay_partial_accumulation() {
   for (int64_t i = 0; i < m; ++i) {
     const auto [e, b] = where[i];
     const auto order = epoch_order(feed_.source->size(), config_.train.shuffle, config_.seed, e);
-    const int64_t begin = b * B, n = std::min(B, feed_.source->size() - begin);
-    feed_.source->fill(std::span<const int64_t>(order.data() + begin, n), e, x_.data(), y_.data());
+    const int64_t begin = b * B;
+    const auto [lo, hi] = shard_rows(std::min(B, feed_.source->size() - begin), comm_->rank(), comm_->world());
+    const int64_t n = hi - lo;
+    feed_.source->fill(std::span<const int64_t>(order.data() + begin + lo, n), e, x_.data(), y_.data());
     ST_CHECK(!run_batch(x_.data(), y_.data(), n, state_.micro_steps - m + i).updated,
              "internal error: replaying a partial gradient accumulation completed an optimizer step");
   }

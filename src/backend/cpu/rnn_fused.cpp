@@ -35,10 +35,8 @@ void add_transposed(const float* s, int64_t C, int64_t G, float* dw) {
 
 // The weight gradients dW [G, C] = sum of dg^T in over the rows run in fp32 as in^T dg, summed
 // into a [C, G] scratch and added transposed at the end of the pass: dnnl_sgemm is faster in
-// that form than as dg^T in (45.8 vs 51.6 ms for W2's [2048, 512] over 8192 rows, 14.7 vs 15.8
-// for W1's [512, 128], 2.2 vs 4.2 for W1's first layer, C = 8; bench_recurrent_gemm wgrad_*).
-// The bf16 matmul gains from that form only at a small C (2.6 vs 4.3 ms at C = 8, 11.9 vs 10.0
-// at C = 128; bench_recurrent_gemm --bf16 1), hence kHalfTransposedWgradMaxC.
+// that form than as dg^T in at every shape measured; the bf16 matmul only at a small C, hence
+// kHalfTransposedWgradMaxC (docs/BENCHMARKS.md, "Measurements behind code choices").
 constexpr int64_t kHalfTransposedWgradMaxC = 32;
 
 // The whole-sequence GEMMs of the time steps [t0, t1), run as soon as the backward loop has
