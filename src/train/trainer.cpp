@@ -30,6 +30,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/init_from.h"
 #include "train/metrics.h"
 #include "train/resume.h"
 #include "train/step.h"
@@ -171,13 +172,15 @@ ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int6
   // keeps the configured kernels. (A resumed run reuses its autotune.json either way.)
   s.autotune = c.runtime.autotune && !c.runtime.deterministic;
   s.embed_size = c.model.embed_size;
+  s.decay = c.train.optimizer.decay;
   return s;
 }
 
 double evaluate(Model& model, const WindowDataset& split, const std::string& loss, double huber_delta,
                 int64_t batch_size) {
   if (split.empty()) return 0.0;
-  return evaluate(model, WindowSource(split), split.lookback(), split.n_features(), 0, loss, huber_delta, batch_size);
+  const auto objective = make_objective(loss, huber_delta, 0, split.y_size());
+  return evaluate(model, WindowSource(split), split.lookback(), split.n_features(), *objective, batch_size);
 }
 
 void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
@@ -195,30 +198,21 @@ void forward_batches(Model& model, const BatchSource& source, int64_t steps, int
   }
 }
 
-double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, int64_t classes,
-                const std::string& loss, double huber_delta, int64_t batch_size, double* accuracy) {
-  if (split.size() == 0) return 0.0;
-  const LossKind kind = parse_loss(loss);
-  std::vector<int64_t> labels(classes > 0 ? batch_size * split.y_size() : 0);
-  double sum = 0;
-  int64_t correct = 0;
+ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, int64_t steps, int64_t features,
+                          const Objective& objective, int64_t batch_size) {
+  std::vector<int64_t> labels(batch_size * split.y_size());
+  ObjectiveSum total;
   forward_batches(model, split, steps, features, batch_size, [&](int64_t, int64_t n, const Tensor& pred, float* y) {
-    Tensor target(y, {n, split.y_size()});
-    if (classes > 0) {  // one label per sample ([n]) or per step ([n, T], next-token targets)
-      const int64_t rows = n * split.y_size();
-      for (int64_t i = 0; i < rows; ++i) labels[i] = static_cast<int64_t>(y[i]);
-      target = split.y_size() == 1 ? Tensor(labels.data(), {n}, DType::i64)
-                                   : Tensor(labels.data(), {n, split.y_size()}, DType::i64);
-      const float* logits = pred.f32();
-      for (int64_t i = 0; i < rows; ++i) {
-        const float* row = logits + i * classes;
-        correct += std::max_element(row, row + classes) - row == labels[i];
-      }
-    }
-    sum += n * static_cast<double>(loss_forward(kind, pred, target, loss_options(huber_delta)));
+    total += objective.forward(pred, objective.target(y, n, split.y_size(), labels));
   });
-  if (accuracy) *accuracy = static_cast<double>(correct) / static_cast<double>(split.size() * split.y_size());
-  return sum / static_cast<double>(split.size());
+  return total;
+}
+
+double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, const Objective& objective,
+                int64_t batch_size, double* accuracy) {
+  const ObjectiveSum total = evaluate_sum(model, split, steps, features, objective, batch_size);
+  if (accuracy) *accuracy = total.accuracy();
+  return total.mean();
 }
 
 TrainSummary train(const Config& config, const TrainOptions& opt) {
@@ -267,11 +261,8 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
                    tuner->decisions().size(), tuner->tuning_ms());
     }
   };
-  if (!config.model.init_from.empty()) {
-    const std::string& from = config.model.init_from;
-    if (fs::is_directory(from)) load_checkpoint(from, model->params());
-    else load_params(from, model->params());
-  }
+  if (!config.model.init_from.empty())
+    init_from(config.model.init_from, model->params(), init_from_options(config.model));
 
   OptimizerOptions oo;
   oo.name = config.train.optimizer.name;
@@ -283,6 +274,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
   oo.momentum = config.train.optimizer.momentum;
   oo.nesterov = config.train.optimizer.nesterov;
   auto optimizer = make_optimizer(oo);
+  optimizer->set_decay_mask(model->params().decay_mask());  // the model's train.optimizer.decay policy
 
   const int64_t B = config.train.batch_size;
   const int64_t batches = batch_count(train_source->size(), B);
@@ -308,9 +300,10 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     scaler = std::make_unique<LossScaler>(
         LossScalerOptions{ls.init, ls.growth_factor, ls.backoff_factor, ls.growth_interval});
   }
+  const std::unique_ptr<Objective> objective = make_objective(config, plan);
   TrainStep step(*model, *optimizer, *schedule,
                  StepOptions{parse_loss(config.train.loss), loss_options(config.train.huber_delta),
-                             config.train.grad_clip, config.train.grad_accum, scaler.get()});
+                             config.train.grad_clip, config.train.grad_accum, scaler.get(), objective.get()});
 
   // The run directory: lock it, clear it for --overwrite, tidy what a crash left behind.
   fs::create_directories(run);
@@ -591,8 +584,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     // Validation, inside every epoch.
     if (plan.val) {
       double accuracy = 0;
-      const double val = evaluate(*model, *plan.val, plan.steps, plan.features, plan.classes, config.train.loss,
-                                  config.train.huber_delta, B, &accuracy);
+      const double val = evaluate(*model, *plan.val, plan.steps, plan.features, *objective, B, &accuracy);
       if (tty) std::fputc('\n', stderr);
       nlohmann::json rec = {{"split", "val"}, {"step", step.updates()}, {"epoch", epoch}, {"loss", val},
                             {"lr", schedule->lr(step.updates())}, {"samples_per_s", nullptr}, {"time_s", time_s()}};
@@ -649,8 +641,7 @@ TrainSummary train(const Config& config, const TrainOptions& opt) {
     load_checkpoint((ckpt_dir / "best").string(), model->params());
     double accuracy = 0;
     if (plan.test) {
-      summary.test_loss = evaluate(*model, *plan.test, plan.steps, plan.features, plan.classes, config.train.loss,
-                                   config.train.huber_delta, B, &accuracy);
+      summary.test_loss = evaluate(*model, *plan.test, plan.steps, plan.features, *objective, B, &accuracy);
       if (plan.classes > 0) summary.test_accuracy = accuracy;
       nlohmann::json rec = {{"split", "test"}, {"step", summary.steps}, {"epoch", summary.epochs},
                             {"loss", *summary.test_loss}, {"lr", nullptr}, {"samples_per_s", nullptr},
