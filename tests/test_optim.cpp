@@ -13,6 +13,10 @@
 #include "optim/clip.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
+#include "models/model.h"
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include "test_util.h"
 
 namespace seqtrain::testing {
@@ -287,6 +291,79 @@ TEST(OptimDecayMask, RejectsWrongLength) {
   opt->set_decay_mask(std::vector<uint8_t>(5, 1));
   std::vector<float> p(6, 1.f), g(6, 0.5f);
   EXPECT_THROW(opt->step(p.data(), g.data(), 6, 1e-3), Error);
+}
+
+// train.optimizer.decay: matrices on a char LM (embedding, LSTM, head): the model's decay flags
+// are nanoGPT's rule, and AdamW with the mask they build follows torch.optim.AdamW with two
+// param groups (weight decay on the 2-D+ non-embedding tensors, weight_decay 0 on the rest).
+TEST(OptimDecayPolicy, MatricesMatchesTorchWithTwoParamGroups) {
+  ModelSpec spec;
+  spec.type = "char_lstm";
+  spec.vocab_size = 11;
+  spec.embed_size = 5;
+  spec.hidden = 8;
+  spec.decay = "matrices";
+  auto model = make_model(spec);
+  const ParamStore& ps = model->params();
+  nlohmann::json layout = nlohmann::json::array();
+  for (const auto& e : ps.entries()) {
+    const bool want = e.shape.size() >= 2 && e.name != "embed.weight";
+    EXPECT_EQ(e.decay, want) << e.name;
+    layout.push_back({e.name, e.offset, e.shape});
+  }
+  ASSERT_NE(ps.find("embed.weight"), nullptr);
+  EXPECT_FALSE(ps.find("embed.weight")->decay);
+  EXPECT_TRUE(ps.find("rnn.weight_hh_l0")->decay);
+  EXPECT_FALSE(ps.find("rnn.bias_ih_l0")->decay);
+  EXPECT_TRUE(ps.find("head.weight")->decay);
+  EXPECT_FALSE(ps.find("head.bias")->decay);
+
+  OptimizerOptions o = adamw_opts();
+  o.weight_decay = 0.3;
+  const OptimCase c = make_case(ps.size(), 12, 5e-2, 17);
+  TempDir dir;
+  write_npy(dir / "params0.npy", c.params0, {int64_t(c.n)});
+  write_npy(dir / "grads.npy", c.grads, {c.steps, int64_t(c.n)});
+  write_npy(dir / "lrs.npy", c.lrs, {c.steps});
+  std::ofstream(dir / "layout.json") << layout.dump();
+  ASSERT_EQ(run_python("optim_step_ref.py", dir.path.string() + " --opt adamw --weight_decay 0.3 --layout " +
+                                                (dir / "layout.json")), 0);
+  auto masked = make_optimizer(o);
+  masked->set_decay_mask(ps.decay_mask());
+  const std::vector<float> traj = run_cpp(*masked, c);
+  const std::vector<double> ref = read_npy(dir / "params_torch.npy");
+  ASSERT_EQ(ref.size(), traj.size());
+  for (int k = 0; k < c.steps; ++k) {
+    std::vector<float> mine(traj.begin() + k * c.n, traj.begin() + (k + 1) * c.n);
+    std::vector<double> theirs(ref.begin() + k * c.n, ref.begin() + (k + 1) * c.n);
+    EXPECT_LT(rel_err(mine, theirs), 1e-6) << "parameters differ after step " << k + 1;
+  }
+  for (const auto& [name, buf] : masked->state().buffers)
+    EXPECT_LT(rel_err(buf, read_npy(dir / ("state_" + name + ".npy"))), 1e-6) << name;
+  // The mask mattered: decaying everything ends elsewhere.
+  auto all = make_optimizer(o);
+  const std::vector<float> plain = run_cpp(*all, c);
+  EXPECT_GT(rel_err(std::vector<float>(plain.end() - c.n, plain.end()), std::vector<float>(traj.end() - c.n, traj.end())),
+            1e-4);
+}
+
+// The default policy decays everything, as torch.optim.AdamW(model.parameters()), so its mask
+// leaves today's numbers alone; an unknown policy names the config key.
+TEST(OptimDecayPolicy, AllIsTheDefaultAndUnknownPoliciesAreRefused) {
+  ModelSpec spec;
+  spec.type = "char_gru";
+  spec.vocab_size = 6;
+  auto model = make_model(spec);
+  for (const auto& e : model->params().entries()) EXPECT_TRUE(e.decay) << e.name;
+  const auto mask = model->params().decay_mask();
+  EXPECT_EQ(std::count(mask.begin(), mask.end(), 1), static_cast<std::ptrdiff_t>(model->params().size()));
+  spec.decay = "biases";
+  try {
+    make_model(spec);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.optimizer.decay"), std::string::npos) << e.what();
+  }
 }
 
 TEST(OptimFactory, BuildsAndValidates) {

@@ -133,10 +133,11 @@ int eval_planned_run(const Checkpoint& ck, const EvalArgs& a) {
   std::unique_ptr<Model> model = make_model(model_spec(config, plan));
   load_checkpoint(ck.dir, model->params());
   double accuracy = 0;
-  const double loss = evaluate(*model, *split, plan.steps, plan.features, plan.classes, config.train.loss,
-                               config.train.huber_delta, config.train.batch_size, &accuracy);
+  const auto objective = make_objective(config, plan);
+  const double loss = evaluate(*model, *split, plan.steps, plan.features, *objective, config.train.batch_size,
+                               &accuracy);
   std::printf("%s: %ld\nloss: %.6f\n", plan.unit, (long)split->size(), loss);
-  if (plan.classes > 0) std::printf("accuracy: %.6f\n", accuracy);
+  if (objective->has_accuracy()) std::printf("accuracy: %.6f\n", accuracy);
   if (plan.vocab > 0) std::printf("perplexity: %.6f\n", std::exp(loss));
   return 0;
 }

@@ -72,6 +72,10 @@ struct ModelConfig {
   double dropout = 0.0;        // [0, 1)
   int64_t embed_size = 32;     // >= 1; token embedding width of char_lstm / char_gru
   std::string init_from;       // checkpoint directory to start from; empty = fresh init
+  // "from=to" tensor-name prefix pairs: init_from's tensors named from* fill the model's to*.
+  std::vector<std::string> init_from_map;
+  std::vector<std::string> init_from_skip;  // model tensor names or prefixes left at their init
+  bool init_from_strict = true;  // every model tensor not skipped must be filled, every source tensor used
   bool operator==(const ModelConfig&) const = default;
 };
 
@@ -90,6 +94,7 @@ struct OptimizerConfig {
   double weight_decay = 0.0;   // >= 0; decoupled for adamw, L2 for sgd
   double momentum = 0.0;       // [0, 1), sgd
   bool nesterov = false;       // sgd; needs momentum > 0
+  std::string decay = "all";   // all | matrices: parameters weight_decay applies to
   bool operator==(const OptimizerConfig&) const = default;
 };
 

@@ -51,11 +51,18 @@ using Choices = std::initializer_list<const char*>;
 //   field(key, std::string&, FrequencyTag) N, Nu or Ne
 //   field(key, std::vector<std::string>&)  list of column names
 //   field(key, std::array<double, 3>&)     split fractions
+//   field(key, std::vector<std::string>&, PrefixMap)  "from=to" prefix pairs
+//   field(key, std::vector<std::string>&, NameList)   tensor names or prefixes
 struct PathTag {};
 // A count that may also be the word auto (data.workers): kept as text, validated on load.
 struct CountOrAuto {};
 // How often, in updates or epochs (config/frequency.h): kept as text, validated on load.
 struct FrequencyTag {};
+// A list of "from=to" prefix pairs (model.init_from_map); a file may also write it as a
+// mapping {from: to}. Kept as the "from=to" strings.
+struct PrefixMap {};
+// A list of tensor names or name prefixes (model.init_from_skip).
+struct NameList {};
 
 template <typename C, typename V>
 void visit_fields(C& c, V&& v) {
@@ -104,6 +111,9 @@ void visit_fields(C& c, V&& v) {
   v.field("model.dropout", m.dropout, unit_right_open());
   v.field("model.embed_size", m.embed_size, at_least(1));
   v.field("model.init_from", m.init_from, PathTag{});
+  v.field("model.init_from_map", m.init_from_map, PrefixMap{});
+  v.field("model.init_from_skip", m.init_from_skip, NameList{});
+  v.field("model.init_from_strict", m.init_from_strict);
 
   auto& t = c.train;
   v.field("train.epochs", t.epochs, at_least(1));
@@ -131,6 +141,7 @@ void visit_fields(C& c, V&& v) {
   v.field("train.optimizer.weight_decay", o.weight_decay, at_least(0));
   v.field("train.optimizer.momentum", o.momentum, unit_right_open());
   v.field("train.optimizer.nesterov", o.nesterov);
+  v.field("train.optimizer.decay", o.decay, Choices{"all", "matrices"});
   auto& s = t.schedule;
   v.field("train.schedule.name", s.name, Choices{"constant", "step", "cosine", "plateau"});
   v.field("train.schedule.warmup_steps", s.warmup_steps, at_least(0));

@@ -197,6 +197,50 @@ class Assign {
     }
     x = std::move(out);
   }
+  void field(const char* key, std::vector<std::string>& x, PrefixMap) {
+    if (!match(key)) return;
+    const char* expected = "a list of \"from=to\" tensor-name prefix pairs like [\"encoder.=rnn.\"] (or a mapping "
+                           "{\"encoder.\": \"rnn.\"})";
+    std::vector<Item> items;
+    if (node_.IsMap()) {
+      for (auto it = node_.begin(); it != node_.end(); ++it) {
+        const YAML::Node k = it->first, v = it->second;  // copies: it-> yields a temporary proxy
+        if (!k.IsScalar() || !(v.IsScalar() || v.IsNull()))
+          fail("{}: config key '{}' expects {}; the entry for {} maps to {}", item_where(k), key_, expected,
+               describe_node(k), describe_node(v));
+        items.push_back({k.Scalar() + "=" + (v.IsNull() ? std::string() : v.Scalar()), k});
+      }
+    } else {
+      items = scalar_items(expected);
+    }
+    std::set<std::string> froms;
+    std::vector<std::string> out;
+    for (const auto& [text, node] : items) {
+      const size_t eq = text.find('=');
+      if (eq == std::string::npos || text.find('=', eq + 1) != std::string::npos)
+        fail("{}: config key '{}' entry '{}' is not one from=to pair; write the prefix of the source's tensor "
+             "names, '=', and the model's prefix that replaces it, e.g. encoder.=rnn.", item_where(node), key_, text);
+      if (eq == 0 && eq + 1 == text.size())
+        fail("{}: config key '{}' entry '=' maps nothing; remove it", item_where(node), key_);
+      if (!froms.insert(text.substr(0, eq)).second)
+        fail("{}: config key '{}' maps the prefix '{}' twice; keep one entry for it", item_where(node), key_,
+             text.substr(0, eq));
+      out.push_back(text);
+    }
+    x = std::move(out);
+  }
+  void field(const char* key, std::vector<std::string>& x, NameList) {
+    if (!match(key)) return;
+    std::set<std::string> seen;
+    std::vector<std::string> out;
+    for (const auto& [name, node] : scalar_items("a list of tensor names or name prefixes like [head.]")) {
+      if (name.empty()) fail("{}: config key '{}' has an empty tensor name; remove it", item_where(node), key_);
+      if (!seen.insert(name).second)
+        fail("{}: config key '{}' names '{}' twice; list each once", item_where(node), key_, name);
+      out.push_back(name);
+    }
+    x = std::move(out);
+  }
   void field(const char* key, std::array<double, 3>& x) {
     if (!match(key)) return;
     const char* expected = "a list of three fractions [train, val, test], e.g. [0.8, 0.1, 0.1]";
@@ -219,6 +263,27 @@ class Assign {
     if (key_ != key) return false;
     found_ = true;
     return true;
+  }
+  // A list's scalar items with their nodes (for positions); a single scalar is a one-item list.
+  struct Item {
+    std::string text;
+    YAML::Node node;
+  };
+  std::vector<Item> scalar_items(const char* expected) {
+    std::vector<Item> out;
+    if (node_.IsScalar()) {
+      out.push_back({node_.Scalar(), node_});
+    } else if (node_.IsSequence()) {
+      for (size_t i = 0; i < node_.size(); ++i) {
+        const YAML::Node item = node_[i];
+        if (!item.IsScalar())
+          fail("{}: config key '{}' expects {}; item {} is {}", item_where(item), key_, expected, i, describe_node(item));
+        out.push_back({item.Scalar(), item});
+      }
+    } else if (!node_.IsNull()) {
+      bad(expected);
+    }
+    return out;
   }
   // The node's text, or an error when it is not a scalar at all.
   std::string scalar(const std::string& expected) {
@@ -336,6 +401,12 @@ class Loader {
       fail("{}: config key 'train.schedule.name' is 'plateau', which watches the validation loss, but "
            "the validation split (data.split[1]) is 0; give validation a fraction or pick another schedule",
            origin("train.schedule.name"));
+    const auto& m = c.model;
+    if (m.init_from.empty() && (!m.init_from_map.empty() || !m.init_from_skip.empty())) {
+      const char* key = m.init_from_map.empty() ? "model.init_from_skip" : "model.init_from_map";
+      fail("{}: config key '{}' is set but model.init_from is empty; it only applies when a model starts from "
+           "another run's weights: set model.init_from or remove it", origin(key), key);
+    }
     if (t.optimizer.name == "sgd" && t.optimizer.nesterov && t.optimizer.momentum <= 0)
       fail("{}: config key 'train.optimizer.nesterov' is true but train.optimizer.momentum is 0; Nesterov "
            "needs momentum > 0 (e.g. 0.9)",

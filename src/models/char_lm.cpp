@@ -44,7 +44,7 @@ CharLm::CharLm(const ModelSpec& spec)
       head_(params_, "head", spec.hidden, spec.vocab_size) {
   ST_CHECK(spec.type == "char_lstm" || spec.type == "char_gru", "CharLm: model.type must be char_lstm or char_gru, got {}",
            spec.type);
-  params_.finalize();
+  finish_params();
 }
 
 void CharLm::init(Rng& rng) {

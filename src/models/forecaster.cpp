@@ -10,7 +10,7 @@ Forecaster::Forecaster(const ModelSpec& spec)
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, &precision_note_)),
       drop_(spec.dropout),
       head_(params_, "head", rnn_.output_size(), spec.output_size) {
-  params_.finalize();
+  finish_params();
 }
 
 void Forecaster::init(Rng& rng) {

@@ -11,7 +11,7 @@ MlpForecaster::MlpForecaster(const ModelSpec& spec)
     relus_.emplace_back(ActKind::relu);
     drops_.emplace_back(spec.dropout);
   }
-  params_.finalize();
+  finish_params();
 }
 
 void MlpForecaster::init(Rng& rng) {

@@ -15,6 +15,20 @@ RnnOptions rnn_options(const ModelSpec& spec, std::string* note) {
   return o;
 }
 
+void apply_decay_policy(ParamStore& params, const std::string& policy) {
+  ST_CHECK(policy == "all" || policy == "matrices",
+           "train.optimizer.decay '{}' is not known: use all (every parameter) or matrices (weights of 2+ "
+           "dimensions except embeddings)", policy);
+  const auto& entries = params.entries();
+  for (size_t i = 0; i < entries.size(); ++i)
+    params.set_decay(i, policy == "all" || (entries[i].shape.size() >= 2 && !entries[i].embedding));
+}
+
+void Model::finish_params() {
+  params_.finalize();
+  apply_decay_policy(params_, spec_.decay);
+}
+
 std::unique_ptr<Model> make_model(const ModelSpec& spec) {
   if (spec.type == "lstm" || spec.type == "gru") return std::make_unique<Forecaster>(spec);
   if (spec.type == "mlp") return std::make_unique<MlpForecaster>(spec);

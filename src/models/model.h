@@ -33,6 +33,9 @@ struct ModelSpec {
   // Character language models (char_lstm / char_gru) only; the forecasters ignore both.
   int64_t vocab_size = 0;        // from the text source's vocabulary, not from the config
   int64_t embed_size = 32;       // model.embed_size
+  // Which parameters weight decay applies to (train.optimizer.decay): all (torch's
+  // AdamW(model.parameters())) or matrices (2-D+ weights except embeddings, as nanoGPT).
+  std::string decay = "all";
 };
 
 class Model {
@@ -67,6 +70,9 @@ class Model {
 
  protected:
   explicit Model(ModelSpec spec) : spec_(std::move(spec)) {}
+  // Ends parameter registration: finalizes the store and sets each entry's `decay` from
+  // spec_.decay. Every model's constructor calls it once its layers are built.
+  void finish_params();
   ModelSpec spec_;
   ParamStore params_;
   uint64_t dropout_seed_ = 0;
@@ -77,5 +83,9 @@ std::unique_ptr<Model> make_model(const ModelSpec& spec);
 // The RNN layers' options a spec asks for (kernels, precision, checkpointing, autotune), shared
 // by every model with an RnnStack; *note receives why the RNN runs in its precision.
 RnnOptions rnn_options(const ModelSpec& spec, std::string* note);
+
+// Sets every entry's `decay` by the policy: "all" decays everything, "matrices" only entries
+// of 2+ dimensions that are not embeddings. Anything else throws Error naming train.optimizer.decay.
+void apply_decay_policy(ParamStore& params, const std::string& policy);
 
 }  // namespace seqtrain

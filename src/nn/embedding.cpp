@@ -10,6 +10,7 @@ Embedding::Embedding(ParamStore& p, const std::string& prefix, int64_t num_, int
   ST_CHECK(num > 0 && dim > 0, "Embedding '{}': num_embeddings={} and embedding_dim={} must both be positive",
            prefix, num, dim);
   weight = params.add(prefix + ".weight", {num, dim});
+  params.mark_embedding(weight);
 }
 
 void Embedding::init(Rng& rng) {

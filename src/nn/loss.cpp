@@ -1,4 +1,5 @@
-// Loss forward/backward. See loss.h. With d = pred - target, n = element count:
+// Loss forward/backward. See loss.h. With d = pred - target, n = element count (the means; the
+// sums of loss_sum/loss_sum_backward are the same without the division):
 //   mse   = sum d^2 / n                         dL/dpred = 2 d / n
 //   mae   = sum |d| / n                         dL/dpred = sign(d) / n
 //   huber = sum h(d) / n, h = d^2/2 if |d| < delta else delta (|d| - delta/2)
@@ -70,23 +71,21 @@ std::string_view loss_name(LossKind k) {
   return "?";
 }
 
-float loss_forward(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt) {
+LossSum loss_sum(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt) {
   if (kind == LossKind::cross_entropy) {
     const auto [rows, C] = check_ce(pred, target, opt);
     const float* z = pred.f32();
     const int64_t* t = target.data<int64_t>();
-    double sum = 0;
-    int64_t kept = 0;
+    LossSum s;
     for (int64_t i = 0; i < rows; ++i) {
       if (t[i] == opt.ignore_index) continue;
-      sum += logsumexp(z + i * C, C) - z[i * C + t[i]];
-      ++kept;
+      s.sum += logsumexp(z + i * C, C) - z[i * C + t[i]];
+      ++s.count;
     }
-    return kept ? static_cast<float>(sum / kept) : 0.f;
+    return s;
   }
   check_regression(kind, pred, target);
   const int64_t n = pred.numel();
-  if (n == 0) return 0.f;  // torch gives NaN; an empty batch should not poison a running mean
   const float* p = pred.f32();
   const float* y = target.f32();
   double sum = 0;
@@ -108,11 +107,20 @@ float loss_forward(LossKind kind, const Tensor& pred, const Tensor& target, cons
     }
     case LossKind::cross_entropy: break;  // handled above
   }
-  return static_cast<float>(sum / n);
+  return {sum, n};
 }
 
-void loss_backward(LossKind kind, const Tensor& pred, const Tensor& target, Tensor dpred, float scale,
-                   const LossOptions& opt) {
+float loss_forward(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt) {
+  // An empty or all-ignored batch gives 0 where torch gives NaN: it must not poison a running mean.
+  const LossSum s = loss_sum(kind, pred, target, opt);
+  return s.count ? static_cast<float>(s.sum / static_cast<double>(s.count)) : 0.f;
+}
+
+namespace {
+
+// scale * d(sum)/d(pred), or with per_count scale / count * d(sum)/d(pred) = scale * d(mean)/d(pred).
+void sum_gradient(LossKind kind, const Tensor& pred, const Tensor& target, Tensor dpred, double scale, bool per_count,
+                  const LossOptions& opt) {
   ST_CHECK(dpred.shape == pred.shape && dpred.contiguous() && dpred.dtype == DType::f32,
            "{} loss: gradient buffer {} {} must be a contiguous f32 tensor shaped like the prediction {}",
            loss_name(kind), dtype_name(dpred.dtype), shape_str(dpred.shape), shape_str(pred.shape));
@@ -121,9 +129,12 @@ void loss_backward(LossKind kind, const Tensor& pred, const Tensor& target, Tens
     const auto [rows, C] = check_ce(pred, target, opt);
     const float* z = pred.f32();
     const int64_t* t = target.data<int64_t>();
-    int64_t kept = 0;
-    for (int64_t i = 0; i < rows; ++i) kept += t[i] != opt.ignore_index;
-    const double k = kept ? double(scale) / kept : 0.0;
+    double k = scale;
+    if (per_count) {
+      int64_t kept = 0;
+      for (int64_t i = 0; i < rows; ++i) kept += t[i] != opt.ignore_index;
+      k = kept ? scale / kept : 0.0;
+    }
     for (int64_t i = 0; i < rows; ++i) {
       float* gi = g + i * C;
       if (t[i] == opt.ignore_index) { std::fill(gi, gi + C, 0.f); continue; }
@@ -139,7 +150,7 @@ void loss_backward(LossKind kind, const Tensor& pred, const Tensor& target, Tens
   if (n == 0) return;
   const float* p = pred.f32();
   const float* y = target.f32();
-  const float k = static_cast<float>(double(scale) / n);
+  const float k = static_cast<float>(per_count ? scale / n : scale);
   switch (kind) {
     case LossKind::mse:
       for (int64_t i = 0; i < n; ++i) g[i] = 2.f * k * (p[i] - y[i]);
@@ -158,6 +169,18 @@ void loss_backward(LossKind kind, const Tensor& pred, const Tensor& target, Tens
     }
     case LossKind::cross_entropy: break;  // handled above
   }
+}
+
+}  // namespace
+
+void loss_sum_backward(LossKind kind, const Tensor& pred, const Tensor& target, Tensor dpred, double scale,
+                       const LossOptions& opt) {
+  sum_gradient(kind, pred, target, dpred, scale, /*per_count=*/false, opt);
+}
+
+void loss_backward(LossKind kind, const Tensor& pred, const Tensor& target, Tensor dpred, float scale,
+                   const LossOptions& opt) {
+  sum_gradient(kind, pred, target, dpred, scale, /*per_count=*/true, opt);
 }
 
 }  // namespace seqtrain

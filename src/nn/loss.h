@@ -1,7 +1,8 @@
 // Losses with mean reduction, as torch.nn's: MSE, MAE (L1), Huber, and cross-entropy fused with
 // log-softmax. loss_forward returns the scalar; loss_backward writes d(loss)/d(pred) (it
-// overwrites dpred, it does not accumulate), times `scale`, which the trainer sets to
-// 1/accum_steps for gradient accumulation or to the loss-scaling factor.
+// overwrites dpred, it does not accumulate), times `scale`.
+// loss_sum/loss_sum_backward are the same losses with sum reduction plus the count the mean
+// divides by (train/objective.h builds on them, so micro-batches of different sizes add up).
 // Sums run in double so the mean of a large batch does not lose the small terms.
 //
 // Shapes: regression losses take pred and target of the same shape (f32). Cross-entropy takes
@@ -29,6 +30,17 @@ struct LossOptions {
 // throws an Error listing them.
 LossKind parse_loss(const std::string& name);
 std::string_view loss_name(LossKind k);
+
+// The sum over counted targets and their count: regression counts every element, cross-entropy
+// every row whose target is not ignore_index. loss_forward == sum / count (0 when count is 0).
+struct LossSum {
+  double sum = 0;
+  int64_t count = 0;
+};
+LossSum loss_sum(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt = {});
+// Writes scale * d(sum)/d(pred) into dpred (overwrites; ignored rows get 0).
+void loss_sum_backward(LossKind kind, const Tensor& pred, const Tensor& target, Tensor dpred, double scale,
+                       const LossOptions& opt = {});
 
 float loss_forward(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt = {});
 // dpred must have pred's shape. MAE's gradient at an exact tie (pred == target) is 0, torch's sign().

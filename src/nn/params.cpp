@@ -25,6 +25,13 @@ const ParamEntry* ParamStore::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &entries_[it->second];
 }
 
+std::vector<uint8_t> ParamStore::decay_mask() const {
+  std::vector<uint8_t> mask(params_.size(), 1);
+  for (const auto& e : entries_)
+    if (!e.decay) std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(e.offset), numel_of(e.shape), uint8_t{0});
+  return mask;
+}
+
 void ParamStore::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.f); }
 
 }  // namespace seqtrain

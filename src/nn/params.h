@@ -3,6 +3,7 @@
 // shaped exactly like the equivalent PyTorch state_dict entry) before finalize(); afterwards
 // the optimizer, clipping, all-reduce and checkpointing each make one pass over one buffer.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -15,7 +16,10 @@ struct ParamEntry {
   std::string name;  // PyTorch state_dict key, e.g. "rnn.weight_ih_l0"
   Shape shape;
   size_t offset = 0; // in elements, into params() and grads()
-  bool decay = true; // whether weight decay applies (biases too, like torch.optim.AdamW's default)
+  // Whether weight decay applies. Every entry decays by default, biases too, like
+  // torch.optim.AdamW(model.parameters()); models/model.h's decay policy sets it per entry.
+  bool decay = true;
+  bool embedding = false;  // an embedding table (the `matrices` decay policy leaves it undecayed)
 };
 
 class ParamStore {
@@ -29,6 +33,11 @@ class ParamStore {
   Tensor grad(size_t i) { return Tensor(grads_.data() + entries_.at(i).offset, entries_[i].shape); }
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const ParamEntry* find(const std::string& name) const;
+  void set_decay(size_t i, bool decay) { entries_.at(i).decay = decay; }
+  void mark_embedding(size_t i) { entries_.at(i).embedding = true; }
+  // One byte per parameter element (after finalize()): 1 where its entry decays, for
+  // Optimizer::set_decay_mask.
+  std::vector<uint8_t> decay_mask() const;
 
   float* params() { return params_.data(); }
   float* grads() { return grads_.data(); }

@@ -29,13 +29,7 @@ void AdamW::step(float* params, const float* grads, size_t n, double lr) {
   const double bias_c1 = 1.0 - std::pow(opts_.beta1, t);
   const double bias_c2 = 1.0 - std::pow(opts_.beta2, t);
   AdamWKernelArgs k;
-  k.params = params;
-  k.grads = grads;
-  k.m = buffer(0);
-  k.v = buffer(1);
-  k.decay_mask = mask_or_null();
-  k.n = static_cast<int64_t>(n);
-  k.decay = static_cast<float>(1.0 - lr * *opts_.weight_decay);
+  const float decay = static_cast<float>(1.0 - lr * *opts_.weight_decay);
   k.b1 = static_cast<float>(opts_.beta1);
   k.one_minus_b1 = static_cast<float>(1.0 - opts_.beta1);
   k.b2 = static_cast<float>(opts_.beta2);
@@ -43,8 +37,18 @@ void AdamW::step(float* params, const float* grads, size_t n, double lr) {
   k.bc2_sqrt = static_cast<float>(std::sqrt(bias_c2));
   k.eps = static_cast<float>(opts_.eps);
   k.neg_step_size = static_cast<float>(-(lr / bias_c1));
-  k.parallel = n >= kOptimParallelMin;
-  cpu_kernels().adamw(k);
+  // One kernel call per run of the decay mask: the non-decaying runs multiply by 1 (what
+  // torch's weight_decay-0 group does), and the fused kernel keeps no per-element branch.
+  for (const DecayRun& r : decay_runs(n)) {
+    k.params = params + r.begin;
+    k.grads = grads + r.begin;
+    k.m = buffer(0) + r.begin;
+    k.v = buffer(1) + r.begin;
+    k.n = static_cast<int64_t>(r.end - r.begin);
+    k.decay = r.decay ? decay : 1.f;
+    k.parallel = r.end - r.begin >= kOptimParallelMin;
+    cpu_kernels().adamw(k);
+  }
 }
 
 }  // namespace seqtrain

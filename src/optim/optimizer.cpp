@@ -65,6 +65,17 @@ void Optimizer::set_decay_mask(std::vector<uint8_t> mask) {
   ST_CHECK(mask.empty() || n_ == 0 || mask.size() == n_,
            "weight-decay mask has {} elements but the optimizer updates {} parameters", mask.size(), n_);
   decay_mask_ = std::move(mask);
+  runs_.clear();
+  for (size_t i = 0; i < decay_mask_.size(); ++i) {
+    const bool d = decay_mask_[i] != 0;
+    if (runs_.empty() || runs_.back().decay != d) runs_.push_back({i, i, d});
+    runs_.back().end = i + 1;
+  }
+}
+
+std::vector<Optimizer::DecayRun> Optimizer::decay_runs(size_t n) const {
+  if (decay_mask_.empty()) return {DecayRun{0, n, true}};
+  return runs_;
 }
 
 void Optimizer::begin_step(const float* params, const float* grads, size_t n, double lr) {

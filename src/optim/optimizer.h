@@ -69,8 +69,11 @@ class Optimizer {
   void reset();
 
   // Per-element weight decay switch: mask[i] != 0 decays element i. Empty (the default) decays
-  // every element, which is what torch does with a single parameter group. The trainer builds
-  // the mask from ParamStore entries' `decay` flags.
+  // every element, which is what torch does with a single parameter group; a mask is torch's
+  // two param groups, one with weight_decay 0. The trainer passes ParamStore::decay_mask(),
+  // built from the entries' `decay` flags (models/model.h's policy, train.optimizer.decay).
+  // The mask is kept as runs of equal flags, and step() updates run by run (decay 0 on the
+  // others), so the per-element update loop has no branch on it.
   void set_decay_mask(std::vector<uint8_t> mask);
   const std::vector<uint8_t>& decay_mask() const { return decay_mask_; }
 
@@ -83,7 +86,13 @@ class Optimizer {
   void begin_step(const float* params, const float* grads, size_t n, double lr);
   float* buffer(size_t i) { return buffers_[i].data(); }
   bool has_buffers() const { return !buffers_.empty(); }
-  const uint8_t* mask_or_null() const { return decay_mask_.empty() ? nullptr : decay_mask_.data(); }
+  // [begin, end) ranges of the parameter buffer whose elements all decay or all do not, in
+  // order, covering [0, n): the mask's runs, or one decaying run without a mask.
+  struct DecayRun {
+    size_t begin = 0, end = 0;
+    bool decay = true;
+  };
+  std::vector<DecayRun> decay_runs(size_t n) const;
 
   OptimizerOptions opts_;
   int64_t step_ = 0;
@@ -92,6 +101,7 @@ class Optimizer {
   size_t n_ = 0;                          // parameter count, fixed by the first step or load
   std::vector<std::vector<float>> buffers_; // in buffer_names() order
   std::vector<uint8_t> decay_mask_;
+  std::vector<DecayRun> runs_;  // decay_mask_ as runs; empty without a mask
 };
 
 // Validates opts (ranges as torch checks them, and the name) and builds the optimizer.

@@ -39,20 +39,22 @@ void SGD::step(float* params, const float* grads, size_t n, double lr) {
   const bool use_momentum = opts_.momentum != 0;
   const bool nesterov = opts_.nesterov;
   float* buf = use_momentum ? buffer(0) : nullptr;
-  const uint8_t* mask = mask_or_null();
-  const int64_t len = static_cast<int64_t>(n);
-
-#pragma omp parallel for simd if (n >= kOptimParallelMin)
-  for (int64_t i = 0; i < len; ++i) {
-    const float p = params[i];
-    float d = grads[i];
-    if (wd != 0.f && (mask == nullptr || mask[i])) d += wd * p;
-    if (use_momentum) {
-      const float b = first ? d : buf[i] * mom + one_minus_damp * d;
-      buf[i] = b;
-      d = nesterov ? d + mom * b : b;
+  // Run by run of the decay mask, the non-decaying runs with weight decay 0.
+  for (const DecayRun& r : decay_runs(n)) {
+    const float wd_r = r.decay ? wd : 0.f;
+    const int64_t begin = static_cast<int64_t>(r.begin), end = static_cast<int64_t>(r.end);
+#pragma omp parallel for simd if (r.end - r.begin >= kOptimParallelMin)
+    for (int64_t i = begin; i < end; ++i) {
+      const float p = params[i];
+      float d = grads[i];
+      if (wd_r != 0.f) d += wd_r * p;
+      if (use_momentum) {
+        const float b = first ? d : buf[i] * mom + one_minus_damp * d;
+        buf[i] = b;
+        d = nesterov ? d + mom * b : b;
+      }
+      params[i] = p + neg_lr * d;
     }
-    params[i] = p + neg_lr * d;
   }
 }
 

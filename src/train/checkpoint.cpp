@@ -73,17 +73,27 @@ nlohmann::json read_checkpoint_state(const std::string& dir) {
   }
 }
 
+namespace {
+// Throws unless dir/f exists and hashes to the checksum state.json gives it.
+void verify_file(const std::string& dir, const nlohmann::json& state, const char* f) {
+  const fs::path p = fs::path(dir) / f;
+  ST_CHECK(fs::exists(p), "checkpoint '{}' is missing {}; it is incomplete, use another checkpoint", dir, f);
+  const std::string want = state.value("/checksums"_json_pointer / f, std::string());
+  const std::string got = file_checksum(p.string());
+  ST_CHECK(want == got, "checkpoint file '{}' fails its checksum (state.json says {}, file hashes to {}): it is "
+           "damaged or was modified; use another checkpoint", p.string(), want, got);
+}
+}  // namespace
+
+std::string verified_model_file(const std::string& dir) {
+  verify_file(dir, read_checkpoint_state(dir), kFiles[0]);
+  return (fs::path(dir) / kFiles[0]).string();
+}
+
 nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, OptimizerState* optimizer) {
   const fs::path d(dir);
   nlohmann::json state = read_checkpoint_state(dir);
-  for (const char* f : kFiles) {
-    const fs::path p = d / f;
-    ST_CHECK(fs::exists(p), "checkpoint '{}' is missing {}; it is incomplete, use another checkpoint", dir, f);
-    const std::string want = state.value("/checksums"_json_pointer / f, std::string());
-    const std::string got = file_checksum(p.string());
-    ST_CHECK(want == got, "checkpoint file '{}' fails its checksum (state.json says {}, file hashes to {}): it is "
-             "damaged or was modified; use another checkpoint", p.string(), want, got);
-  }
+  for (const char* f : kFiles) verify_file(dir, state, f);
   // Load into a scratch store first, so a mismatched checkpoint leaves `params` untouched.
   ParamStore scratch;
   for (const auto& e : params.entries()) scratch.add(e.name, e.shape);

@@ -37,6 +37,10 @@ void save_checkpoint(const std::string& dir, const CheckpointData& data);
 // state.json; when `optimizer` is given, fills it with the saved moments.
 nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, OptimizerState* optimizer = nullptr);
 
+// The path of dir/model.safetensors after verifying its checksum against state.json (for
+// reading the weights without loading them into a store of the same names: init_from.h).
+std::string verified_model_file(const std::string& dir);
+
 // Reads and parses dir/state.json without verifying anything else (for choosing a checkpoint).
 nlohmann::json read_checkpoint_state(const std::string& dir);
 

@@ -9,28 +9,66 @@ namespace seqtrain {
 TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, StepOptions options)
     : model_(model), optimizer_(optimizer), schedule_(schedule), options_(options) {
   ST_CHECK(options_.grad_accum >= 1, "train.grad_accum must be at least 1, got {}", options_.grad_accum);
+  objective_ = options_.objective;
+  if (!objective_) {
+    // Classification's forward/backward take labels of any shape ([B] or [B, T]).
+    owned_objective_ = make_objective(options_.loss, options_.loss_options,
+                                      options_.loss == LossKind::cross_entropy ? ObjectiveTask::classify
+                                                                               : ObjectiveTask::forecast);
+    objective_ = owned_objective_.get();
+  }
   model_.params().zero_grad();
+}
+
+void TrainStep::grow_reference(int64_t count) {
+  const double r = static_cast<double>(count) * static_cast<double>(options_.grad_accum);
+  if (r <= reference_) return;
+  if (reference_ > 0) scale_grads(reference_ / r);  // the earlier micro-batches were weighted by 1/old R
+  reference_ = r;
+}
+
+void TrainStep::normalize_accumulated(double total) {
+  if (reference_ > 0 && total > 0 && reference_ != total) scale_grads(reference_ / total);
+  accum_count_ = 0;
+  reference_ = 0;
+}
+
+void TrainStep::scale_grads(double factor) {
+  ParamStore& ps = model_.params();
+  float* g = ps.grads();
+  const float f = static_cast<float>(factor);
+  const int64_t n = static_cast<int64_t>(ps.size());
+#pragma omp parallel for simd if (n >= static_cast<int64_t>(kOptimParallelMin))
+  for (int64_t i = 0; i < n; ++i) g[i] *= f;
 }
 
 StepResult TrainStep::run(const Tensor& x, const Tensor& y, uint64_t seed) {
   arena_.reset();
   model_.set_dropout_seed(seed);
   Tensor pred = model_.forward(x, arena_, true);
-  loss_sum_ += loss_forward(options_.loss, pred, y, options_.loss_options);
-  ++loss_count_;
-  // Each micro-batch contributes 1/k of the mean, so k micro-batches equal one big batch; under
-  // loss scaling the gradient is that times the scale, as backward of scaler.scale(loss / k).
+  const ObjectiveSum sum = objective_->forward(pred, y);
+  loss_sum_ += sum.loss;
+  loss_count_ += sum.count;
+  accum_count_ += sum.count;
+  grow_reference(sum.count);
+  // The gradient of this micro-batch's loss sum, weighted by scale / R (see step.h): with equal
+  // micro-batches that is the gradient of its mean / grad_accum, as backward of
+  // scaler.scale(loss / k) in a PyTorch loop.
   Tensor dpred = arena_.tensor(pred.shape);
-  const float scale = options_.scaler ? options_.scaler->scale() : 1.0f;
-  loss_backward(options_.loss, pred, y, dpred, scale * (1.0f / static_cast<float>(options_.grad_accum)),
-                options_.loss_options);
+  const double scale = options_.scaler ? options_.scaler->scale() : 1.0;
+  objective_->backward(pred, y, dpred, reference_ > 0 ? scale / reference_ : 0.0);
   model_.backward(dpred, arena_);
 
   StepResult r;
   if (++micro_ < options_.grad_accum) return r;
   micro_ = 0;
   ParamStore& ps = model_.params();
-  // The one place gradients cross ranks: after the last micro-batch, before anything reads them.
+  // The one place gradients cross ranks, after the last micro-batch and before anything reads
+  // them: every rank divides by the count of targets over all ranks, then the gradients are
+  // summed, so ranks that hold different counts (a short last batch) average exactly.
+  double total = static_cast<double>(accum_count_);
+  if (options_.comm && options_.comm->world() > 1) options_.comm->all_reduce_sum(&total, 1);
+  normalize_accumulated(total);
   if (options_.comm) options_.comm->all_reduce_sum(ps.grads(), ps.size());
   r.lr = schedule_.lr(updates_);
   if (options_.scaler) {
@@ -54,9 +92,9 @@ StepResult TrainStep::run(const Tensor& x, const Tensor& y, uint64_t seed) {
   return r;
 }
 
-double TrainStep::take_loss(int64_t* batches) {
+double TrainStep::take_loss(int64_t* count) {
   double mean = loss_count_ ? loss_sum_ / static_cast<double>(loss_count_) : 0.0;
-  if (batches) *batches = loss_count_;
+  if (count) *count = loss_count_;
   loss_sum_ = 0.0;
   loss_count_ = 0;
   return mean;

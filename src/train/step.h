@@ -6,6 +6,18 @@
 // or optimizer-state change, but it counts as a step, so the LR schedule moves on as in a
 // PyTorch loop that calls scheduler.step() after scaler.step(optimizer) either way.
 // Losses are summed where they are computed and read once per log interval (take_loss()).
+//
+// The loss is an Objective's (sum, count) (train/objective.h), so micro-batches that count
+// different numbers of targets (an epoch's short last batch) average exactly: the step adds up
+// the gradients of the SUMS and divides once, by the accumulation's total count, at the
+// boundary. To keep every gradient the size it had when each micro-batch was a mean scaled by
+// 1/grad_accum (what fp16's loss scaling and 16-bit gradient copies were tuned for), each
+// micro-batch's sum gradient is weighted by scale / R, with R = grad_accum * the largest count
+// met so far in the accumulation, and the boundary multiplies by R / total count. With equal
+// micro-batches that factor is exactly 1 and skipped; a larger micro-batch arriving after a
+// smaller one rescales what was summed before it by the ratio of the two R (fp32, rare).
+// Everything depends only on the micro-batches of the current accumulation, so a resumed run
+// that replays them follows the same arithmetic.
 #pragma once
 #include <cstdint>
 
@@ -16,16 +28,20 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/communicator.h"
+#include "train/objective.h"
 
 namespace seqtrain {
 
 struct StepOptions {
+  // Used only without `objective`: regression for mse/mae/huber, cross-entropy over whatever
+  // label tensor the targets are for cross_entropy.
   LossKind loss = LossKind::mse;
   LossOptions loss_options;
   double grad_clip = 0.0;  // max global L2 norm; 0 turns clipping off
   int64_t grad_accum = 1;  // micro-batches per optimizer update
   LossScaler* scaler = nullptr;  // dynamic loss scaling (fp16); null: none
   Communicator* comm = nullptr;  // sums the gradients over ranks once per optimizer step; null: one process
+  const Objective* objective = nullptr;  // what the step minimises (must outlive it); null: from `loss`
 };
 
 struct StepResult {
@@ -39,10 +55,13 @@ class TrainStep {
  public:
   TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, StepOptions options);
 
-  // x: [B, lookback, features], y: [B, outputs]. seed drives this step's dropout masks.
+  // x: [B, lookback, features], y: the objective's target (Objective::target). seed drives
+  // this step's dropout masks.
   StepResult run(const Tensor& x, const Tensor& y, uint64_t seed);
-  // Mean loss over the micro-batches since the last call (and how many there were).
-  double take_loss(int64_t* batches = nullptr);
+  // Mean loss per counted target since the last call: the loss sums over the counts (and the
+  // count, so callers can combine intervals as mean * count).
+  double take_loss(int64_t* count = nullptr);
+  const Objective& objective() const { return *objective_; }
   int64_t updates() const { return updates_; }
   void set_updates(int64_t n) { updates_ = n; }
   Arena& arena() { return arena_; }
@@ -51,12 +70,23 @@ class TrainStep {
   Model& model_;
   Optimizer& optimizer_;
   LrSchedule& schedule_;
+  // Folds this micro-batch's count into the accumulation's reference R (see the top).
+  void grow_reference(int64_t count);
+  // At the boundary: gradients *= R / total (the accumulation's count of targets over all
+  // ranks), so they are the gradient of the mean.
+  void normalize_accumulated(double total);
+  void scale_grads(double factor);
+
   StepOptions options_;
+  std::unique_ptr<Objective> owned_objective_;  // when options_.objective is null
+  const Objective* objective_ = nullptr;
   Arena arena_;
   int64_t micro_ = 0;    // micro-batches into the current accumulation
   int64_t updates_ = 0;  // optimizer steps taken, skipped ones included (the schedule's step)
-  double loss_sum_ = 0.0;
+  double loss_sum_ = 0.0;    // since take_loss()
   int64_t loss_count_ = 0;
+  int64_t accum_count_ = 0;  // targets counted in the current accumulation
+  double reference_ = 0.0;   // R: grad_accum * the largest micro-batch count so far; 0 = none yet
 };
 
 }  // namespace seqtrain

@@ -9,6 +9,7 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/isa.h"
 #include "io/safetensors.h"
+#include "train/init_from.h"
 #include "train/metrics.h"
 
 namespace seqtrain {
@@ -96,11 +97,8 @@ void TrainLoop::build_model() {
   model_ = make_model(spec_);
   Rng init_rng(config_.seed, /*stream=*/1);
   model_->init(init_rng);
-  if (!config_.model.init_from.empty()) {
-    const std::string& from = config_.model.init_from;
-    if (fs::is_directory(from)) load_checkpoint(from, model_->params());
-    else load_params(from, model_->params());
-  }
+  if (!config_.model.init_from.empty())
+    init_from(config_.model.init_from, model_->params(), init_from_options(config_.model));
 }
 
 void TrainLoop::build_optimizer() {
@@ -109,6 +107,7 @@ void TrainLoop::build_optimizer() {
                                                .beta1 = t.optimizer.beta1, .beta2 = t.optimizer.beta2,
                                                .eps = t.optimizer.eps, .weight_decay = t.optimizer.weight_decay,
                                                .momentum = t.optimizer.momentum, .nesterov = t.optimizer.nesterov});
+  optimizer_->set_decay_mask(model_->params().decay_mask());  // the model's train.optimizer.decay policy
   batches_ = batch_count(feed_.source->size(), t.batch_size);
   const int64_t updates_per_epoch = std::max<int64_t>(1, batches_ / t.grad_accum);
   total_updates_ = updates_per_epoch * t.epochs;
@@ -127,6 +126,8 @@ void TrainLoop::build_optimizer() {
   StepOptions so{parse_loss(t.loss), LossOptions{}, t.grad_clip, t.grad_accum, scaler_.get()};
   so.loss_options.huber_delta = static_cast<float>(t.huber_delta);
   so.comm = comm_;
+  objective_ = make_objective(config_, plan_);
+  so.objective = objective_.get();
   step_ = std::make_unique<TrainStep>(*model_, *optimizer_, *schedule_, so);
 }
 
@@ -354,8 +355,8 @@ EvalEvent TrainLoop::eval_event(const std::string& split, double loss) const {
 void TrainLoop::validate() {
   if (!plan_.val) return;
   double accuracy = 0;
-  const double val = evaluate(*model_, val_capped_ ? *val_capped_ : *plan_.val, plan_.steps, plan_.features, plan_.classes, config_.train.loss,
-                              config_.train.huber_delta, config_.train.batch_size, &accuracy);
+  const double val = evaluate(*model_, val_capped_ ? *val_capped_ : *plan_.val, plan_.steps, plan_.features,
+                              *objective_, config_.train.batch_size, &accuracy);
   EvalEvent e = eval_event("val", val);
   e.lr = schedule_->lr(step_->updates());
   if (plan_.classes > 0) e.accuracy = accuracy;
@@ -477,8 +478,8 @@ void TrainLoop::test_evaluation() {
   load_checkpoint((ckpt_dir_ / "best").string(), model_->params());
   if (!plan_.test) return;
   double accuracy = 0;
-  summary_.test_loss = evaluate(*model_, *plan_.test, plan_.steps, plan_.features, plan_.classes, config_.train.loss,
-                                config_.train.huber_delta, config_.train.batch_size, &accuracy);
+  summary_.test_loss = evaluate(*model_, *plan_.test, plan_.steps, plan_.features, *objective_,
+                                config_.train.batch_size, &accuracy);
   if (plan_.classes > 0) summary_.test_accuracy = accuracy;
   EvalEvent e = eval_event("test", *summary_.test_loss);
   if (plan_.classes > 0) e.accuracy = accuracy;

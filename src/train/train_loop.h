@@ -24,6 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/communicator.h"
 #include "train/data_plan.h"
+#include "train/objective.h"
 #include "train/observers.h"
 #include "train/resume.h"
 #include "train/run_dir.h"
@@ -85,6 +86,7 @@ class TrainLoop {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<LossScaler> scaler_;
+  std::unique_ptr<Objective> objective_;
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<Loader> loader_;
   std::unique_ptr<RunLock> lock_;

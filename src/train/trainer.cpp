@@ -30,6 +30,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/init_from.h"
 #include "train/metrics.h"
 #include "train/resume.h"
 #include "train/step.h"
@@ -38,15 +39,6 @@
 
 namespace seqtrain {
 namespace fs = std::filesystem;
-
-namespace {
-LossOptions loss_options(double huber_delta) {
-  LossOptions o;
-  o.huber_delta = static_cast<float>(huber_delta);
-  return o;
-}
-
-}  // namespace
 
 double last_value_baseline(const Dataset& data, const WindowDataset& split) {
   std::vector<int64_t> target_in_x;
@@ -136,13 +128,15 @@ ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int6
   // keeps the configured kernels. (A resumed run reuses its autotune.json either way.)
   s.autotune = c.runtime.autotune && !c.runtime.deterministic;
   s.embed_size = c.model.embed_size;
+  s.decay = c.train.optimizer.decay;
   return s;
 }
 
 double evaluate(Model& model, const WindowDataset& split, const std::string& loss, double huber_delta,
                 int64_t batch_size) {
   if (split.empty()) return 0.0;
-  return evaluate(model, WindowSource(split), split.lookback(), split.n_features(), 0, loss, huber_delta, batch_size);
+  const auto objective = make_objective(loss, huber_delta, 0, split.y_size());
+  return evaluate(model, WindowSource(split), split.lookback(), split.n_features(), *objective, batch_size);
 }
 
 void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
@@ -160,30 +154,21 @@ void forward_batches(Model& model, const BatchSource& source, int64_t steps, int
   }
 }
 
-double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, int64_t classes,
-                const std::string& loss, double huber_delta, int64_t batch_size, double* accuracy) {
-  if (split.size() == 0) return 0.0;
-  const LossKind kind = parse_loss(loss);
-  std::vector<int64_t> labels(classes > 0 ? batch_size * split.y_size() : 0);
-  double sum = 0;
-  int64_t correct = 0;
+ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, int64_t steps, int64_t features,
+                          const Objective& objective, int64_t batch_size) {
+  std::vector<int64_t> labels(batch_size * split.y_size());
+  ObjectiveSum total;
   forward_batches(model, split, steps, features, batch_size, [&](int64_t, int64_t n, const Tensor& pred, float* y) {
-    Tensor target(y, {n, split.y_size()});
-    if (classes > 0) {  // one label per sample ([n]) or per step ([n, T], next-token targets)
-      const int64_t rows = n * split.y_size();
-      for (int64_t i = 0; i < rows; ++i) labels[i] = static_cast<int64_t>(y[i]);
-      target = split.y_size() == 1 ? Tensor(labels.data(), {n}, DType::i64)
-                                   : Tensor(labels.data(), {n, split.y_size()}, DType::i64);
-      const float* logits = pred.f32();
-      for (int64_t i = 0; i < rows; ++i) {
-        const float* row = logits + i * classes;
-        correct += std::max_element(row, row + classes) - row == labels[i];
-      }
-    }
-    sum += n * static_cast<double>(loss_forward(kind, pred, target, loss_options(huber_delta)));
+    total += objective.forward(pred, objective.target(y, n, split.y_size(), labels));
   });
-  if (accuracy) *accuracy = static_cast<double>(correct) / static_cast<double>(split.size() * split.y_size());
-  return sum / static_cast<double>(split.size());
+  return total;
+}
+
+double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, const Objective& objective,
+                int64_t batch_size, double* accuracy) {
+  const ObjectiveSum total = evaluate_sum(model, split, steps, features, objective, batch_size);
+  if (accuracy) *accuracy = total.accuracy();
+  return total.mean();
 }
 
 TrainSummary train(const Config& config, const TrainOptions& options) {

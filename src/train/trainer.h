@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "models/model.h"
 #include "train/data_plan.h"
+#include "train/objective.h"
 
 namespace seqtrain {
 
@@ -81,12 +82,13 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
 void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
                      const std::function<void(int64_t first, int64_t n, const Tensor& pred, float* y)>& use);
 
-// Mean loss over every sample of `split` (x [steps, features] per sample), in index order.
-// classes > 0: y holds class labels (one per sample, or one per step for a char LM), the model
-// outputs `classes` logits per label, and *accuracy (when given) receives the share of labels
-// whose largest logit is the label.
-double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, int64_t classes,
-                const std::string& loss, double huber_delta, int64_t batch_size, double* accuracy = nullptr);
-
+// The objective's loss sum, count and metrics over every sample of `split` (x [steps,
+// features] per sample), in index order.
+ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, int64_t steps, int64_t features,
+                          const Objective& objective, int64_t batch_size);
+// Its mean loss per counted target; *accuracy (when given) receives the share of counted
+// labels whose largest logit is the label (0 for regression objectives).
+double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, const Objective& objective,
+                int64_t batch_size, double* accuracy = nullptr);
 
 }  // namespace seqtrain

@@ -4,8 +4,14 @@ Reads DIR/params0.npy (n,), DIR/grads.npy (steps, n) and DIR/lrs.npy (steps,), r
 torch.optim.AdamW or torch.optim.SGD for `steps` steps (setting the group's lr before each,
 as a scheduler would), and writes DIR/params_torch.npy (steps, n: the parameters after every
 step) and DIR/state_<name>.npy for every per-parameter state tensor after the last step.
+
+With --layout FILE (JSON [[name, offset, shape], ...] covering the flat vector), the vector is
+cut into one Parameter per tensor, grouped as nanoGPT does: weight decay for tensors of 2+
+dimensions that are not embeddings (name starting with "embed"), a weight_decay 0 group for
+the rest. Trajectories and state are written back flat, in the layout's order.
 """
 import argparse
+import json
 import os
 
 import numpy as np
@@ -23,32 +29,52 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.0)
     ap.add_argument("--dampening", type=float, default=0.0)
     ap.add_argument("--nesterov", type=int, default=0)
+    ap.add_argument("--layout", default=None)
     a = ap.parse_args()
 
     p0 = np.load(os.path.join(a.dir, "params0.npy"))
     grads = np.load(os.path.join(a.dir, "grads.npy"))
     lrs = np.load(os.path.join(a.dir, "lrs.npy"))
-    param = torch.nn.Parameter(torch.from_numpy(p0.astype(np.float32)))
-
-    if a.opt == "adamw":
-        kw = {} if a.weight_decay is None else {"weight_decay": a.weight_decay}
-        opt = torch.optim.AdamW([param], lr=float(lrs[0]), betas=(a.beta1, a.beta2), eps=a.eps,
-                                foreach=False, **kw)
+    flat = torch.from_numpy(p0.astype(np.float32))
+    if a.layout is None:
+        layout = [["all", 0, [p0.shape[0]]]]
     else:
-        kw = {} if a.weight_decay is None else {"weight_decay": a.weight_decay}
-        opt = torch.optim.SGD([param], lr=float(lrs[0]), momentum=a.momentum, dampening=a.dampening,
+        with open(a.layout) as f:
+            layout = json.load(f)
+    params, decay, no_decay = [], [], []
+    for name, offset, shape in layout:
+        n = int(np.prod(shape))
+        p = torch.nn.Parameter(flat[offset:offset + n].clone().reshape(shape))
+        params.append((offset, n, p))
+        (decay if a.layout is None or (len(shape) >= 2 and not name.startswith("embed")) else no_decay).append(p)
+
+    kw = {} if a.weight_decay is None else {"weight_decay": a.weight_decay}
+    groups = [{"params": decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    if a.opt == "adamw":
+        opt = torch.optim.AdamW(groups, lr=float(lrs[0]), betas=(a.beta1, a.beta2), eps=a.eps, foreach=False, **kw)
+    else:
+        opt = torch.optim.SGD(groups, lr=float(lrs[0]), momentum=a.momentum, dampening=a.dampening,
                               nesterov=bool(a.nesterov), foreach=False, **kw)
 
     traj = np.zeros_like(grads, dtype=np.float32)
     for k in range(grads.shape[0]):
-        opt.param_groups[0]["lr"] = float(lrs[k])
-        param.grad = torch.from_numpy(grads[k].astype(np.float32).copy())
+        for g in opt.param_groups:
+            g["lr"] = float(lrs[k])
+        for offset, n, p in params:
+            p.grad = torch.from_numpy(grads[k, offset:offset + n].astype(np.float32).copy()).reshape(p.shape)
         opt.step()
-        traj[k] = param.detach().numpy()
+        for offset, n, p in params:
+            traj[k, offset:offset + n] = p.detach().numpy().reshape(-1)
     np.save(os.path.join(a.dir, "params_torch.npy"), traj)
-    for name, value in opt.state[param].items():
-        if torch.is_tensor(value) and value.numel() == param.numel():
-            np.save(os.path.join(a.dir, "state_%s.npy" % name), value.detach().numpy().astype(np.float32))
+    first = params[0][2]
+    names = [k for k, v in opt.state[first].items() if k != "step" and torch.is_tensor(v) and v.numel() == first.numel()]
+    for name in names:
+        out = np.zeros(p0.shape[0], dtype=np.float32)
+        for offset, n, p in params:
+            out[offset:offset + n] = opt.state[p][name].detach().numpy().reshape(-1)
+        np.save(os.path.join(a.dir, "state_%s.npy" % name), out)
 
 
 if __name__ == "__main__":

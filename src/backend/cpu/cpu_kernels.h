@@ -17,7 +17,9 @@ namespace seqtrain {
 // One AdamW update over n elements, the scalars formed by the caller (optim/adamw.cpp).
 struct AdamWKernelArgs {
   float* params = nullptr; const float* grads = nullptr; float* m = nullptr; float* v = nullptr;
-  const uint8_t* decay_mask = nullptr;  // null: decay every element
+  // null: decay every element. The optimizer passes null and calls the kernel once per run of
+  // its mask instead (optim/optimizer.h), the non-decaying runs with decay = 1.
+  const uint8_t* decay_mask = nullptr;
   int64_t n = 0;
   float decay = 1.f, b1 = 0.f, one_minus_b1 = 1.f, b2 = 0.f, one_minus_b2 = 1.f;
   float bc2_sqrt = 1.f, eps = 0.f, neg_step_size = 0.f;

@@ -1,0 +1,78 @@
+// Objective: what a run minimises, reported as a loss SUM and the COUNT of targets it counted
+// (Marian's RationalLoss) rather than as a mean. Why: a mean per micro-batch cannot be averaged
+// correctly once micro-batches count different numbers of targets (an epoch's short last batch,
+// padded or masked positions, several ranks); sums and counts simply add, and one division at
+// the end (TrainStep's accumulation boundary, evaluate()'s last line) gives the exact mean.
+// Metrics that are counts too (correct predictions for accuracy) travel with them.
+//
+// The value per target is today's loss convention: regression counts every element of
+// [B, outputs] (so mse's sum / count is torch's MSELoss mean), classification one label per
+// sample, next-token prediction one label per position (F.cross_entropy over B*T rows).
+// Targets equal to ignore_index are not counted and get no gradient.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+#include "core/tensor.h"
+#include "nn/loss.h"
+
+namespace seqtrain {
+
+struct DataPlan;
+
+// Sums over counted targets; add them up across micro-batches or batches, divide once.
+struct ObjectiveSum {
+  double loss = 0;      // sum of the per-target losses
+  int64_t count = 0;    // targets counted
+  int64_t correct = 0;  // classification: counted targets whose largest logit is the label
+
+  ObjectiveSum& operator+=(const ObjectiveSum& o) {
+    loss += o.loss;
+    count += o.count;
+    correct += o.correct;
+    return *this;
+  }
+  double mean() const { return count ? loss / static_cast<double>(count) : 0.0; }
+  double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
+};
+
+enum class ObjectiveTask : uint8_t {
+  forecast,    // regression on [B, outputs] f32 targets (mse, mae, huber)
+  classify,    // one class label per sample: logits [B, C], labels [B]
+  next_token,  // one label per position: logits [B, T, V], labels [B, T]
+};
+
+class Objective {
+ public:
+  virtual ~Objective() = default;
+  virtual std::string_view name() const = 0;  // "forecast/mse", "classify/cross_entropy", ...
+  virtual ObjectiveTask task() const = 0;
+  // Whether ObjectiveSum::correct means anything (classification tasks).
+  virtual bool has_accuracy() const { return false; }
+
+  // The y of n samples, y_size floats each as a BatchSource fills them, as the target tensor
+  // forward()/backward() take: a [n, y_size] f32 view of y, or int64 labels written into
+  // `labels` (which must hold n * y_size).
+  virtual Tensor target(float* y, int64_t n, int64_t y_size, std::vector<int64_t>& labels) const = 0;
+  // Loss sum, count and metrics of one batch.
+  virtual ObjectiveSum forward(const Tensor& pred, const Tensor& target) const = 0;
+  // Writes scale * d(loss sum)/d(pred) into dpred (overwrites it; dpred is shaped like pred).
+  virtual void backward(const Tensor& pred, const Tensor& target, Tensor dpred, double scale) const = 0;
+};
+
+// The objective of a loss and a task. Refuses a regression loss for a classification task and
+// cross_entropy for forecasting, naming train.loss.
+std::unique_ptr<Objective> make_objective(LossKind loss, const LossOptions& options, ObjectiveTask task);
+// From the config (train.loss, train.huber_delta) and what the data holds: class labels
+// (plan.classes > 0) one per sample, or per position for a language model (plan.vocab > 0).
+std::unique_ptr<Objective> make_objective(const Config& config, const DataPlan& plan);
+// The same from the parts evaluate() and the CLI have: classes > 0 means labels; with
+// y_size > 1 labels they are next-token targets.
+std::unique_ptr<Objective> make_objective(const std::string& loss, double huber_delta, int64_t classes,
+                                          int64_t y_size);
+
+}  // namespace seqtrain
