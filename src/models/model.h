@@ -33,7 +33,10 @@ struct ModelSpec {
   // Character language models (char_lstm / char_gru) only; the forecasters ignore both.
   int64_t vocab_size = 0;        // from the text source's vocabulary, not from the config
   int64_t embed_size = 32;       // model.embed_size
+  bool operator==(const ModelSpec&) const = default;
 };
+
+class TextGenerator;
 
 class Model {
  public:
@@ -62,6 +65,10 @@ class Model {
     return none;
   }
 
+  // Models that generate text return their TextGenerator (models/text_generator.h); the
+  // registry's text_generator() is the checked way to ask.
+  virtual TextGenerator* as_text_generator() { return nullptr; }
+
   ParamStore& params() { return params_; }
   const ModelSpec& spec() const { return spec_; }
 
@@ -72,6 +79,8 @@ class Model {
   uint64_t dropout_seed_ = 0;
 };
 
+// Builds the model of spec.type's family (models/registry.h); error listing the registered types
+// when spec.type is none of them.
 std::unique_ptr<Model> make_model(const ModelSpec& spec);
 
 // The RNN layers' options a spec asks for (kernels, precision, checkpointing, autotune), shared
