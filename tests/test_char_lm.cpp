@@ -295,7 +295,7 @@ PatternCheckpoint& pattern() {
 
 TEST(CharLmGenerate, GreedyContinuesTheTrainedPattern) {
   PatternCheckpoint& p = pattern();
-  LoadedLm l = load_char_lm(p.ckpt);
+  LoadedGenerator l = load_generator(p.ckpt);
   EXPECT_EQ(l.model->spec().type, "char_lstm");
   EXPECT_EQ(l.model->spec().hidden, 16);
   GenerateArgs a;

@@ -4,6 +4,10 @@
 // frequencies in updates or epochs; state.json through RunState; frequency errors.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "config/config.h"
 #include "config/frequency.h"
 #include "test_trainer_util.h"
@@ -107,6 +111,81 @@ TEST(TrainLoop, NonPrimaryRankWritesNothing) {
   EXPECT_FALSE(fs::exists(dir / "run")) << "rank 1 created the run directory";
   const Config c = tiny({});
   EXPECT_EQ(comm.float_reductions, std::vector<size_t>(s.steps, parameter_count(c)));
+}
+
+// Ranks as threads of one process: sums in double, in a fixed order, behind barriers.
+struct ThreadGroup {
+  explicit ThreadGroup(int w) : world(w), parts(w) {}
+  int world;
+  std::mutex m;
+  std::condition_variable cv;
+  int arrived = 0;
+  int64_t generation = 0;
+  std::vector<std::vector<double>> parts;
+  void barrier() {
+    std::unique_lock<std::mutex> lock(m);
+    const int64_t g = generation;
+    if (++arrived == world) {
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+    } else {
+      cv.wait(lock, [&] { return generation != g; });
+    }
+  }
+};
+
+struct ThreadComm : Communicator {
+  ThreadGroup& g;
+  int r;
+  ThreadComm(ThreadGroup& group, int rank) : g(group), r(rank) {}
+  int rank() const override { return r; }
+  int world() const override { return g.world; }
+  template <typename T> void reduce(T* data, size_t n) {
+    g.parts[r].assign(data, data + n);
+    g.barrier();
+    for (size_t i = 0; i < n; ++i) {
+      double sum = 0;
+      for (int k = 0; k < g.world; ++k) sum += g.parts[k][i];
+      data[i] = static_cast<T>(sum);
+    }
+    g.barrier();  // nobody overwrites its part before every rank has read them all
+  }
+  void all_reduce_sum(float* d, size_t n) override { reduce(d, n); }
+  void all_reduce_sum(double* d, size_t n) override { reduce(d, n); }
+  void broadcast(float*, size_t) override {}
+  void barrier() override { g.barrier(); }
+};
+
+// Two ranks, each training on its shard of every global batch (the last one short and split
+// unevenly), follow the one-process run: the count of targets and the gradients are summed
+// over ranks before the update. Only rank 0 writes.
+TEST(TrainLoop, TwoRanksTrainLikeOneProcess) {
+  TempDir dir;
+  const Config c = tiny({"train.batch_size=61", "train.grad_accum=2"});
+  const TrainSummary one = train(c, TrainOptions(dir / "one", false, false, true));
+  ThreadGroup group(2);
+  std::vector<TrainSummary> out(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      ThreadComm comm(group, r);
+      TrainOptions opt(dir / (r == 0 ? "two" : "never"), false, false, true);
+      opt.comm = &comm;
+      out[r] = train(c, opt);
+    });
+  for (auto& t : ranks) t.join();
+  EXPECT_FALSE(fs::exists(dir / "never"));
+  EXPECT_EQ(out[0].steps, one.steps);
+  EXPECT_EQ(out[1].steps, one.steps);
+  EXPECT_NEAR(out[0].best_val, one.best_val, 1e-5 * one.best_val);
+  ASSERT_TRUE(out[0].test_loss && one.test_loss);
+  EXPECT_NEAR(*out[0].test_loss, *one.test_loss, 1e-5 * *one.test_loss);
+  std::vector<double> v1, v2;
+  for (const auto& r : read_metrics(dir / "one/metrics.jsonl")) if (r["split"] == "val") v1.push_back(r["loss"]);
+  for (const auto& r : read_metrics(dir / "two/metrics.jsonl")) if (r["split"] == "val") v2.push_back(r["loss"]);
+  ASSERT_EQ(v1.size(), v2.size());
+  for (size_t i = 0; i < v1.size(); ++i) EXPECT_NEAR(v2[i], v1[i], 1e-5 * v1[i]) << "validation " << i;
 }
 
 TEST(TrainLoop, StopTokenStopsALibraryCallResumably) {

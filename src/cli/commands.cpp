@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "backend/cpu/dnnl_context.h"
+#include "cli/load_model.h"
 #include "config/config.h"
 #include "data/npy.h"
 #include "data/zscore_source.h"
@@ -20,33 +21,6 @@ namespace seqtrain {
 namespace fs = std::filesystem;
 
 namespace {
-// A run directory means its best checkpoint. When a crash fell between moving the previous
-// best aside and renaming the new one in, the previous one (.old-best) is whole: use it.
-// (Only reading here; the next `train --resume` puts it back in place.)
-std::string checkpoint_dir(const std::string& path) {
-  const fs::path ck = fs::path(path) / "checkpoints";
-  if (fs::exists(ck / "best" / "state.json")) return (ck / "best").string();
-  if (!fs::exists(ck / "best") && fs::exists(ck / ".old-best" / "state.json")) return (ck / ".old-best").string();
-  return path;
-}
-
-// A checkpoint's directory, state.json and the config it was trained with.
-struct Checkpoint {
-  std::string dir;
-  nlohmann::json state;
-  Config config;
-};
-
-Checkpoint read_checkpoint(const std::string& ckpt_path) {
-  Checkpoint c;
-  c.dir = checkpoint_dir(ckpt_path);
-  ST_CHECK(fs::exists(fs::path(c.dir) / "state.json"),
-           "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", ckpt_path);
-  c.state = read_checkpoint_state(c.dir);
-  c.config = load_config_text(c.state.at("config").get<std::string>(), c.dir + "/state.json:config", ".", {});
-  return c;
-}
-
 bool windowed(const Config& config) { return config.data.source == "csv" || config.data.source == "synthetic"; }
 
 struct Loaded {
@@ -57,7 +31,7 @@ struct Loaded {
 
 // Rebuilds the model and the data of a checkpoint; with `input`, the data is that CSV, scaled
 // with the checkpoint's own normalization statistics and cut into windows over all its rows.
-Loaded load_for_inference(const Checkpoint& ck, const std::string& input) {
+Loaded load_for_inference(const CheckpointRef& ck, const std::string& input) {
   const std::string& dir = ck.dir;
   const nlohmann::json& st = ck.state;
   Loaded l;
@@ -69,8 +43,8 @@ Loaded load_for_inference(const Checkpoint& ck, const std::string& input) {
     l.config.data.split = {1.0, 0.0, 0.0};
   }
   l.data = load_dataset(l.config, &norm);
-  l.model = make_model(model_spec(l.config, l.data));
-  load_checkpoint(dir, l.model->params());
+  const DataShape shape{l.data.n_features(), l.config.data.lookback, l.config.data.horizon * l.data.n_targets()};
+  l.model = load_model(dir, {.shape = shape}).model;
   return l;
 }
 }  // namespace
@@ -108,7 +82,7 @@ int run_train(const TrainArgs& a) {
 // eval of an npy or text run: its test (or validation) split read through the same data plan
 // the trainer used, so the loss (and accuracy) are those of the run's test record. The plan is rebuilt
 // from the source files, so files that changed since training are refused, not silently used.
-int eval_planned_run(const Checkpoint& ck, const EvalArgs& a) {
+int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
   const Config& config = ck.config;
   ST_CHECK(a.input.empty(),
            "--input takes a CSV for windowed forecasting runs; this run reads data.source '{}', and eval scores it "
@@ -130,8 +104,8 @@ int eval_planned_run(const Checkpoint& ck, const EvalArgs& a) {
   ST_CHECK(split != nullptr,
            "nothing to evaluate: this {} run has no {} split (set data.npy.{}_x/{}_y, or a {} share in data.split for "
            "text){}", config.data.source, a.split, a.split, a.split, a.split, val ? "" : "; --split val scores the validation split");
-  std::unique_ptr<Model> model = make_model(model_spec(config, plan));
-  load_checkpoint(ck.dir, model->params());
+  const DataShape shape{plan.features, plan.steps, plan.outputs, plan.vocab, plan.classes};
+  std::unique_ptr<Model> model = load_model(ck.dir, {.shape = shape}).model;
   double accuracy = 0;
   const auto objective = make_objective(config, plan);
   const double loss = evaluate(*model, *split, plan.steps, plan.features, *objective, config.train.batch_size,
@@ -145,7 +119,7 @@ int eval_planned_run(const Checkpoint& ck, const EvalArgs& a) {
 int run_eval(const EvalArgs& a) {
   ST_CHECK(a.input.empty() || a.split == "test",
            "--split {} picks a split of the run, --input evaluates every window of a CSV: give one of them", a.split);
-  const Checkpoint ck = read_checkpoint(a.checkpoint);
+  const CheckpointRef ck = open_checkpoint(a.checkpoint);
   if (!windowed(ck.config)) return eval_planned_run(ck, a);
   Loaded l = load_for_inference(ck, a.input);
   const WindowDataset& split = !a.input.empty() ? l.data.train : a.split == "val" ? l.data.val : l.data.test;
@@ -181,7 +155,7 @@ int run_eval(const EvalArgs& a) {
 // float32 .npy — [N, *y's per-sample shape] for regression (in y's units: npy targets are not
 // normalized), [N, classes] logits for labels. The input is z-scored with the statistics in
 // state.json, so the training files are not needed.
-int predict_npy(const Checkpoint& ck, const PredictArgs& a) {
+int predict_npy(const CheckpointRef& ck, const PredictArgs& a) {
   const Config& config = ck.config;
   ST_CHECK(a.output.size() > 4 && a.output.substr(a.output.size() - 4) == ".npy",
            "--output {}: an npy run's predictions are written as a .npy array; give a path ending in .npy", a.output);
@@ -199,8 +173,7 @@ int predict_npy(const Checkpoint& ck, const PredictArgs& a) {
            a.input, x->steps(), x->features(), steps, features, steps, features);
   const int64_t n_samples = x->size();
   ZscoreSource input(x, Normalizer::from_json(ck.state.at("normalizer")), features);
-  std::unique_ptr<Model> model = make_model(model_spec(config, features, steps, outputs));
-  load_checkpoint(ck.dir, model->params());
+  std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
   std::vector<float> out(n_samples * outputs);
   forward_batches(*model, input, steps, features, config.train.batch_size,
                   [&](int64_t first, int64_t n, const Tensor& pred, float*) {
@@ -216,7 +189,7 @@ int predict_npy(const Checkpoint& ck, const PredictArgs& a) {
 }
 
 int run_predict(const PredictArgs& a) {
-  const Checkpoint ck = read_checkpoint(a.checkpoint);
+  const CheckpointRef ck = open_checkpoint(a.checkpoint);
   if (ck.config.data.source == "npy") return predict_npy(ck, a);
   ST_CHECK(windowed(ck.config),
            "predict writes forecasts for the windows of a CSV or the samples of an X .npy, but this run reads "

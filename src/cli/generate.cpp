@@ -8,38 +8,13 @@
 #include <filesystem>
 #include <numeric>
 
-#include "io/safetensors.h"
-#include "train/checkpoint.h"
+#include "cli/load_model.h"
+#include "models/registry.h"
 
 namespace seqtrain {
 namespace fs = std::filesystem;
 
 namespace {
-// The model's spec, read off the weights' shapes (a char LM checkpoint needs no config).
-ModelSpec spec_from_weights(const std::string& file) {
-  const SafetensorsFile st = read_safetensors(file);
-  ST_CHECK(st.find("embed.weight") && st.find("head.weight") && st.find("rnn.weight_hh_l0"),
-           "{} holds no character language model (no embed.weight / rnn.weight_hh_l0 / head.weight): generate needs "
-           "a checkpoint of a char_lstm or char_gru run",
-           file);
-  ModelSpec s;
-  const Shape& emb = st.at("embed.weight").shape;
-  const Shape& whh = st.at("rnn.weight_hh_l0").shape;
-  ST_CHECK(emb.size() == 2 && whh.size() == 2 && whh[0] % whh[1] == 0, "{}: embed.weight {} or rnn.weight_hh_l0 {} has "
-           "an unexpected shape; the file is damaged", file, shape_str(emb), shape_str(whh));
-  s.vocab_size = emb[0];
-  s.embed_size = emb[1];
-  s.hidden = whh[1];
-  const int64_t G = whh[0] / whh[1];
-  ST_CHECK(G == 4 || G == 3, "{}: rnn.weight_hh_l0 {} is neither an LSTM's [4H, H] nor a GRU's [3H, H]", file,
-           shape_str(whh));
-  s.type = G == 4 ? "char_lstm" : "char_gru";
-  s.layers = 0;
-  while (st.find("rnn.weight_hh_l" + std::to_string(s.layers))) ++s.layers;
-  ST_CHECK(!st.find("rnn.weight_hh_l0_reverse"), "{}: a bidirectional RNN cannot be a language model", file);
-  return s;
-}
-
 // Index of a draw from softmax(logits / temperature) over the top_k largest (all when 0).
 int32_t sample(const std::vector<float>& logits, double temperature, int64_t top_k, Rng& rng) {
   const int64_t V = static_cast<int64_t>(logits.size());
@@ -63,39 +38,29 @@ int32_t sample(const std::vector<float>& logits, double temperature, int64_t top
 }
 }  // namespace
 
-LoadedLm load_char_lm(const std::string& path) {
-  LoadedLm l;
-  const fs::path best = fs::path(path) / "checkpoints" / "best";
-  l.dir = fs::exists(best / "model.safetensors") ? best.string() : path;
+LoadedGenerator load_generator(const std::string& path) {
+  LoadedModel m = load_model(path, LoadOptions{.from_weights = true, .bare_ok = true});
+  LoadedGenerator l;
+  l.dir = m.dir;
+  l.generator = &text_generator(*m.model);
   const fs::path dir(l.dir);
-  ST_CHECK(fs::exists(dir / "model.safetensors"),
-           "'{}' is neither a checkpoint directory (with model.safetensors) nor a run directory with checkpoints/best",
-           path);
   // The vocabulary: vocab.json beside the weights, else the copy every text run's state.json holds.
-  nlohmann::json state;
-  if (fs::exists(dir / "state.json")) state = read_checkpoint_state(l.dir);
+  const nlohmann::json& state = m.state;
   const bool in_state = state.is_object() && state.contains("vocab") && !state.at("vocab").is_null();
   ST_CHECK(fs::exists(dir / "vocab.json") || in_state,
            "{} is missing and {} holds no \"vocab\": generate needs the vocabulary the model was trained with, which "
            "a data.source: text run saves with every checkpoint; use a checkpoint of such a run",
            (dir / "vocab.json").string(), (dir / "state.json").string());
-  ModelSpec spec = spec_from_weights((dir / "model.safetensors").string());
   l.vocab = fs::exists(dir / "vocab.json") ? Vocab::load((dir / "vocab.json").string())
                                            : Vocab::from_json(state.at("vocab"), (dir / "state.json").string() + ": vocab");
-  ST_CHECK(l.vocab.size() == spec.vocab_size,
+  ST_CHECK(l.vocab.size() == l.generator->vocab_size(),
            "{} has {} tokens but the model's embed.weight has {} rows: the vocabulary belongs to another model",
-           (dir / "vocab.json").string(), l.vocab.size(), spec.vocab_size);
-  l.model = std::make_unique<CharLm>(spec);
-  // With state.json the checksums are verified; a bare directory (weights + vocabulary) is
-  // accepted too, for models trained in PyTorch and saved with save_seqtrain.
-  if (fs::exists(dir / "state.json"))
-    load_checkpoint(l.dir, l.model->params());
-  else
-    load_params((dir / "model.safetensors").string(), l.model->params());
+           (dir / "vocab.json").string(), l.vocab.size(), l.generator->vocab_size());
+  l.model = std::move(m.model);
   return l;
 }
 
-std::string generate_text(CharLm& model, const Vocab& vocab, const GenerateArgs& a, int64_t* unknown) {
+std::string generate_text(TextGenerator& model, const Vocab& vocab, const GenerateArgs& a, int64_t* unknown) {
   ST_CHECK(!a.prompt.empty(), "--prompt is empty: give at least one character for the model to continue");
   ST_CHECK(std::isfinite(a.temperature) && a.temperature >= 0,
            "--temperature {} is invalid: use 0 for greedy decoding or a positive value (1 samples the model as is)",
@@ -103,16 +68,20 @@ std::string generate_text(CharLm& model, const Vocab& vocab, const GenerateArgs&
   ST_CHECK(a.top_k >= 0, "--top-k {} is invalid: use 0 for every token or a positive count", a.top_k);
   ST_CHECK(a.tokens >= 0, "--tokens {} is invalid: use a count of 0 or more", a.tokens);
   const std::vector<int32_t> ids = vocab.encode(a.prompt, "--prompt", unknown);
-  CharLmState state = model.initial_state();
+  std::unique_ptr<GenState> state = model.begin();
   std::vector<float> logits(model.vocab_size());
-  for (int32_t id : ids) model.step(id, state, logits.data());
+  for (int32_t id : ids) model.next_logits(*state, id, logits.data());
   Rng rng(a.seed);
   std::vector<int32_t> out;
   for (int64_t i = 0; i < a.tokens; ++i) {
     out.push_back(sample(logits, a.temperature, a.top_k, rng));
-    if (i + 1 < a.tokens) model.step(out.back(), state, logits.data());
+    if (i + 1 < a.tokens) model.next_logits(*state, out.back(), logits.data());
   }
   return a.prompt + vocab.decode(out);
+}
+
+std::string generate_text(Model& model, const Vocab& vocab, const GenerateArgs& a, int64_t* unknown) {
+  return generate_text(text_generator(model), vocab, a, unknown);
 }
 
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a) {
@@ -127,9 +96,9 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a) {
 }
 
 int run_generate(const GenerateArgs& a) {
-  LoadedLm l = load_char_lm(a.checkpoint);
+  LoadedGenerator l = load_generator(a.checkpoint);
   int64_t unknown = 0;
-  const std::string text = generate_text(*l.model, l.vocab, a, &unknown);
+  const std::string text = generate_text(*l.generator, l.vocab, a, &unknown);
   if (unknown > 0)
     std::fprintf(stderr,
                  "seqtrain: note: %lld character(s) of the prompt are not in the model's vocabulary and were read as "

@@ -6,12 +6,12 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+#include "models/registry.h"
 
 namespace seqtrain::config_detail {
 
@@ -38,7 +38,7 @@ inline Range unit_right_open() { return {0, 1, false, true}; }   // [0, 1)
 inline Range unit_left_open() { return {0, 1, true, false}; }    // (0, 1]
 inline Range unit_open() { return {0, 1, true, true}; }          // (0, 1)
 
-using Choices = std::initializer_list<const char*>;
+using Choices = std::vector<std::string>;
 
 // Calls v.field(key, member, ...) once per key. C is Config or const Config, so the same list
 // serves readers and writers. Visitor overloads:
@@ -104,7 +104,7 @@ void visit_fields(C& c, V&& v) {
   v.field("data.npy.classes", d.npy.classes, at_least(0));
 
   auto& m = c.model;
-  v.field("model.type", m.type, Choices{"lstm", "gru", "mlp", "char_lstm", "char_gru"});
+  v.field("model.type", m.type, model_type_names());  // the registry's (models/registry.h)
   v.field("model.hidden", m.hidden, at_least(1));
   v.field("model.layers", m.layers, at_least(1));
   v.field("model.bidirectional", m.bidirectional);

@@ -19,6 +19,7 @@
 #include "config/scalar.h"
 #include "config/suggest.h"
 #include "core/error.h"
+#include "models/registry.h"
 
 namespace seqtrain {
 namespace {
@@ -388,9 +389,7 @@ class Loader {
         fail("{}: config key '{}' turns on series augmentation, which would alter token ids; data.source text "
              "needs every data.augment value at 0", origin(on), on);
     }
-    if (text && c.model.type == "mlp")
-      fail("{}: config key 'model.type' is mlp, but data.source text needs the char LM (lstm or gru)",
-           origin("model.type"));
+    if (std::optional<ConfigProblem> p = check_model_config(c)) fail("{}: {}", origin(p->key), p->message);
     // npy jobs validate when data.npy.val_x is set; csv/synthetic when the val fraction is > 0.
     const bool has_val = npy ? !d.npy.val_x.empty() : d.split[1] > 0;
     if (t.early_stopping.patience > 0 && !has_val)

@@ -4,11 +4,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "models/registry.h"
+
 namespace seqtrain {
 
 namespace {
 // Checked before any member is built, so a bad spec is one clear message.
 const ModelSpec& checked(const ModelSpec& s) {
+  ST_CHECK(family(s.type).is_language_model, "CharLm: model.type must be {}, got {}",
+           family_names_where([](const ModelFamily& f) { return f.is_language_model; }), s.type);
   ST_CHECK(s.vocab_size > 0,
            "model.type {} needs a vocabulary: it is taken from a text data source (data.source: text), got vocab_size {}",
            s.type, s.vocab_size);
@@ -36,14 +40,12 @@ float sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
 
 CharLm::CharLm(const ModelSpec& spec)
     : Model(checked(spec)),
-      lstm_(spec.type == "char_lstm"),
+      lstm_(rnn_cell(spec.type) == RnnCell::lstm),
       embed_(params_, "embed", spec.vocab_size, spec.embed_size),
       rnn_(params_, "rnn", lstm_ ? RnnCell::lstm : RnnCell::gru, spec.embed_size, spec.hidden, spec.layers, false,
            spec.dropout, rnn_options(spec, &precision_note_)),
       drop_(spec.dropout),
       head_(params_, "head", spec.hidden, spec.vocab_size) {
-  ST_CHECK(spec.type == "char_lstm" || spec.type == "char_gru", "CharLm: model.type must be char_lstm or char_gru, got {}",
-           spec.type);
   finish_params();
 }
 
@@ -95,6 +97,14 @@ CharLmState CharLm::initial_state() const {
   s.h.assign(spec_.layers, std::vector<float>(spec_.hidden, 0.f));
   if (lstm_) s.c.assign(spec_.layers, std::vector<float>(spec_.hidden, 0.f));
   return s;
+}
+
+std::unique_ptr<GenState> CharLm::begin() const { return std::make_unique<CharLmState>(initial_state()); }
+
+void CharLm::next_logits(GenState& state, int64_t token, float* logits) {
+  auto* s = dynamic_cast<CharLmState*>(&state);
+  ST_CHECK(s != nullptr, "{}: the generation state was not made by this model's begin()", spec_.type);
+  step(token, *s, logits);
 }
 
 void CharLm::step(int64_t id, CharLmState& state, float* logits) {

@@ -11,10 +11,12 @@
 // step() is the incremental forward generation needs: one token, with the RNN state carried
 // in a CharLmState. It is a plain fp32 loop over the same parameters (generation runs one
 // token at a time, where kernel speed does not matter) and matches forward() at every step.
+// It is also CharLm's TextGenerator (models/text_generator.h), which generate goes through.
 #pragma once
 #include <vector>
 
 #include "models/model.h"
+#include "models/text_generator.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -23,22 +25,27 @@
 namespace seqtrain {
 
 // Per layer: h [H], and for LSTM c [H]; zeros at the start of a text.
-struct CharLmState {
+struct CharLmState : GenState {
   std::vector<std::vector<float>> h, c;
 };
 
-class CharLm : public Model {
+class CharLm : public Model, public TextGenerator {
  public:
   explicit CharLm(const ModelSpec& spec);
   Tensor forward(const Tensor& x, Arena& arena, bool training) override;
   void backward(const Tensor& dlogits, Arena& arena) override;
   void init(Rng& rng) override;
 
-  int64_t vocab_size() const { return spec_.vocab_size; }
+  int64_t vocab_size() const override { return spec_.vocab_size; }
   CharLmState initial_state() const;
   // Feeds token `id` and writes the next-token logits [V] into `logits`; advances `state`.
   // Error naming the id and the vocabulary size when id is outside [0, V).
   void step(int64_t id, CharLmState& state, float* logits);
+
+  // TextGenerator: begin() is initial_state(), next_logits() is step().
+  std::unique_ptr<GenState> begin() const override;
+  void next_logits(GenState& state, int64_t token, float* logits) override;
+  TextGenerator* as_text_generator() override { return this; }
 
   Autotuner* autotuner() override { return rnn_.autotuner(); }
   size_t extra_activation_bytes() const override { return rnn_.checkpoint_scratch_bytes(); }

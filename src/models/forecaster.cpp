@@ -2,11 +2,13 @@
 
 #include <cstring>
 
+#include "models/registry.h"
+
 namespace seqtrain {
 
 Forecaster::Forecaster(const ModelSpec& spec)
     : Model(spec),
-      rnn_(params_, "rnn", spec.type == "gru" ? RnnCell::gru : RnnCell::lstm, spec.input_size, spec.hidden,
+      rnn_(params_, "rnn", rnn_cell(spec.type), spec.input_size, spec.hidden,
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, &precision_note_)),
       drop_(spec.dropout),
       head_(params_, "head", rnn_.output_size(), spec.output_size) {

@@ -36,7 +36,10 @@ struct ModelSpec {
   // Which parameters weight decay applies to (train.optimizer.decay): all (torch's
   // AdamW(model.parameters())) or matrices (2-D+ weights except embeddings, as nanoGPT).
   std::string decay = "all";
+  bool operator==(const ModelSpec&) const = default;
 };
+
+class TextGenerator;
 
 class Model {
  public:
@@ -65,6 +68,10 @@ class Model {
     return none;
   }
 
+  // Models that generate text return their TextGenerator (models/text_generator.h); the
+  // registry's text_generator() is the checked way to ask.
+  virtual TextGenerator* as_text_generator() { return nullptr; }
+
   ParamStore& params() { return params_; }
   const ModelSpec& spec() const { return spec_; }
 
@@ -78,6 +85,8 @@ class Model {
   uint64_t dropout_seed_ = 0;
 };
 
+// Builds the model of spec.type's family (models/registry.h); error listing the registered types
+// when spec.type is none of them.
 std::unique_ptr<Model> make_model(const ModelSpec& spec);
 
 // The RNN layers' options a spec asks for (kernels, precision, checkpointing, autotune), shared

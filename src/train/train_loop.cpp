@@ -9,6 +9,7 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/isa.h"
 #include "io/safetensors.h"
+#include "models/registry.h"
 #include "train/init_from.h"
 #include "train/metrics.h"
 
@@ -410,6 +411,7 @@ RunState TrainLoop::state_at(const std::string& tag, int64_t next_epoch, int64_t
   st.normalizer = plan_.normalizer;
   st.io = model_io_json(plan_);
   st.vocab = plan_.vocab_json;
+  st.model_spec = spec_to_json(spec_);  // what load_model rebuilds the model from
   st.features = plan_.windows ? plan_.windows->features : std::vector<std::string>{};
   st.targets = plan_.windows ? plan_.windows->targets : std::vector<std::string>{};
   st.schedule = schedule_state_to_json(schedule_->state());

@@ -25,6 +25,7 @@
 #include "backend/cpu/dnnl_context.h"
 #include "io/atomic_dir.h"
 #include "io/safetensors.h"
+#include "models/registry.h"
 #include "nn/loss.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
@@ -98,38 +99,15 @@ void route_stop_signals() {
 }
 
 ModelSpec model_spec(const Config& c, const Dataset& data) {
-  return model_spec(c, data.n_features(), c.data.lookback, c.data.horizon * data.n_targets());
+  return spec_from_config(c, DataShape{data.n_features(), c.data.lookback, c.data.horizon * data.n_targets()});
 }
 
 ModelSpec model_spec(const Config& c, const DataPlan& plan) {
-  ModelSpec s = model_spec(c, plan.features, plan.steps, plan.outputs);
-  if (plan.vocab > 0) {
-    // data.source text: an RNN type means the char LM over the text's vocabulary.
-    if (s.type == "lstm" || s.type == "gru") s.type = "char_" + s.type;
-    s.vocab_size = plan.vocab;
-  }
-  return s;
+  return spec_from_config(c, DataShape{plan.features, plan.steps, plan.outputs, plan.vocab, plan.classes});
 }
 
 ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int64_t output_size) {
-  ModelSpec s;
-  s.type = c.model.type;
-  s.input_size = input_size;
-  s.lookback = lookback;
-  s.hidden = c.model.hidden;
-  s.layers = c.model.layers;
-  s.bidirectional = c.model.bidirectional;
-  s.dropout = static_cast<float>(c.model.dropout);
-  s.output_size = output_size;
-  s.rnn_impl = c.runtime.rnn_impl;
-  s.precision = c.runtime.precision;
-  s.grad_checkpoint = c.train.grad_checkpoint;
-  // Timing-based choices can differ between two runs of the same config: a deterministic run
-  // keeps the configured kernels. (A resumed run reuses its autotune.json either way.)
-  s.autotune = c.runtime.autotune && !c.runtime.deterministic;
-  s.embed_size = c.model.embed_size;
-  s.decay = c.train.optimizer.decay;
-  return s;
+  return spec_from_config(c, DataShape{input_size, lookback, output_size});
 }
 
 double evaluate(Model& model, const WindowDataset& split, const std::string& loss, double huber_delta,

@@ -1,0 +1,132 @@
+// load_model and the checkpoint lookup it shares with the commands. See load_model.h.
+#include "cli/load_model.h"
+
+#include <filesystem>
+
+#include "data/text.h"
+#include "io/safetensors.h"
+#include "train/checkpoint.h"
+
+namespace seqtrain {
+namespace fs = std::filesystem;
+
+namespace {
+// A run directory means its best checkpoint. When a crash fell between moving the previous
+// best aside and renaming the new one in, the previous one (.old-best) is whole: use it.
+// (Only reading here; the next `train --resume` puts it back in place.)
+std::string checkpoint_dir(const std::string& path, bool bare_ok) {
+  const fs::path ck = fs::path(path) / "checkpoints";
+  if (fs::exists(ck / "best" / "state.json")) return (ck / "best").string();
+  if (!fs::exists(ck / "best") && fs::exists(ck / ".old-best" / "state.json")) return (ck / ".old-best").string();
+  if (bare_ok && fs::exists(ck / "best" / "model.safetensors")) return (ck / "best").string();
+  return path;
+}
+
+Config run_config(const std::string& dir, const nlohmann::json& state) {
+  return load_config_text(state.at("config").get<std::string>(), dir + "/state.json:config", ".", {});
+}
+
+// The data shape state.json's "io" (and "vocab") record, for checkpoints without "model_spec".
+std::optional<DataShape> shape_from_io(const std::string& dir, const nlohmann::json& state) {
+  if (!state.is_object() || !state.contains("io")) return std::nullopt;
+  const nlohmann::json& io = state.at("io");
+  DataShape d{io.at("features").get<int64_t>(), io.at("steps").get<int64_t>(), io.at("outputs").get<int64_t>(), 0,
+              io.at("classes").get<int64_t>()};
+  if (state.contains("vocab") && !state.at("vocab").is_null())
+    d.vocab = Vocab::from_json(state.at("vocab"), dir + "/state.json: vocab").size();
+  return d;
+}
+
+WeightShapes weight_shapes(const std::string& file) {
+  WeightShapes w;
+  for (const NamedTensor& t : read_safetensors(file).tensors) w[t.name] = t.shape;
+  return w;
+}
+
+std::string describe(const ModelSpec& s) {
+  return fmt::format("{} features x {} steps -> {} outputs, vocabulary {}", s.input_size, s.lookback, s.output_size,
+                     s.vocab_size);
+}
+
+// state.json's "model_spec", checked against the data the caller brings.
+ModelSpec stored_spec(const std::string& dir, const nlohmann::json& state, const std::optional<DataShape>& shape) {
+  ModelSpec s;
+  try {
+    s = spec_from_json(state.at("model_spec"));
+  } catch (const Error& e) {
+    fail("{}/state.json: {}", dir, e.what());
+  }
+  if (shape) {
+    const ModelSpec fit = refit_spec(s, *shape);
+    ST_CHECK(fit == s,
+             "the data does not fit the model in {}: it was trained for {} ({}/state.json: model_spec) but the data "
+             "gives {}; use data of the shape it was trained on",
+             dir, describe(s), dir, describe(fit));
+  }
+  return s;
+}
+
+// Where the spec comes from, in order: "model_spec"; the weights (when asked for); the config
+// with the caller's data shape or state.json's "io".
+ModelSpec pick_spec(const std::string& dir, const nlohmann::json& state, const LoadOptions& o, std::string* from) {
+  const bool has_state = state.is_object();
+  if (has_state && state.contains("model_spec")) {
+    *from = "model_spec";
+    return stored_spec(dir, state, o.shape);
+  }
+  const std::string weights = (fs::path(dir) / "model.safetensors").string();
+  if (o.from_weights)
+    if (std::optional<ModelSpec> s = spec_from_weights(weight_shapes(weights), weights)) {
+      *from = "weights";
+      return *s;
+    }
+  const std::optional<DataShape> shape = o.shape ? o.shape : shape_from_io(dir, state);
+  if (has_state && state.contains("config") && shape) {
+    *from = "config";
+    return spec_from_config(run_config(dir, state), *shape);
+  }
+  const std::string generating = family_names_where([](const ModelFamily& f) { return f.generates_text; });
+  ST_CHECK(!o.from_weights,
+           "{} holds no character language model (no embed.weight / rnn.weight_hh_l0 / head.weight): generate needs "
+           "a checkpoint of a {} run",
+           weights, generating);
+  fail("{}/state.json has no \"model_spec\", and no config and \"io\" section to rebuild the model from: the "
+       "checkpoint was written by an older seqtrain; train the run again",
+       dir);
+}
+}  // namespace
+
+CheckpointRef open_checkpoint(const std::string& path) {
+  CheckpointRef c;
+  c.dir = checkpoint_dir(path, false);
+  ST_CHECK(fs::exists(fs::path(c.dir) / "state.json"),
+           "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", path);
+  c.state = read_checkpoint_state(c.dir);
+  c.config = run_config(c.dir, c.state);
+  return c;
+}
+
+LoadedModel load_model(const std::string& path, const LoadOptions& o) {
+  LoadedModel l;
+  l.dir = checkpoint_dir(path, o.bare_ok);
+  const fs::path dir(l.dir);
+  const bool has_state = fs::exists(dir / "state.json");
+  if (o.bare_ok)
+    ST_CHECK(fs::exists(dir / "model.safetensors"),
+             "'{}' is neither a checkpoint directory (with model.safetensors) nor a run directory with "
+             "checkpoints/best",
+             path);
+  else
+    ST_CHECK(has_state, "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", path);
+  if (has_state) l.state = read_checkpoint_state(l.dir);
+  l.spec = pick_spec(l.dir, l.state, o, &l.spec_from);
+  l.model = build_model(l.spec);
+  // With state.json the checksums are verified; a bare directory has nothing to verify against.
+  if (has_state)
+    load_checkpoint(l.dir, l.model->params());
+  else
+    load_params((dir / "model.safetensors").string(), l.model->params());
+  return l;
+}
+
+}  // namespace seqtrain

@@ -1,0 +1,50 @@
+// load_model: the one way from a run or checkpoint directory to a trained model, shared by
+// eval, predict and generate (and export to come). Each used to rebuild its model its own way;
+// now the spec comes from state.json's "model_spec" (the spec the trainer resolved), the model
+// is built through the registry and the weights load with load_checkpoint's checksum checks.
+// Checkpoints written before "model_spec" existed fall back to what the commands did before:
+// the config in state.json with the data's shape (the caller's, or state.json's "io"), or for
+// a language model saved without a config, the shapes of its weights.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "models/registry.h"
+
+namespace seqtrain {
+
+// A checkpoint a command reads: its directory, state.json and the config it was trained with.
+struct CheckpointRef {
+  std::string dir;
+  nlohmann::json state;
+  Config config;
+};
+// `path` is a checkpoint directory or a run directory (its checkpoints/best, or .old-best when a
+// crash fell between moving best aside and renaming the new one in). Error when it is neither.
+CheckpointRef open_checkpoint(const std::string& path);
+
+struct LoadOptions {
+  // The shape of the data the caller will feed (eval, predict). Without "model_spec" it gives
+  // the spec with the run's config; with one, data that does not fit the model is an error.
+  std::optional<DataShape> shape = std::nullopt;
+  // Without "model_spec", read the spec off the weights first (language models; generate).
+  bool from_weights = false;
+  // Accept a directory holding model.safetensors but no state.json (weights saved by PyTorch's
+  // save_seqtrain); nothing is verified then.
+  bool bare_ok = false;
+};
+
+struct LoadedModel {
+  std::string dir;        // the checkpoint directory read
+  nlohmann::json state;   // its state.json; null for a bare directory
+  ModelSpec spec;
+  std::string spec_from;  // "model_spec", "config" or "weights": where the spec came from
+  std::unique_ptr<Model> model;
+};
+
+LoadedModel load_model(const std::string& run_or_checkpoint, const LoadOptions& options = {});
+
+}  // namespace seqtrain

@@ -1,0 +1,234 @@
+// The model families and the queries over them. See registry.h.
+#include "models/registry.h"
+
+#include "config/config.h"
+#include "models/char_lm.h"
+#include "models/forecaster.h"
+#include "models/mlp.h"
+#include "models/text_generator.h"
+
+namespace seqtrain {
+
+namespace {
+std::string join_or(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + v[i];
+  return out;
+}
+
+// Forecasters and classifiers: windows of `features` values over `steps` in, `outputs` out.
+void fit_windows(ModelSpec& s, const DataShape& d) {
+  s.input_size = d.features;
+  s.lookback = d.steps;
+  s.output_size = d.outputs;
+}
+
+// A language model also takes its vocabulary from the data (it is not a config key).
+void fit_tokens(ModelSpec& s, const DataShape& d) {
+  fit_windows(s, d);
+  s.vocab_size = d.vocab;
+}
+
+// A family that neither is a language model nor turns into one cannot read text.
+std::optional<ConfigProblem> refuse_text(const Config& c) {
+  if (c.data.source != "text") return std::nullopt;
+  return ConfigProblem{"model.type",
+                       fmt::format("config key 'model.type' is {}, but data.source text needs the char LM ({})",
+                                   c.model.type, family_names_where([](const ModelFamily& f) { return f.text_becomes_lm; }))};
+}
+
+// The char LM's shape read off its weights: embed.weight [V, E], rnn.weight_hh_l{k} [G*H, H].
+std::optional<ModelSpec> char_lm_from_weights(const WeightShapes& w, const std::string& file) {
+  if (!w.count("embed.weight") || !w.count("head.weight") || !w.count("rnn.weight_hh_l0")) return std::nullopt;
+  ModelSpec s;
+  const Shape& emb = w.at("embed.weight");
+  const Shape& whh = w.at("rnn.weight_hh_l0");
+  ST_CHECK(emb.size() == 2 && whh.size() == 2 && whh[0] % whh[1] == 0, "{}: embed.weight {} or rnn.weight_hh_l0 {} has "
+           "an unexpected shape; the file is damaged", file, shape_str(emb), shape_str(whh));
+  s.vocab_size = emb[0];
+  s.embed_size = emb[1];
+  s.hidden = whh[1];
+  const int64_t G = whh[0] / whh[1];
+  ST_CHECK(G == 4 || G == 3, "{}: rnn.weight_hh_l0 {} is neither an LSTM's [4H, H] nor a GRU's [3H, H]", file,
+           shape_str(whh));
+  const RnnCell cell = G == 4 ? RnnCell::lstm : RnnCell::gru;
+  for (const ModelFamily& f : model_families())
+    for (size_t i = 0; i < f.cells.size(); ++i)
+      if (f.is_language_model && f.cells[i] == cell) s.type = f.names[i];
+  s.layers = 0;
+  while (w.count("rnn.weight_hh_l" + std::to_string(s.layers))) ++s.layers;
+  ST_CHECK(!w.count("rnn.weight_hh_l0_reverse"), "{}: a bidirectional RNN cannot be a language model", file);
+  return s;
+}
+
+template <typename M>
+std::unique_ptr<Model> make(const ModelSpec& s) {
+  return std::make_unique<M>(s);
+}
+
+std::vector<ModelFamily> make_families() {
+  std::vector<ModelFamily> f;
+  f.push_back({.title = "RNN forecaster / classifier",
+               .names = {"lstm", "gru"},
+               .cells = {RnnCell::lstm, RnnCell::gru},
+               .text_becomes_lm = true,
+               .fit_shape = fit_windows,
+               .build = make<Forecaster>});
+  f.push_back({.title = "MLP forecaster",
+               .names = {"mlp"},
+               .check_config = refuse_text,
+               .fit_shape = fit_windows,
+               .build = make<MlpForecaster>});
+  f.push_back({.title = "character language model",
+               .names = {"char_lstm", "char_gru"},
+               .cells = {RnnCell::lstm, RnnCell::gru},
+               .is_language_model = true,
+               .generates_text = true,
+               .fit_shape = fit_tokens,
+               .build = make<CharLm>,
+               .from_weights = char_lm_from_weights});
+  return f;
+}
+}  // namespace
+
+RnnCell ModelFamily::cell(const std::string& name) const {
+  for (size_t i = 0; i < cells.size() && i < names.size(); ++i)
+    if (names[i] == name) return cells[i];
+  fail("model.type '{}' has no RNN layers ({})", name, title);
+}
+
+const std::vector<ModelFamily>& model_families() {
+  static const std::vector<ModelFamily> families = make_families();
+  return families;
+}
+
+std::vector<std::string> model_type_names() {
+  std::vector<std::string> out;
+  for (const ModelFamily& f : model_families()) out.insert(out.end(), f.names.begin(), f.names.end());
+  return out;
+}
+
+const ModelFamily* find_family(const std::string& type) {
+  for (const ModelFamily& f : model_families())
+    for (const std::string& n : f.names)
+      if (n == type) return &f;
+  return nullptr;
+}
+
+const ModelFamily& family(const std::string& type) {
+  const ModelFamily* f = find_family(type);
+  if (!f) fail("model.type '{}' is not known: use {}", type, join_or(model_type_names()));
+  return *f;
+}
+
+RnnCell rnn_cell(const std::string& type) { return family(type).cell(type); }
+
+std::string family_names_where(const std::function<bool(const ModelFamily&)>& pick) {
+  std::vector<std::string> names;
+  for (const ModelFamily& f : model_families())
+    if (pick(f)) names.insert(names.end(), f.names.begin(), f.names.end());
+  return join_or(names);
+}
+
+std::optional<ConfigProblem> check_model_config(const Config& config) {
+  const ModelFamily& f = family(config.model.type);
+  return f.check_config ? f.check_config(config) : std::nullopt;
+}
+
+std::string resolve_type(const std::string& type, const DataShape& shape) {
+  const ModelFamily& f = family(type);
+  if (shape.vocab <= 0 || !f.text_becomes_lm) return type;
+  const RnnCell cell = f.cell(type);
+  for (const ModelFamily& lm : model_families())
+    for (size_t i = 0; lm.is_language_model && i < lm.cells.size(); ++i)
+      if (lm.cells[i] == cell) return lm.names[i];
+  fail("model.type '{}': no language model family has its RNN cell", type);
+}
+
+ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
+  ModelSpec s;
+  s.type = resolve_type(c.model.type, shape);
+  s.hidden = c.model.hidden;
+  s.layers = c.model.layers;
+  s.bidirectional = c.model.bidirectional;
+  s.dropout = static_cast<float>(c.model.dropout);
+  s.rnn_impl = c.runtime.rnn_impl;
+  s.precision = c.runtime.precision;
+  s.grad_checkpoint = c.train.grad_checkpoint;
+  // Timing-based choices can differ between two runs of the same config: a deterministic run
+  // keeps the configured kernels. (A resumed run reuses its autotune.json either way.)
+  s.autotune = c.runtime.autotune && !c.runtime.deterministic;
+  s.embed_size = c.model.embed_size;
+  s.decay = c.train.optimizer.decay;
+  family(s.type).fit_shape(s, shape);
+  return s;
+}
+
+ModelSpec refit_spec(const ModelSpec& spec, const DataShape& shape) {
+  ModelSpec s = spec;
+  family(s.type).fit_shape(s, shape);
+  return s;
+}
+
+std::optional<ModelSpec> spec_from_weights(const WeightShapes& weights, const std::string& file) {
+  for (const ModelFamily& f : model_families())
+    if (f.from_weights)
+      if (std::optional<ModelSpec> s = f.from_weights(weights, file)) return s;
+  return std::nullopt;
+}
+
+namespace {
+// Calls v(key, member) once per ModelSpec field; M is ModelSpec or const ModelSpec, so one list
+// serves spec_to_json and spec_from_json.
+template <typename M, typename V>
+void visit_spec(M& s, V&& v) {
+  v("type", s.type);
+  v("input_size", s.input_size);
+  v("lookback", s.lookback);
+  v("hidden", s.hidden);
+  v("layers", s.layers);
+  v("bidirectional", s.bidirectional);
+  v("dropout", s.dropout);
+  v("output_size", s.output_size);
+  v("rnn_impl", s.rnn_impl);
+  v("precision", s.precision);
+  v("grad_checkpoint", s.grad_checkpoint);
+  v("autotune", s.autotune);
+  v("vocab_size", s.vocab_size);
+  v("embed_size", s.embed_size);
+  v("decay", s.decay);
+}
+}  // namespace
+
+nlohmann::json spec_to_json(const ModelSpec& s) {
+  nlohmann::json j = nlohmann::json::object();
+  visit_spec(s, [&](const char* key, const auto& x) { j[key] = x; });
+  return j;
+}
+
+// Missing fields keep ModelSpec's defaults, so specs written before a field existed still load.
+ModelSpec spec_from_json(const nlohmann::json& j) {
+  ST_CHECK(j.is_object() && j.contains("type") && j.at("type").is_string(),
+           "model_spec must be an object with a \"type\" string, got {}", j.dump());
+  ModelSpec s;
+  try {
+    visit_spec(s, [&](const char* key, auto& x) { x = j.value(key, x); });
+  } catch (const nlohmann::json::exception& e) {
+    fail("model_spec {}: a field has the wrong type ({})", j.dump(), e.what());
+  }
+  family(s.type);  // an unknown type fails here, listing the registered ones
+  return s;
+}
+
+std::unique_ptr<Model> build_model(const ModelSpec& spec) { return family(spec.type).build(spec); }
+
+TextGenerator& text_generator(Model& model) {
+  const std::string& type = model.spec().type;
+  const ModelFamily& f = family(type);
+  TextGenerator* g = f.generates_text ? model.as_text_generator() : nullptr;
+  ST_CHECK(g != nullptr, "model.type '{}' ({}) does not generate text: generate needs a checkpoint of a {} run", type,
+           f.title, family_names_where([](const ModelFamily& x) { return x.generates_text; }));
+  return *g;
+}
+
+}  // namespace seqtrain
