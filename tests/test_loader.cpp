@@ -164,6 +164,49 @@ TEST(DataLoader, RanksFillTheirShardsOfTheSameGlobalBatch) {
   EXPECT_THROW(Loader(src, bad), Error);
 }
 
+// The batch's named tensors: values stay views of the floats the source filled, ids and
+// labels arrive as int64 in the layout's shape, and a label that is not a whole number >= 0 is
+// an error naming the sample, never a silent cast.
+TEST(DataLoader, BatchCarriesTypedInputsAndTargets) {
+  CountingSource src(10);  // x[j] = sample * 1000 + j (whole numbers at epoch 0), y = -sample
+  LoaderOptions o{.workers = 1, .prefetch = 2, .batch_size = 4};
+  o.layout.x = {2, 3};
+  Loader values(src, o);
+  values.start_epoch(0);
+  const Batch* b = values.next();
+  EXPECT_EQ(b->inputs.dtype, DType::f32);
+  EXPECT_EQ(b->inputs.shape, (Shape{4, 2, 3}));
+  EXPECT_EQ(b->inputs.f32(), b->x) << "values are a view, not a copy";
+  EXPECT_EQ(b->targets.shape, (Shape{4, 1}));
+  values.release(b);
+
+  struct Flipped : CountingSource {  // y = +sample: valid labels
+    using CountingSource::CountingSource;
+    void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const override {
+      CountingSource::fill(idx, epoch, x, y);
+      for (size_t i = 0; i < idx.size(); ++i) y[i] = float(idx[i]);
+    }
+  } labelled(10);
+  LoaderOptions ids = o;
+  ids.layout = SampleLayout{.x = {6}, .x_ids = true, .y = {}, .y_ids = true};
+  Loader typed(labelled, ids);
+  typed.start_epoch(0);
+  b = typed.next();
+  ASSERT_EQ(b->inputs.dtype, DType::i64);
+  EXPECT_EQ(b->inputs.shape, (Shape{4, 6}));
+  EXPECT_EQ(b->inputs.data<int64_t>()[7], 1001);
+  ASSERT_EQ(b->targets.dtype, DType::i64);
+  EXPECT_EQ(b->targets.shape, (Shape{4}));
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(b->targets.data<int64_t>()[i], b->samples[i]);
+  typed.release(b);
+
+  Loader negative(src, ids);  // y = -sample: sample 0 is fine, the rest are not labels
+  negative.start_epoch(0);
+  const std::string err = testing::error_of([&] { negative.release(negative.next()); });
+  EXPECT_NE(err.find("is not a whole number >= 0"), std::string::npos) << err;
+  EXPECT_NE(err.find("label"), std::string::npos) << err;
+}
+
 TEST(DataLoader, EpochVisitsEverySampleOnceWithPartialOrDroppedLastBatch) {
   CountingSource src(103);
   for (bool drop_last : {false, true}) {

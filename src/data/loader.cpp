@@ -122,6 +122,7 @@ void Loader::claim(Slot& s) {
 void Loader::fill_slot(Slot& s) {
   try {
     src_.fill(s.batch.samples, s.batch.epoch, s.x, src_.y_size() > 0 ? s.y : nullptr);
+    make_batch_tensors(opt_.layout, src_.x_size(), src_.y_size(), s.batch, s.x_ids, s.y_ids);
   } catch (...) {
     s.error = std::current_exception();
   }

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/batch.h"
 #include "data/window_dataset.h"
 
 namespace seqtrain {
@@ -73,17 +74,11 @@ struct LoaderOptions {
   // is the global batch; a short last batch splits into shards that differ by at most a row.
   int rank = 0;
   int world = 1;
+  SampleLayout layout{};  // how x and y become the batch's typed inputs and targets
 };
 
-// One batch, valid from next() until release(). x: [count, x_size], y: [count, y_size].
-struct Batch {
-  int64_t epoch = 0;
-  int64_t index = 0;                // position of the batch in its epoch
-  int64_t count = 0;                // samples in this batch (the last may be partial)
-  std::span<const int64_t> samples; // source indices of the rows, in row order
-  const float* x = nullptr;
-  const float* y = nullptr;         // null when the source has y_size() == 0
-};
+// One batch (data/batch.h), valid from next() until release(). x: [count, x_size], y: [count,
+// y_size]; inputs/targets the same data typed and shaped as LoaderOptions::layout says.
 
 class Loader {
  public:
@@ -116,6 +111,7 @@ class Loader {
     float* x = nullptr;
     float* y = nullptr;
     std::vector<int64_t> idx;
+    std::vector<int64_t> x_ids, y_ids;  // int64 copies when the layout says ids
     Batch batch;
     enum State { Free, Filling, Ready, Held } state = Free;
     uint64_t generation = 0;  // epoch generation the content belongs to

@@ -279,11 +279,14 @@ TrainFeed training_feed(const DataPlan& plan, const Config& config, int64_t work
   return f;
 }
 
-Tensor target_tensor(const DataPlan& plan, const float* y, int64_t n, std::vector<int64_t>& labels) {
+SampleLayout sample_layout(const DataPlan& plan) {
+  SampleLayout l;
   const int64_t ys = plan.train->y_size();
-  if (plan.classes == 0) return Tensor(const_cast<float*>(y), {n, ys});
-  for (int64_t i = 0; i < n * ys; ++i) labels[i] = static_cast<int64_t>(y[i]);
-  return ys == 1 ? Tensor(labels.data(), {n}, DType::i64) : Tensor(labels.data(), {n, ys}, DType::i64);
+  l.x_ids = plan.vocab > 0;
+  l.x = l.x_ids ? Shape{plan.steps} : Shape{plan.steps, plan.features};
+  l.y_ids = plan.classes > 0;
+  l.y = l.y_ids && ys == 1 ? Shape{} : Shape{ys};
+  return l;
 }
 
 }  // namespace seqtrain

@@ -69,9 +69,9 @@ TrainFeed training_feed(const DataPlan& plan, const Config& config, int64_t work
 // `seqtrain predict` rebuilds the model of an npy run from it without the training files.
 nlohmann::json model_io_json(const DataPlan& plan);
 
-// y of n samples as the loss takes it: [n, y_size] floats, or for classification int64 labels
-// converted into `labels` (which must hold n * y_size): [n] for one label per sample, [n, T]
-// for next-token targets.
-Tensor target_tensor(const DataPlan& plan, const float* y, int64_t n, std::vector<int64_t>& labels);
+// What a training sample of `plan` is, for the loader's typed batches: x [steps, features]
+// values or [steps] token ids (text); y [outputs] values, one int64 label (classification),
+// or [T] int64 next tokens.
+SampleLayout sample_layout(const DataPlan& plan);
 
 }  // namespace seqtrain

@@ -164,8 +164,8 @@ void TrainLoop::resume_or_start() {
                                      LoaderOptions{.workers = workers_, .prefetch = config_.data.prefetch,
                                                    .batch_size = config_.train.batch_size,
                                                    .shuffle = config_.train.shuffle, .seed = config_.seed,
-                                                   .rank = comm_->rank(), .world = comm_->world()});
-  labels_.resize(plan_.classes > 0 ? config_.train.batch_size * feed_.source->y_size() : 0);
+                                                   .rank = comm_->rank(), .world = comm_->world(),
+                                                   .layout = sample_layout(plan_)});
   x_.resize(config_.train.batch_size * feed_.source->x_size());
   y_.resize(config_.train.batch_size * feed_.source->y_size());
   if (resuming_) replay_partial_accumulation();
@@ -233,8 +233,14 @@ void TrainLoop::replay_partial_accumulation() {
     const int64_t begin = b * B;
     const auto [lo, hi] = shard_rows(std::min(B, feed_.source->size() - begin), comm_->rank(), comm_->world());
     const int64_t n = hi - lo;
-    feed_.source->fill(std::span<const int64_t>(order.data() + begin + lo, n), e, x_.data(), y_.data());
-    ST_CHECK(!run_batch(x_.data(), y_.data(), n, state_.micro_steps - m + i).updated,
+    Batch batch;
+    batch.count = n;
+    batch.samples = std::span<const int64_t>(order.data() + begin + lo, n);
+    feed_.source->fill(batch.samples, e, x_.data(), y_.data());
+    batch.x = x_.data();
+    batch.y = y_.empty() ? nullptr : y_.data();
+    make_batch_tensors(sample_layout(plan_), feed_.source->x_size(), feed_.source->y_size(), batch, x_ids_, y_ids_);
+    ST_CHECK(!run_batch(batch, state_.micro_steps - m + i).updated,
              "internal error: replaying a partial gradient accumulation completed an optimizer step");
   }
   step_->take_loss();
@@ -252,9 +258,8 @@ void TrainLoop::announce() {
     observers_.on_note(fmt::format("the {} model runs in fp32 (mixed precision covers the RNN layers)", spec_.type));
 }
 
-StepResult TrainLoop::run_batch(const float* x, const float* y, int64_t n, int64_t micro) {
-  return step_->run(Tensor(const_cast<float*>(x), {n, plan_.steps, plan_.features}), target_tensor(plan_, y, n, labels_),
-                    mix_seed(config_.seed, static_cast<uint64_t>(micro)));
+StepResult TrainLoop::run_batch(const Batch& batch, int64_t micro) {
+  return step_->run(batch.inputs, batch.targets, mix_seed(config_.seed, static_cast<uint64_t>(micro)));
 }
 
 // Trains the rest of the current epoch; returns false when a stop request ended it.
@@ -265,7 +270,7 @@ bool TrainLoop::train_epoch() {
   while (state_.batch_in_epoch < batches_) {
     const Batch* batch = loader_->next();
     ST_CHECK(batch != nullptr, "the data loader ended epoch {} early at batch {}", state_.epoch, state_.batch_in_epoch);
-    const StepResult r = run_batch(batch->x, batch->y, batch->count, state_.micro_steps);
+    const StepResult r = run_batch(*batch, state_.micro_steps);
     if (!autotune_saved_) {
       autotune_saved_ = true;
       save_autotune_log();

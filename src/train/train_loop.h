@@ -62,7 +62,7 @@ class TrainLoop {
   void check_stop();
   bool stop_requested() const;
   void save_autotune_log();
-  StepResult run_batch(const float* x, const float* y, int64_t n, int64_t micro);
+  StepResult run_batch(const Batch& batch, int64_t micro);
   RunState state_at(const std::string& tag, int64_t next_epoch, int64_t next_batch);
   double take_logged_loss();
   void hold_losses();
@@ -106,8 +106,8 @@ class TrainLoop {
   Clock::time_point start_, log_start_, epoch_start_;
   int64_t log_samples_ = 0;
   std::unique_ptr<BatchSource> val_capped_;  // the val split cut to train.eval_iters batches
-  std::vector<int64_t> labels_;   // class labels as the loss takes them
   std::vector<float> x_, y_;      // one micro-batch outside the loader (the resume replay)
+  std::vector<int64_t> x_ids_, y_ids_;
 };
 
 }  // namespace seqtrain
