@@ -13,6 +13,7 @@
 #include "data/dataset.h"
 #include "data/text.h"
 #include "models/char_lm.h"
+#include "config/model_config.h"
 #include "models/registry.h"
 #include "test_trainer_util.h"
 #include "test_util.h"

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "config/model_config.h"
 #include "data/text.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"

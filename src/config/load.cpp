@@ -19,7 +19,7 @@
 #include "config/scalar.h"
 #include "config/suggest.h"
 #include "core/error.h"
-#include "models/registry.h"
+#include "config/model_config.h"
 
 namespace seqtrain {
 namespace {

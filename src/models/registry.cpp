@@ -1,7 +1,6 @@
 // The model families and the queries over them. See registry.h.
 #include "models/registry.h"
 
-#include "config/config.h"
 #include "models/char_lm.h"
 #include "models/forecaster.h"
 #include "models/mlp.h"
@@ -27,14 +26,6 @@ void fit_windows(ModelSpec& s, const DataShape& d) {
 void fit_tokens(ModelSpec& s, const DataShape& d) {
   fit_windows(s, d);
   s.vocab_size = d.vocab;
-}
-
-// A family that neither is a language model nor turns into one cannot read text.
-std::optional<ConfigProblem> refuse_text(const Config& c) {
-  if (c.data.source != "text") return std::nullopt;
-  return ConfigProblem{"model.type",
-                       fmt::format("config key 'model.type' is {}, but data.source text needs the char LM ({})",
-                                   c.model.type, family_names_where([](const ModelFamily& f) { return f.text_becomes_lm; }))};
 }
 
 // The char LM's shape read off its weights: embed.weight [V, E], rnn.weight_hh_l{k} [G*H, H].
@@ -76,7 +67,6 @@ std::vector<ModelFamily> make_families() {
                .build = make<Forecaster>});
   f.push_back({.title = "MLP forecaster",
                .names = {"mlp"},
-               .check_config = refuse_text,
                .fit_shape = fit_windows,
                .build = make<MlpForecaster>});
   f.push_back({.title = "character language model",
@@ -130,11 +120,6 @@ std::string family_names_where(const std::function<bool(const ModelFamily&)>& pi
   return join_or(names);
 }
 
-std::optional<ConfigProblem> check_model_config(const Config& config) {
-  const ModelFamily& f = family(config.model.type);
-  return f.check_config ? f.check_config(config) : std::nullopt;
-}
-
 std::string resolve_type(const std::string& type, const DataShape& shape) {
   const ModelFamily& f = family(type);
   if (shape.vocab <= 0 || !f.text_becomes_lm) return type;
@@ -143,25 +128,6 @@ std::string resolve_type(const std::string& type, const DataShape& shape) {
     for (size_t i = 0; lm.is_language_model && i < lm.cells.size(); ++i)
       if (lm.cells[i] == cell) return lm.names[i];
   fail("model.type '{}': no language model family has its RNN cell", type);
-}
-
-ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
-  ModelSpec s;
-  s.type = resolve_type(c.model.type, shape);
-  s.hidden = c.model.hidden;
-  s.layers = c.model.layers;
-  s.bidirectional = c.model.bidirectional;
-  s.dropout = static_cast<float>(c.model.dropout);
-  s.rnn_impl = c.runtime.rnn_impl;
-  s.precision = c.runtime.precision;
-  s.grad_checkpoint = c.train.grad_checkpoint;
-  // Timing-based choices can differ between two runs of the same config: a deterministic run
-  // keeps the configured kernels. (A resumed run reuses its autotune.json either way.)
-  s.autotune = c.runtime.autotune && !c.runtime.deterministic;
-  s.embed_size = c.model.embed_size;
-  s.decay = c.train.optimizer.decay;
-  family(s.type).fit_shape(s, shape);
-  return s;
 }
 
 ModelSpec refit_spec(const ModelSpec& spec, const DataShape& shape) {

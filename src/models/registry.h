@@ -19,7 +19,6 @@
 
 namespace seqtrain {
 
-struct Config;
 class TextGenerator;
 
 // What a model is built to read and produce, as the data source reports it.
@@ -29,12 +28,6 @@ struct DataShape {
   int64_t outputs = 0;   // model outputs per sample
   int64_t vocab = 0;     // > 0: the inputs are token ids of a vocabulary this size (text)
   int64_t classes = 0;   // > 0: the targets are labels of this many classes
-};
-
-// One config problem a family finds: the key to point at, and the message that follows the
-// key's "file:line:col: " (config/load.cpp adds it).
-struct ConfigProblem {
-  std::string key, message;
 };
 
 // Weight names -> shapes of a checkpoint, for recovering a spec without its config.
@@ -47,8 +40,8 @@ struct ModelFamily {
   bool is_language_model = false;    // reads token ids and needs a vocabulary
   bool generates_text = false;       // its models implement TextGenerator
   bool text_becomes_lm = false;      // on text data, names[i] means the language model of cells[i]
-  // Problems this family has with a config (checked after every key is in); may be empty.
-  std::function<std::optional<ConfigProblem>(const Config&)> check_config{};
+  // Whether it can train on text data (config/model_config.cpp refuses the others there).
+  bool reads_text() const { return is_language_model || text_becomes_lm; }
   // Writes the spec fields that depend on the data (sizes of input, output, vocabulary).
   std::function<void(ModelSpec&, const DataShape&)> fit_shape{};
   std::function<std::unique_ptr<Model>(const ModelSpec&)> build{};
@@ -70,12 +63,8 @@ RnnCell rnn_cell(const std::string& type);
 // "a, b or c" of the names of the families `pick` selects (for messages).
 std::string family_names_where(const std::function<bool(const ModelFamily&)>& pick);
 
-// The family checks of a config (config/load.cpp calls it after its own cross-key checks).
-std::optional<ConfigProblem> check_model_config(const Config& config);
 // The model.type a config's type means for data of this shape (lstm on text: char_lstm).
 std::string resolve_type(const std::string& type, const DataShape& shape);
-// The model a config builds for data of this shape.
-ModelSpec spec_from_config(const Config& config, const DataShape& shape);
 // `spec` with its data-dependent fields rewritten for `shape`; equal to `spec` when the data
 // fits a model of that spec.
 ModelSpec refit_spec(const ModelSpec& spec, const DataShape& shape);

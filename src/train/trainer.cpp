@@ -25,6 +25,7 @@
 #include "backend/cpu/dnnl_context.h"
 #include "io/atomic_dir.h"
 #include "io/safetensors.h"
+#include "config/model_config.h"
 #include "models/registry.h"
 #include "nn/loss.h"
 #include "optim/loss_scaler.h"

@@ -1,0 +1,34 @@
+// The model section through the registry: see model_config.h.
+#include "config/model_config.h"
+
+#include <fmt/format.h>
+
+namespace seqtrain {
+
+std::optional<ConfigProblem> check_model_config(const Config& c) {
+  const ModelFamily& f = family(c.model.type);
+  if (c.data.source != "text" || f.reads_text()) return std::nullopt;
+  return ConfigProblem{"model.type",
+                       fmt::format("config key 'model.type' is {}, but data.source text needs the char LM ({})",
+                                   c.model.type, family_names_where([](const ModelFamily& m) { return m.text_becomes_lm; }))};
+}
+
+ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
+  ModelSpec s;
+  s.type = resolve_type(c.model.type, shape);
+  s.hidden = c.model.hidden;
+  s.layers = c.model.layers;
+  s.bidirectional = c.model.bidirectional;
+  s.dropout = static_cast<float>(c.model.dropout);
+  s.rnn_impl = c.runtime.rnn_impl;
+  s.precision = c.runtime.precision;
+  s.grad_checkpoint = c.train.grad_checkpoint;
+  // Timing-based choices can differ between two runs of the same config: a deterministic run
+  // keeps the configured kernels. (A resumed run reuses its autotune.json either way.)
+  s.autotune = c.runtime.autotune && !c.runtime.deterministic;
+  s.embed_size = c.model.embed_size;
+  s.decay = c.train.optimizer.decay;
+  return refit_spec(s, shape);
+}
+
+}  // namespace seqtrain
