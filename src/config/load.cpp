@@ -388,6 +388,10 @@ class Loader {
         fail("{}: config key '{}' turns on series augmentation, which would alter token ids; data.source text "
              "needs every data.augment value at 0", origin(on), on);
     }
+    if (c.runtime.backend == "reference" && c.runtime.precision != "fp32")
+      fail("{}: config key 'runtime.precision' is {} but runtime.backend is reference, which computes in fp32 only "
+           "(it has no bf16/fp16 GEMM): set runtime.precision: fp32, or runtime.backend: cpu",
+           origin("runtime.precision"), c.runtime.precision);
     if (text && c.model.type == "mlp")
       fail("{}: config key 'model.type' is mlp, but data.source text needs the char LM (lstm or gru)",
            origin("model.type"));

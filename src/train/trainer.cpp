@@ -123,6 +123,7 @@ ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int6
   s.output_size = output_size;
   s.rnn_impl = c.runtime.rnn_impl;
   s.precision = c.runtime.precision;
+  s.backend = c.runtime.backend;
   s.grad_checkpoint = c.train.grad_checkpoint;
   // Timing-based choices can differ between two runs of the same config: a deterministic run
   // keeps the configured kernels. (A resumed run reuses its autotune.json either way.)
