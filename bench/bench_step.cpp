@@ -65,6 +65,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "bench_model.h"
+#include "backend/cpu/autotune.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/gemm_bf16.h"

@@ -71,6 +71,7 @@ ModelSpec every_field_set() {
   s.vocab_size = 41;
   s.embed_size = 7;
   s.decay = "matrices";
+  s.backend = "reference";
   return s;
 }
 

@@ -147,6 +147,9 @@ struct RuntimeConfig {
   std::string rnn_impl = "fused";   // fused | onednn: kernels for the LSTM/GRU layers
   bool autotune = true;             // time the RNN kernels per layer shape at the first step (cudnn.benchmark)
   LossScaleConfig loss_scale;       // used only when precision is fp16
+  // cpu | reference: which Backend (backend/backend.h) runs the layers and the optimizer. The
+  // reference backend (plain fp64-accumulating loops) is the oracle for tests; fp32 only.
+  std::string backend = "cpu";
   bool operator==(const RuntimeConfig&) const = default;
 };
 

@@ -157,6 +157,7 @@ void visit_fields(C& c, V&& v) {
   v.field("runtime.deterministic", r.deterministic);
   v.field("runtime.rnn_impl", r.rnn_impl, Choices{"fused", "onednn"});
   v.field("runtime.autotune", r.autotune);
+  v.field("runtime.backend", r.backend, Choices{"cpu", "reference"});
   v.field("runtime.loss_scale.init", r.loss_scale.init, positive());
   v.field("runtime.loss_scale.growth_factor", r.loss_scale.growth_factor, Range{1, kInf, true, false});
   v.field("runtime.loss_scale.backoff_factor", r.loss_scale.backoff_factor, unit_open());

@@ -390,6 +390,10 @@ class Loader {
              "needs every data.augment value at 0", origin(on), on);
     }
     if (std::optional<ConfigProblem> p = check_model_config(c)) fail("{}: {}", origin(p->key), p->message);
+    if (c.runtime.backend == "reference" && c.runtime.precision != "fp32")
+      fail("{}: config key 'runtime.precision' is {} but runtime.backend is reference, which computes in fp32 only "
+           "(it has no bf16/fp16 GEMM): set runtime.precision: fp32, or runtime.backend: cpu",
+           origin("runtime.precision"), c.runtime.precision);
     // npy jobs validate when data.npy.val_x is set; csv/synthetic when the val fraction is > 0.
     const bool has_val = npy ? !d.npy.val_x.empty() : d.split[1] > 0;
     if (t.early_stopping.patience > 0 && !has_val)

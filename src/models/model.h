@@ -8,6 +8,7 @@
 
 #include "core/arena.h"
 #include "core/rng.h"
+#include "backend/backend.h"
 #include "nn/params.h"
 #include "nn/rnn.h"
 
@@ -36,6 +37,9 @@ struct ModelSpec {
   // Which parameters weight decay applies to (train.optimizer.decay): all (torch's
   // AdamW(model.parameters())) or matrices (2-D+ weights except embeddings, as nanoGPT).
   std::string decay = "all";
+  // runtime.backend: the device every layer of the model computes on (cpu | reference). The
+  // model puts it on its ParamStore, where layers, the optimizer and clipping find it.
+  std::string backend = "cpu";
   bool operator==(const ModelSpec&) const = default;
 };
 
@@ -76,7 +80,8 @@ class Model {
   const ModelSpec& spec() const { return spec_; }
 
  protected:
-  explicit Model(ModelSpec spec) : spec_(std::move(spec)) {}
+  // Sets the ParamStore's backend before the derived model builds its layers.
+  explicit Model(ModelSpec spec) : spec_(std::move(spec)) { params_.set_backend(backend_named(spec_.backend)); }
   // Ends parameter registration: finalizes the store and sets each entry's `decay` from
   // spec_.decay. Every model's constructor calls it once its layers are built.
   void finish_params();

@@ -163,6 +163,7 @@ void visit_spec(M& s, V&& v) {
   v("vocab_size", s.vocab_size);
   v("embed_size", s.embed_size);
   v("decay", s.decay);
+  v("backend", s.backend);
 }
 }  // namespace
 

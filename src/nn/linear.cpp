@@ -1,4 +1,4 @@
-// Linear forward/backward over the row-major GEMM. See linear.h.
+// Linear forward/backward over the Backend's row-major GEMM. See linear.h.
 //   forward:  y[N,out]   = x[N,in] W[out,in]^T + b
 //   backward: dx[N,in]   = dy[N,out] W[out,in]
 //             dW[out,in] += dy[N,out]^T x[N,in]
@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "backend/cpu/gemm.h"
+#include "backend/backend.h"
 
 namespace seqtrain {
 
@@ -33,20 +33,18 @@ Tensor Linear::forward(const Tensor& x, Arena& arena) {
   ST_CHECK(!x.shape.empty() && x.dim(-1) == in && x.contiguous(),
            "Linear: input {} does not match weight [{}, {}]: expected a contiguous [..., {}]", shape_str(x.shape),
            out, in, in);
+  Backend& be = params.backend();
   const int64_t N = x.numel() / in;
   Shape ys = x.shape;
   ys.back() = out;
   Tensor y = arena.tensor(ys);
-  float* yp = y.f32();
   float beta = 0.f;
   if (has_bias) {
     // Seed every row with the bias and let the GEMM add onto it: one pass over y instead of two.
-    const float* b = params.param(bias).f32();
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t j = 0; j < out; ++j) yp[i * out + j] = b[j];
+    be.bias_rows(params.param(bias).f32(), y.f32(), N, out);
     beta = 1.f;
   }
-  gemm(false, true, N, out, in, 1.f, x.f32(), in, params.param(weight).f32(), in, beta, yp, out);
+  be.gemm(DType::f32, false, true, N, out, in, 1.f, x.f32(), in, params.param(weight).f32(), in, beta, y.f32(), out);
   x_saved = x;
   return y;
 }
@@ -57,16 +55,13 @@ Tensor Linear::backward(const Tensor& dy, Arena& arena) {
   want.back() = out;
   ST_CHECK(dy.shape == want && dy.contiguous(), "Linear: gradient {} does not match the output shape {}",
            shape_str(dy.shape), shape_str(want));
+  Backend& be = params.backend();
   const int64_t N = x_saved.numel() / in;
   const float* g = dy.f32();
-  gemm(true, false, out, in, N, 1.f, g, out, x_saved.f32(), in, 1.f, params.grad(weight).f32(), in);
-  if (has_bias) {
-    float* db = params.grad(bias).f32();
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t j = 0; j < out; ++j) db[j] += g[i * out + j];
-  }
+  be.gemm(DType::f32, true, false, out, in, N, 1.f, g, out, x_saved.f32(), in, 1.f, params.grad(weight).f32(), in);
+  if (has_bias) be.bias_grad(g, params.grad(bias).f32(), N, out);
   Tensor dx = arena.tensor(x_saved.shape);
-  gemm(false, false, N, in, out, 1.f, g, out, params.param(weight).f32(), in, 0.f, dx.f32(), in);
+  be.gemm(DType::f32, false, false, N, in, out, 1.f, g, out, params.param(weight).f32(), in, 0.f, dx.f32(), in);
   return dx;
 }
 

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 
+#include "backend/backend.h"
+
 namespace seqtrain {
+
+Backend& ParamStore::backend() const { return backend_ ? *backend_ : default_backend(); }
 
 size_t ParamStore::add(std::string name, Shape shape) {
   ST_CHECK(!finalized_, "parameter '{}' registered after the model was built", name);

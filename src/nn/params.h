@@ -12,6 +12,8 @@
 
 namespace seqtrain {
 
+class Backend;
+
 struct ParamEntry {
   std::string name;  // PyTorch state_dict key, e.g. "rnn.weight_ih_l0"
   Shape shape;
@@ -46,11 +48,18 @@ class ParamStore {
   size_t size() const { return params_.size(); }
   void zero_grad();
 
+  // The device the parameters live on and every layer over them computes with (the model sets
+  // it from runtime.backend before its layers are built; unset: the CPU backend). Layers, the
+  // optimizer and clipping take it from here rather than from a process-wide choice.
+  Backend& backend() const;
+  void set_backend(Backend& b) { backend_ = &b; }
+
  private:
   std::vector<ParamEntry> entries_;
   std::unordered_map<std::string, size_t> index_;
   std::vector<float> params_, grads_;
   bool finalized_ = false;
+  Backend* backend_ = nullptr;
 };
 
 }  // namespace seqtrain

@@ -3,12 +3,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "backend/cpu/cpu_kernels.h"
 #include "core/error.h"
 
 namespace seqtrain {
 
-AdamW::AdamW(OptimizerOptions opts) : Optimizer(std::move(opts)) {
+AdamW::AdamW(OptimizerOptions opts, Backend& backend) : Optimizer(std::move(opts), backend) {
   if (!opts_.weight_decay) opts_.weight_decay = 0.01;  // torch.optim.AdamW's default
   const OptimizerOptions& o = opts_;
   ST_CHECK(std::isfinite(o.lr) && o.lr >= 0, "optimizer lr = {} is invalid; it must be finite and >= 0", o.lr);
@@ -22,33 +21,22 @@ AdamW::AdamW(OptimizerOptions opts) : Optimizer(std::move(opts)) {
 void AdamW::step(float* params, const float* grads, size_t n, double lr) {
   begin_step(params, grads, n, lr);
   ++step_;
-  // Scalars are formed in double and rounded to float once, as torch does when a Python float
-  // meets a float32 tensor; the per-element arithmetic follows torch's operation order so the
-  // two agree to the last bit or close to it.
-  const double t = static_cast<double>(step_);
-  const double bias_c1 = 1.0 - std::pow(opts_.beta1, t);
-  const double bias_c2 = 1.0 - std::pow(opts_.beta2, t);
-  AdamWKernelArgs k;
-  const float decay = static_cast<float>(1.0 - lr * *opts_.weight_decay);
-  k.b1 = static_cast<float>(opts_.beta1);
-  k.one_minus_b1 = static_cast<float>(1.0 - opts_.beta1);
-  k.b2 = static_cast<float>(opts_.beta2);
-  k.one_minus_b2 = static_cast<float>(1.0 - opts_.beta2);
-  k.bc2_sqrt = static_cast<float>(std::sqrt(bias_c2));
-  k.eps = static_cast<float>(opts_.eps);
-  k.neg_step_size = static_cast<float>(-(lr / bias_c1));
-  // One kernel call per run of the decay mask: the non-decaying runs multiply by 1 (what
-  // torch's weight_decay-0 group does), and the fused kernel keeps no per-element branch.
-  for (const DecayRun& r : decay_runs(n)) {
-    k.params = params + r.begin;
-    k.grads = grads + r.begin;
-    k.m = buffer(0) + r.begin;
-    k.v = buffer(1) + r.begin;
-    k.n = static_cast<int64_t>(r.end - r.begin);
-    k.decay = r.decay ? decay : 1.f;
-    k.parallel = r.end - r.begin >= kOptimParallelMin;
-    cpu_kernels().adamw(k);
-  }
+  // The backend forms the kernel's scalars (CpuBackend::adamw: in double, rounded to float once,
+  // as torch does) and updates run by run of the decay mask.
+  const std::vector<DecayRun> runs = decay_runs(n);
+  AdamWUpdate u;
+  u.params = params;
+  u.grads = grads;
+  u.m = buffer(0);
+  u.v = buffer(1);
+  u.runs = &runs;
+  u.lr = lr;
+  u.beta1 = opts_.beta1;
+  u.beta2 = opts_.beta2;
+  u.eps = opts_.eps;
+  u.weight_decay = *opts_.weight_decay;
+  u.step = step_;
+  backend().adamw(u);
 }
 
 }  // namespace seqtrain

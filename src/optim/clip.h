@@ -16,6 +16,14 @@
 
 namespace seqtrain {
 
+class Backend;
+
+// The same on a given device's gradient buffer (the training step passes the model's
+// ParamStore::backend()); the overloads without one below run on the CPU backend.
+double grad_norm(Backend& backend, const float* g, size_t n);
+double clip_grad_norm(Backend& backend, float* g, size_t n, double max_norm);
+void scale_grads(Backend& backend, float* g, size_t n, float s);
+
 // L2 norm of g[0, n), accumulated in double. Inf or NaN when any element is non-finite.
 double grad_norm(const float* g, size_t n);
 

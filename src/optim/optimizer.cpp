@@ -92,9 +92,9 @@ void Optimizer::begin_step(const float* params, const float* grads, size_t n, do
            "buffer changed size after the first step (or the checkpoint is from another model)", name(), n, n_);
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts) {
-  if (opts.name == "adamw") return std::make_unique<AdamW>(opts);
-  if (opts.name == "sgd") return std::make_unique<SGD>(opts);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts, Backend& backend) {
+  if (opts.name == "adamw") return std::make_unique<AdamW>(opts, backend);
+  if (opts.name == "sgd") return std::make_unique<SGD>(opts, backend);
   fail("unknown optimizer '{}'; expected one of: adamw, sgd", opts.name);
 }
 

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/backend.h"
+
 namespace seqtrain {
 
 // Buffers shorter than this are updated by one thread: starting an OpenMP team costs more than
@@ -78,9 +80,11 @@ class Optimizer {
   const std::vector<uint8_t>& decay_mask() const { return decay_mask_; }
 
   const OptimizerOptions& options() const { return opts_; }
+  // The device whose AdamW/SGD update runs over the buffers (the model's ParamStore::backend()).
+  Backend& backend() const { return *backend_; }
 
  protected:
-  explicit Optimizer(OptimizerOptions opts) : opts_(std::move(opts)) {}
+  explicit Optimizer(OptimizerOptions opts, Backend& backend = default_backend()) : opts_(std::move(opts)), backend_(&backend) {}
 
   // Checks the arguments of step() and allocates the zeroed state buffers on the first call.
   void begin_step(const float* params, const float* grads, size_t n, double lr);
@@ -88,16 +92,14 @@ class Optimizer {
   bool has_buffers() const { return !buffers_.empty(); }
   // [begin, end) ranges of the parameter buffer whose elements all decay or all do not, in
   // order, covering [0, n): the mask's runs, or one decaying run without a mask.
-  struct DecayRun {
-    size_t begin = 0, end = 0;
-    bool decay = true;
-  };
+  using DecayRun = DecayRange;
   std::vector<DecayRun> decay_runs(size_t n) const;
 
   OptimizerOptions opts_;
   int64_t step_ = 0;
 
  private:
+  Backend* backend_;
   size_t n_ = 0;                          // parameter count, fixed by the first step or load
   std::vector<std::vector<float>> buffers_; // in buffer_names() order
   std::vector<uint8_t> decay_mask_;
@@ -105,7 +107,7 @@ class Optimizer {
 };
 
 // Validates opts (ranges as torch checks them, and the name) and builds the optimizer.
-// Throws Error naming the bad option and its allowed range.
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts);
+// Throws Error naming the bad option and its allowed range. The update runs on `backend`.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts, Backend& backend = default_backend());
 
 }  // namespace seqtrain

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "backend/backend.h"
 #include "optim/clip.h"
 
 namespace seqtrain {
@@ -35,11 +36,7 @@ void TrainStep::normalize_accumulated(double total) {
 
 void TrainStep::scale_grads(double factor) {
   ParamStore& ps = model_.params();
-  float* g = ps.grads();
-  const float f = static_cast<float>(factor);
-  const int64_t n = static_cast<int64_t>(ps.size());
-#pragma omp parallel for simd if (n >= static_cast<int64_t>(kOptimParallelMin))
-  for (int64_t i = 0; i < n; ++i) g[i] *= f;
+  ps.backend().scale(ps.grads(), ps.size(), static_cast<float>(factor));
 }
 
 StepResult TrainStep::run(const Tensor& x, const Tensor& y, uint64_t seed) {
@@ -83,8 +80,8 @@ StepResult TrainStep::run(const Tensor& x, const Tensor& y, uint64_t seed) {
       return r;
     }
   }
-  r.grad_norm = options_.grad_clip > 0 ? clip_grad_norm(ps.grads(), ps.size(), options_.grad_clip)
-                                       : grad_norm(ps.grads(), ps.size());
+  r.grad_norm = options_.grad_clip > 0 ? clip_grad_norm(ps.backend(), ps.grads(), ps.size(), options_.grad_clip)
+                                       : grad_norm(ps.backend(), ps.grads(), ps.size());
   optimizer_.step(ps.params(), ps.grads(), ps.size(), r.lr);
   ps.zero_grad();
   ++updates_;

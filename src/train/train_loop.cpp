@@ -107,7 +107,8 @@ void TrainLoop::build_optimizer() {
   optimizer_ = make_optimizer(OptimizerOptions{.name = t.optimizer.name, .lr = t.optimizer.lr,
                                                .beta1 = t.optimizer.beta1, .beta2 = t.optimizer.beta2,
                                                .eps = t.optimizer.eps, .weight_decay = t.optimizer.weight_decay,
-                                               .momentum = t.optimizer.momentum, .nesterov = t.optimizer.nesterov});
+                                               .momentum = t.optimizer.momentum, .nesterov = t.optimizer.nesterov},
+                              model_->params().backend());
   optimizer_->set_decay_mask(model_->params().decay_mask());  // the model's train.optimizer.decay policy
   batches_ = batch_count(feed_.source->size(), t.batch_size);
   const int64_t updates_per_epoch = std::max<int64_t>(1, batches_ / t.grad_accum);

@@ -1,0 +1,84 @@
+// The device-neutral part of the seam: op and policy names, runtime.precision's resolution and
+// the lookup of a backend by its runtime.backend name.
+#include "backend/backend.h"
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/gemm_bf16.h"
+#include "backend/reference/reference_backend.h"
+#include "core/error.h"
+
+namespace seqtrain {
+
+std::string_view backend_op_name(BackendOp op) {
+  switch (op) {
+    case BackendOp::gemm_f32: return "fp32 GEMM";
+    case BackendOp::gemm_bf16: return "bf16 GEMM";
+    case BackendOp::gemm_f16: return "fp16 GEMM";
+    case BackendOp::bias: return "bias add";
+    case BackendOp::rnn_fp32: return "fp32 recurrent layer";
+    case BackendOp::rnn_bf16: return "bf16 recurrent layer";
+    case BackendOp::rnn_fp16: return "fp16 recurrent layer";
+    case BackendOp::rnn_grad_checkpoint: return "gradient-checkpointed recurrent layer";
+    case BackendOp::adamw: return "AdamW update";
+    case BackendOp::sgd: return "SGD update";
+    case BackendOp::norm: return "L2 norm";
+    case BackendOp::scale: return "scale";
+    case BackendOp::fill: return "fill";
+    case BackendOp::copy: return "copy";
+  }
+  return "?";
+}
+
+void Backend::require(BackendOp op, std::string_view what) const {
+  ST_CHECK(supports(op), "the {} backend has no {}{}{}: use runtime.backend cpu for it", name(), backend_op_name(op),
+           what.empty() ? "" : " ", what);
+}
+
+RnnImpl parse_rnn_impl(const std::string& name) {
+  if (name == "fused") return RnnImpl::fused;
+  if (name == "onednn") return RnnImpl::onednn;
+  fail("RNN implementation '{}' is not known: use fused or onednn", name);
+}
+
+const char* rnn_impl_name(RnnImpl impl) { return impl == RnnImpl::fused ? "fused" : "onednn"; }
+
+const char* rnn_precision_name(RnnPrecision p) {
+  return p == RnnPrecision::bf16 ? "bf16" : p == RnnPrecision::fp16 ? "fp16" : "fp32";
+}
+
+RnnPrecision rnn_precision(const std::string& precision, std::string* why) {
+  auto say = [&](const std::string& w) { if (why) *why = w; };
+  if (precision == "fp32") { say("precision fp32: as configured"); return RnnPrecision::fp32; }
+  if (precision == "bf16") {
+    ST_CHECK(cpu_has_native_bf16(),
+             "precision bf16 needs a CPU with AVX512-BF16, which this one lacks: use precision fp32 (or auto)");
+    say("precision bf16: as configured (CPU has native bf16)");
+    return RnnPrecision::bf16;
+  }
+  if (precision == "fp16") {
+    say(std::string("precision fp16: as configured, with dynamic loss scaling; fp16 is emulated on this CPU "
+                    "(oneDNN has no fp16 matmul without AVX512-FP16): fp16's numerics, not its speed, slower than "
+                    "fp32 here") +
+        (cpu_has_native_bf16() ? "; bf16 is the fast choice on this CPU" : ""));
+    return RnnPrecision::fp16;
+  }
+  if (precision == "auto") {
+    const bool bf = cpu_has_native_bf16();
+    say(bf ? "precision auto -> bf16: the CPU has native bf16 dot products (AVX512-BF16)"
+           : "precision auto -> fp32: the CPU has no native bf16 (AVX512-BF16)");
+    return bf ? RnnPrecision::bf16 : RnnPrecision::fp32;
+  }
+  fail("precision '{}' is not known: use fp32, bf16, fp16 or auto", precision);
+}
+
+Backend& backend_named(std::string_view name) {
+  static CpuBackend cpu;
+  static ReferenceBackend reference;
+  if (name == "cpu") return cpu;
+  if (name == "reference") return reference;
+  fail("runtime.backend '{}' is not known: use cpu or reference", name);
+}
+
+Backend& default_backend() { return backend_named("cpu"); }
+
+}  // namespace seqtrain

@@ -1,0 +1,166 @@
+// Backend: the device seam. Everything the nn layers, the optimizers and clipping compute goes
+// through one of these, so that a device (CUDA next) is one more implementation under
+// src/backend/<device>/ and nothing in nn/, optim/ or models/ asks which device runs it.
+//
+// The operations are the ones those callers need and no finer: a GEMM with a dtype (as cuBLAS's
+// cublasGemmEx), the bias broadcast and bias-gradient row sums of Linear, a whole recurrent
+// layer (all directions) forward and backward on PyTorch-layout weights (as cuDNN's RNN API and
+// the CPU's fused kernels work: one call per layer), AdamW and SGD over the flat parameter
+// buffer with the optimizer's per-range decay flags, the L2 norm and scale of clipping, fill and
+// copy. Pointers are device memory of this backend (host memory for cpu and reference).
+//
+// A backend says which operations it has (supports()); asking one it lacks for an operation is
+// a seqtrain::Error naming the operation and the backend, never a silent fallback.
+// Implementations: backend/cpu (oneDNN + seqtrain's per-ISA kernels, the production path) and
+// backend/reference (plain loops with fp64 accumulation: the oracle for tests and for CUDA).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/rnn_cell.h"
+#include "core/arena.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace seqtrain {
+
+class Autotuner;  // backend/cpu/autotune.h: the CPU backend's per-shape kernel choices
+
+// What a backend may or may not implement (Backend::supports, and the error when it does not).
+enum class BackendOp : uint8_t {
+  gemm_f32, gemm_bf16, gemm_f16,  // GEMM by operand dtype (fp32 accumulation in every case)
+  bias,                            // bias_rows / bias_grad
+  rnn_fp32, rnn_bf16, rnn_fp16,    // the recurrent layer by compute precision
+  rnn_grad_checkpoint,             // the recurrent layer recomputing its saved state in backward
+  adamw, sgd, norm, scale, fill, copy,
+};
+std::string_view backend_op_name(BackendOp op);
+
+// Which kernels run the CPU backend's recurrent layers: seqtrain's fused kernels on PyTorch's
+// layout (the default) or oneDNN's RNN primitives. Other backends ignore it.
+enum class RnnImpl { fused, onednn };
+RnnImpl parse_rnn_impl(const std::string& name);
+const char* rnn_impl_name(RnnImpl impl);
+
+// The compute precision of the recurrent layers' matrix products: a policy of the run
+// (runtime.precision). fp32 master weights, gradients, gate math and state in every case; bf16
+// and fp16 round the GEMM operands to 16 bits and accumulate in fp32.
+enum class RnnPrecision { fp32, bf16, fp16 };
+const char* rnn_precision_name(RnnPrecision p);
+// Resolves runtime.precision ("fp32" | "bf16" | "fp16" | "auto") on this machine. "auto" is bf16
+// exactly when the CPU has native bf16 dot products, fp32 otherwise; *why (when given) says which
+// and why, for the log. Unknown names, and bf16 on a CPU without AVX512-BF16, are an Error.
+RnnPrecision rnn_precision(const std::string& precision, std::string* why = nullptr);
+
+struct RnnOptions {
+  RnnImpl impl = RnnImpl::fused;
+  RnnPrecision precision = RnnPrecision::fp32;
+  // Keep only each layer's input in forward; recompute the layer inside backward.
+  bool grad_checkpoint = false;
+  // CPU: at the first training forward of each layer shape, time the candidate kernels (fused at
+  // the active ISA level and at AVX2, oneDNN's primitive for fp32) and keep the fastest per layer.
+  bool autotune = false;
+  std::shared_ptr<Autotuner> autotuner;  // decisions shared with the caller; made when null
+};
+
+// The shape of a stack of recurrent layers; the caller (nn/rnn.h's RnnStack) loops over layers.
+struct RecurrentSpec {
+  RnnCell cell = RnnCell::lstm;
+  int64_t hidden = 0, dirs = 1;
+  std::vector<int64_t> inputs;  // input width of each layer
+  RnnOptions options;
+};
+
+// One layer's parameters and gradient destinations, per direction (index 0 forward, 1 reverse),
+// in PyTorch's nn.LSTM / nn.GRU layout: W_ih [G*H, C], W_hh [G*H, H], b_ih, b_hh [G*H]; gates
+// i,f,g,o / r,z,n. Gradients are added to.
+struct RecurrentWeights {
+  const float* w_ih[2] = {}; const float* w_hh[2] = {};
+  const float* b_ih[2] = {}; const float* b_hh[2] = {};
+  float* dw_ih[2] = {}; float* dw_hh[2] = {};
+  float* db_ih[2] = {}; float* db_hh[2] = {};
+};
+
+// A backend's recurrent layers for one RecurrentSpec: whatever state a device keeps per layer
+// between forward and backward (saved activations, packed weights, primitives, tuning).
+class RecurrentLayers {
+ public:
+  virtual ~RecurrentLayers() = default;
+  // x: time-major [T, N, C_layer]; y: [T, N, H*dirs] (direction d writes columns [d*H, (d+1)*H)).
+  // Saved state comes from `arena` (or from the backend's own memory) and must outlive backward.
+  virtual void forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y, Arena& arena,
+                       bool training) = 0;
+  // dy: [T, N, H*dirs] of the last forward of this layer. Adds the weight gradients; returns dx
+  // [T, N, C_layer] when want_dx (an empty Tensor otherwise).
+  virtual Tensor backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx) = 0;
+  // Activation bytes held outside the caller's arena (gradient checkpointing's recompute arena).
+  virtual size_t scratch_bytes() const { return 0; }
+  virtual Autotuner* autotuner() { return nullptr; }
+  // Which kernels layer k runs now (the CPU backend after autotuning: fused or onednn).
+  virtual RnnImpl layer_impl(size_t k) const = 0;
+};
+
+// AdamW over params[0, n) (torch.optim.AdamW's arithmetic, optim/adamw.h), the hyperparameters
+// as doubles, step the 1-based step. `runs` are the decay mask as [begin, end) ranges of equal
+// flags covering [0, n); a non-decaying run updates with weight decay 0.
+struct DecayRange {
+  size_t begin = 0, end = 0;
+  bool decay = true;
+};
+struct AdamWUpdate {
+  float* params = nullptr; const float* grads = nullptr; float* m = nullptr; float* v = nullptr;
+  const std::vector<DecayRange>* runs = nullptr;
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  int64_t step = 1;
+};
+// SGD (torch.optim.SGD): momentum_buffer null without momentum; `first` is the first step (the
+// buffer is then set to the gradient, as torch does).
+struct SgdUpdate {
+  float* params = nullptr; const float* grads = nullptr; float* momentum_buffer = nullptr;
+  const std::vector<DecayRange>* runs = nullptr;
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false, first = false;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual bool supports(BackendOp op) const = 0;
+  // Throws Error "<backend> backend has no <op>" unless supports(op); `what` adds context.
+  void require(BackendOp op, std::string_view what = {}) const;
+
+  // C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, lda/ldb/ldc the row strides as stored
+  // (backend/cpu/gemm.h's conventions). `in` is A's and B's dtype (f32, or bf16/f16 raw 16-bit
+  // bits), C is f32 and the products accumulate in fp32 (at least). For 16-bit inputs only
+  // alpha = 1 and beta in {0, 1} are allowed (the CPU's 16-bit GEMMs accumulate or overwrite).
+  virtual void gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+                    int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc) = 0;
+  // y[i, j] = b[j] for rows x cols (Linear seeds its output with the bias, then the GEMM adds).
+  virtual void bias_rows(const float* b, float* y, int64_t rows, int64_t cols) = 0;
+  // db[j] += sum over rows i of dy[i, j].
+  virtual void bias_grad(const float* dy, float* db, int64_t rows, int64_t cols) = 0;
+
+  virtual std::unique_ptr<RecurrentLayers> make_recurrent(const RecurrentSpec& spec) = 0;
+
+  virtual void adamw(const AdamWUpdate& u) = 0;
+  virtual void sgd(const SgdUpdate& u) = 0;
+  // sqrt(sum of x[i]^2), accumulated in double; Inf/NaN when any element is non-finite.
+  virtual double l2_norm(const float* x, size_t n) = 0;
+  virtual void scale(float* x, size_t n, float s) = 0;  // x[i] *= s
+  virtual void fill(float* x, size_t n, float v) = 0;
+  virtual void copy(const float* src, float* dst, size_t n) = 0;
+};
+
+// The backends by runtime.backend name ("cpu", "reference"): one instance each for the process
+// (they hold no per-run state; per-layer state lives in what make_recurrent returns). Callers
+// get theirs from the model's ParamStore, not from here; an unknown name is an Error.
+Backend& backend_named(std::string_view name);
+// The CPU backend: what a ParamStore or optimizer uses when nobody chose another.
+Backend& default_backend();
+
+}  // namespace seqtrain

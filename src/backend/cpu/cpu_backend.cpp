@@ -1,0 +1,139 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_rnn.h"
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/gemm_fp16.h"
+#include "core/error.h"
+
+namespace seqtrain {
+namespace {
+// Buffers shorter than this are updated by one thread: starting an OpenMP team costs more than
+// the whole pass over a few thousand floats (optim/optimizer.h's kOptimParallelMin).
+constexpr size_t kParallelMin = size_t{1} << 15;
+}  // namespace
+
+bool CpuBackend::supports(BackendOp op) const {
+  if (op == BackendOp::rnn_bf16) return cpu_has_native_bf16();
+  return true;
+}
+
+void CpuBackend::gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+                      int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (in == DType::f32) {
+    seqtrain::gemm(ta, tb, M, N, K, alpha, static_cast<const float*>(A), lda, static_cast<const float*>(B), ldb,
+                   beta, C, ldc);
+    return;
+  }
+  ST_CHECK(in == DType::bf16 || in == DType::f16, "cpu backend: GEMM on {} operands is not supported",
+           dtype_name(in));
+  ST_CHECK(alpha == 1.f && (beta == 0.f || beta == 1.f),
+           "cpu backend: a {} GEMM takes alpha 1 and beta 0 or 1 (got {}, {})", dtype_name(in), alpha, beta);
+  const auto* a = static_cast<const uint16_t*>(A);
+  const auto* b = static_cast<const uint16_t*>(B);
+  if (in == DType::bf16) gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, beta == 1.f, C, ldc);
+  else gemm_fp16(ta, tb, M, N, K, a, lda, b, ldb, beta == 1.f, C, ldc);
+}
+
+void CpuBackend::bias_rows(const float* b, float* y, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) y[i * cols + j] = b[j];
+}
+
+void CpuBackend::bias_grad(const float* dy, float* db, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) db[j] += dy[i * cols + j];
+}
+
+std::unique_ptr<RecurrentLayers> CpuBackend::make_recurrent(const RecurrentSpec& spec) {
+  return std::make_unique<CpuRecurrentLayers>(spec);
+}
+
+// Scalars are formed in double and rounded to float once, as torch does when a Python float
+// meets a float32 tensor; the per-element arithmetic (the per-ISA kernel) follows torch's
+// operation order so the two agree to the last bit or close to it.
+void CpuBackend::adamw(const AdamWUpdate& u) {
+  const double t = static_cast<double>(u.step);
+  const double bias_c1 = 1.0 - std::pow(u.beta1, t);
+  const double bias_c2 = 1.0 - std::pow(u.beta2, t);
+  AdamWKernelArgs k;
+  const float decay = static_cast<float>(1.0 - u.lr * u.weight_decay);
+  k.b1 = static_cast<float>(u.beta1);
+  k.one_minus_b1 = static_cast<float>(1.0 - u.beta1);
+  k.b2 = static_cast<float>(u.beta2);
+  k.one_minus_b2 = static_cast<float>(1.0 - u.beta2);
+  k.bc2_sqrt = static_cast<float>(std::sqrt(bias_c2));
+  k.eps = static_cast<float>(u.eps);
+  k.neg_step_size = static_cast<float>(-(u.lr / bias_c1));
+  // One kernel call per run of the decay mask: the non-decaying runs multiply by 1 (what
+  // torch's weight_decay-0 group does), and the fused kernel keeps no per-element branch.
+  for (const DecayRange& r : *u.runs) {
+    k.params = u.params + r.begin;
+    k.grads = u.grads + r.begin;
+    k.m = u.m + r.begin;
+    k.v = u.v + r.begin;
+    k.n = static_cast<int64_t>(r.end - r.begin);
+    k.decay = r.decay ? decay : 1.f;
+    k.parallel = r.end - r.begin >= kParallelMin;
+    cpu_kernels().adamw(k);
+  }
+}
+
+void CpuBackend::sgd(const SgdUpdate& u) {
+  const float wd = static_cast<float>(u.weight_decay);
+  const float mom = static_cast<float>(u.momentum);
+  const float one_minus_damp = static_cast<float>(1.0 - u.dampening);
+  const float neg_lr = static_cast<float>(-u.lr);
+  const bool use_momentum = u.momentum != 0, nesterov = u.nesterov, first = u.first;
+  float* params = u.params;
+  const float* grads = u.grads;
+  float* buf = use_momentum ? u.momentum_buffer : nullptr;
+  // Run by run of the decay mask, the non-decaying runs with weight decay 0.
+  for (const DecayRange& r : *u.runs) {
+    const float wd_r = r.decay ? wd : 0.f;
+    const int64_t begin = static_cast<int64_t>(r.begin), end = static_cast<int64_t>(r.end);
+#pragma omp parallel for simd if (r.end - r.begin >= kParallelMin)
+    for (int64_t i = begin; i < end; ++i) {
+      const float p = params[i];
+      float d = grads[i];
+      if (wd_r != 0.f) d += wd_r * p;
+      if (use_momentum) {
+        const float b = first ? d : buf[i] * mom + one_minus_damp * d;
+        buf[i] = b;
+        d = nesterov ? d + mom * b : b;
+      }
+      params[i] = p + neg_lr * d;
+    }
+  }
+}
+
+double CpuBackend::l2_norm(const float* g, size_t n) {
+  const int64_t len = static_cast<int64_t>(n);
+  double sum = 0.0;
+#pragma omp parallel for simd reduction(+ : sum) if (n >= kParallelMin)
+  for (int64_t i = 0; i < len; ++i) {
+    const double x = g[i];
+    sum += x * x;
+  }
+  return std::sqrt(sum);
+}
+
+void CpuBackend::scale(float* g, size_t n, float s) {
+  const int64_t len = static_cast<int64_t>(n);
+#pragma omp parallel for simd if (n >= kParallelMin)
+  for (int64_t i = 0; i < len; ++i) g[i] *= s;
+}
+
+void CpuBackend::fill(float* x, size_t n, float v) {
+  for (size_t i = 0; i < n; ++i) x[i] = v;
+}
+
+void CpuBackend::copy(const float* src, float* dst, size_t n) {
+  if (n) std::memcpy(dst, src, n * sizeof(float));
+}
+
+}  // namespace seqtrain

@@ -1,0 +1,113 @@
+#include "backend/reference/reference_backend.h"
+
+#include <cmath>
+
+#include "backend/reference/reference_rnn.h"
+#include "core/error.h"
+
+namespace seqtrain {
+
+bool ReferenceBackend::supports(BackendOp op) const {
+  switch (op) {
+    case BackendOp::gemm_bf16: case BackendOp::gemm_f16:
+    case BackendOp::rnn_bf16: case BackendOp::rnn_fp16: case BackendOp::rnn_grad_checkpoint:
+      return false;
+    default:
+      return true;
+  }
+}
+
+void ReferenceBackend::gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                            const void* A, int64_t lda, const void* B, int64_t ldb, float beta, float* C,
+                            int64_t ldc) {
+  if (in == DType::bf16) require(BackendOp::gemm_bf16);
+  if (in == DType::f16) require(BackendOp::gemm_f16);
+  ST_CHECK(in == DType::f32, "the reference backend has no GEMM on {} operands", dtype_name(in));
+  const auto* a = static_cast<const float*>(A);
+  const auto* b = static_cast<const float*>(B);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double av = ta ? a[k * lda + i] : a[i * lda + k];
+        const double bv = tb ? b[j * ldb + k] : b[k * ldb + j];
+        acc += av * bv;
+      }
+      float& c = C[i * ldc + j];
+      // beta 0 never reads C (BLAS semantics: C may hold garbage or NaN).
+      c = static_cast<float>(alpha * acc + (beta == 0.f ? 0.0 : static_cast<double>(beta) * c));
+    }
+}
+
+void ReferenceBackend::bias_rows(const float* b, float* y, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) y[i * cols + j] = b[j];
+}
+
+void ReferenceBackend::bias_grad(const float* dy, float* db, int64_t rows, int64_t cols) {
+  for (int64_t j = 0; j < cols; ++j) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < rows; ++i) acc += dy[i * cols + j];
+    db[j] = static_cast<float>(db[j] + acc);
+  }
+}
+
+std::unique_ptr<RecurrentLayers> ReferenceBackend::make_recurrent(const RecurrentSpec& spec) {
+  if (spec.options.precision == RnnPrecision::bf16) require(BackendOp::rnn_bf16, "(runtime.precision bf16)");
+  if (spec.options.precision == RnnPrecision::fp16) require(BackendOp::rnn_fp16, "(runtime.precision fp16)");
+  if (spec.options.grad_checkpoint) require(BackendOp::rnn_grad_checkpoint, "(train.grad_checkpoint)");
+  return std::make_unique<ReferenceRecurrentLayers>(spec);
+}
+
+// torch.optim.AdamW's per-element formula, every intermediate in double, stored as float.
+void ReferenceBackend::adamw(const AdamWUpdate& u) {
+  const double t = static_cast<double>(u.step);
+  const double bc1 = 1.0 - std::pow(u.beta1, t), bc2 = 1.0 - std::pow(u.beta2, t);
+  for (const DecayRange& r : *u.runs)
+    for (size_t i = r.begin; i < r.end; ++i) {
+      const double g = u.grads[i];
+      double p = u.params[i];
+      if (r.decay) p *= 1.0 - u.lr * u.weight_decay;
+      const double m = u.beta1 * u.m[i] + (1.0 - u.beta1) * g;
+      const double v = u.beta2 * u.v[i] + (1.0 - u.beta2) * g * g;
+      const double denom = std::sqrt(v) / std::sqrt(bc2) + u.eps;
+      p -= u.lr / bc1 * m / denom;
+      u.m[i] = static_cast<float>(m);
+      u.v[i] = static_cast<float>(v);
+      u.params[i] = static_cast<float>(p);
+    }
+}
+
+void ReferenceBackend::sgd(const SgdUpdate& u) {
+  for (const DecayRange& r : *u.runs)
+    for (size_t i = r.begin; i < r.end; ++i) {
+      double d = u.grads[i];
+      if (r.decay) d += u.weight_decay * u.params[i];
+      if (u.momentum != 0) {
+        const double b = u.first ? d : u.momentum * u.momentum_buffer[i] + (1.0 - u.dampening) * d;
+        u.momentum_buffer[i] = static_cast<float>(b);
+        d = u.nesterov ? d + u.momentum * b : b;
+      }
+      u.params[i] = static_cast<float>(u.params[i] - u.lr * d);
+    }
+}
+
+double ReferenceBackend::l2_norm(const float* x, size_t n) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return std::sqrt(sum);
+}
+
+void ReferenceBackend::scale(float* x, size_t n, float s) {
+  for (size_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void ReferenceBackend::fill(float* x, size_t n, float v) {
+  for (size_t i = 0; i < n; ++i) x[i] = v;
+}
+
+void ReferenceBackend::copy(const float* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+}  // namespace seqtrain
