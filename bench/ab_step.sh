@@ -7,6 +7,8 @@
 #     -DCMAKE_BUILD_TYPE=Release && cmake --build ../base/build --target bench_step
 #   bench/ab_step.sh ../base/build build            W1 W1GRU W2, 5 rounds
 #   WORKLOADS=W1 REPEAT=7 bench/ab_step.sh BASE_BUILD NEW_BUILD
+#   NEW_ARGS="--autotune off" bench/ab_step.sh ...   flags for NEW's bench_step only (a base
+#                                                    older than its flags)
 set -euo pipefail
 BASE=${1:?usage: bench/ab_step.sh BASE_BUILD_DIR NEW_BUILD_DIR}
 NEW=${2:?usage: bench/ab_step.sh BASE_BUILD_DIR NEW_BUILD_DIR}
@@ -21,8 +23,9 @@ echo "|---|---|---|---|"
 for w in $WORKLOADS; do
   for ((r = 1; r <= REPEAT; r++)); do
     for side in base new; do
-      bin=$BASE/bench_step; [ $side = new ] && bin=$NEW/bench_step
-      "${PIN[@]}" "$bin" --workload "$w" --threads "$THREADS" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" \
+      bin=$BASE/bench_step; extra=()
+      [ $side = new ] && bin=$NEW/bench_step && read -ra extra <<< "${NEW_ARGS:-}"
+      "${PIN[@]}" "$bin" "${extra[@]}" --workload "$w" --threads "$THREADS" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" \
         --peak-gflops 1 --json "$tmp/$w.$side.$r.json" >/dev/null 2>&1
     done
   done
