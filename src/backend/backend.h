@@ -156,6 +156,23 @@ class Backend {
   virtual void copy(const float* src, float* dst, size_t n) = 0;
 };
 
+// The overrides of every operation above, for a concrete backend's class body: the list is
+// written once, so an operation added to Backend is declared for every backend in one place
+// (and a backend that lacks its definition fails to link rather than to compile silently).
+#define SEQTRAIN_BACKEND_OPERATIONS                                                                                  \
+  bool supports(BackendOp op) const override;                                                                        \
+  void gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A, int64_t lda,     \
+            const void* B, int64_t ldb, float beta, float* C, int64_t ldc) override;                                 \
+  void bias_rows(const float* b, float* y, int64_t rows, int64_t cols) override;                                     \
+  void bias_grad(const float* dy, float* db, int64_t rows, int64_t cols) override;                                   \
+  std::unique_ptr<RecurrentLayers> make_recurrent(const RecurrentSpec& spec) override;                               \
+  void adamw(const AdamWUpdate& u) override;                                                                         \
+  void sgd(const SgdUpdate& u) override;                                                                             \
+  double l2_norm(const float* x, size_t n) override;                                                                 \
+  void scale(float* x, size_t n, float s) override;                                                                  \
+  void fill(float* x, size_t n, float v) override;                                                                   \
+  void copy(const float* src, float* dst, size_t n) override;
+
 // The backends by runtime.backend name ("cpu", "reference"): one instance each for the process
 // (they hold no per-run state; per-layer state lives in what make_recurrent returns). Callers
 // get theirs from the model's ParamStore, not from here; an unknown name is an Error.
