@@ -1,41 +1,13 @@
 #include "train/trainer.h"
 
-#include "backend/cpu/autotune.h"
-#include "backend/cpu/isa.h"
-
-#include "data/augment.h"
-#include "data/loader.h"
-
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <thread>
 
-#include "backend/cpu/dnnl_context.h"
-#include "io/atomic_dir.h"
-#include "io/safetensors.h"
 #include "config/model_config.h"
-#include "models/registry.h"
-#include "nn/loss.h"
-#include "optim/loss_scaler.h"
-#include "optim/optimizer.h"
-#include "optim/schedule.h"
-#include "train/checkpoint.h"
-#include "train/init_from.h"
-#include "train/metrics.h"
-#include "train/resume.h"
-#include "train/step.h"
 #include "train/stop_token.h"
 #include "train/train_loop.h"
 
