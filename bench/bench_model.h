@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 
+#include "backend/cpu/autotune.h"
 #include "core/rng.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
@@ -14,13 +15,15 @@
 namespace seqtrain::bench {
 
 struct BenchModel {
+  std::shared_ptr<Autotuner> tuner;  // lent to the model when spec.autotune, as the training loop does
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> opt;
   std::unique_ptr<LrSchedule> sched;
   std::unique_ptr<TrainStep> step;
 
   explicit BenchModel(const ModelSpec& spec)
-      : model(make_model(spec)),
+      : tuner(spec.autotune ? std::make_shared<Autotuner>() : nullptr),
+        model(make_model(spec, ModelEnv{tuner})),
         opt(make_optimizer(OptimizerOptions{.name = "adamw", .lr = 1e-3})),
         sched(make_schedule(ScheduleOptions{.name = "constant", .base_lr = 1e-3})) {
     Rng rng(42);

@@ -27,7 +27,7 @@
 // --grad-checkpoint sets ModelSpec::grad_checkpoint (RnnOptions::grad_checkpoint in the
 // profile), as the config key train.grad_checkpoint does. Activation memory of the step
 // (activation_mb): the TrainStep arena's high-water mark plus the RNN's checkpoint recompute
-// arena (Model::extra_activation_bytes), after the timed steps. With --grad-checkpoint
+// arena (StepContext::scratch_bytes), after the timed steps. With --grad-checkpoint
 // the same model without checkpointing then runs two steps for the "without" figure (after
 // peak RSS is read, so that stays the checkpointed run's own).
 //
@@ -321,19 +321,13 @@ ModelSpec bench_spec(const Workload& w, const Args& a) {
   return spec;
 }
 
-// Bytes of activations one step held: the step's arena plus, with gradient checkpointing, the
-// RNN's private recompute arena (the high-water marks of both).
-size_t activation_bytes(Model& model, TrainStep& step) {
-  return step.arena().high_water() + model.extra_activation_bytes();
-}
-
 // Activation bytes of the same model and data with gradient checkpointing set to `ckpt`: two
 // steps, the second on the sized arenas.
 size_t activation_bytes_with(const Workload& w, Args a, const Data& d, bool ckpt) {
   a.grad_checkpoint = ckpt;
   bench::BenchModel b(bench_spec(w, a));
   for (uint64_t i = 0; i < 2; ++i) b.step->run(d.xt, d.yt, i);
-  return activation_bytes(*b.model, *b.step);
+  return b.step->activation_bytes();
 }
 
 json bench_full_step(const Workload& w, const Args& a, const Data& d) {
@@ -355,7 +349,7 @@ json bench_full_step(const Workload& w, const Args& a, const Data& d) {
   switches = involuntary_switches() - switches;
   const double loss = step.take_loss();
   json tuned = json::array();
-  if (Autotuner* t = model->autotuner())
+  if (Autotuner* t = b.tuner.get())
     for (const auto& line : t->log_lines()) tuned.push_back(line);
   return {{"ms_median", median(ms)},
           {"autotune", tuned},
@@ -366,7 +360,7 @@ json bench_full_step(const Workload& w, const Args& a, const Data& d) {
           {"mean_loss", loss},
           {"params", model->params().size()},
           {"arena_high_water_mb", step.arena().high_water() / 1048576.0},
-          {"activation_mb", activation_bytes(*model, step) / 1048576.0}};
+          {"activation_mb", step.activation_bytes() / 1048576.0}};
 }
 
 // ---- 3. per-phase profile of the same step, rebuilt from its layers -------------------------

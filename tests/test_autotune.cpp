@@ -9,10 +9,13 @@
 
 #include "backend/cpu/autotune.h"
 #include "models/forecaster.h"
+#include "model_pass.h"
 #include "test_util.h"
 
 namespace seqtrain::testing {
 namespace {
+
+using seqtrain::testing::ModelPass;
 
 Autotuner::Timer fixed(std::map<std::string, double> ms, int* calls = nullptr) {
   return [ms, calls](const std::string&, const TuneCandidate& c) {
@@ -100,12 +103,11 @@ TEST(Autotune, JsonRoundTripPerMachineAndLogLines) {
 TEST(Autotune, ForecasterLayersRunTheirWinnersAndGradientsAreUntouched) {
   const int64_t N = 4, T = 6, C = 3, H = 8, OUT = 2;
   ModelSpec spec{"lstm", C, T, H, 2, false, 0.f, OUT};
-  Forecaster plain(spec);
+  auto tuner = std::make_shared<Autotuner>();
+  Forecaster plain(spec, ModelEnv{tuner});  // autotune off: the lent tuner is not used
   spec.autotune = true;
-  Forecaster tuned(spec);
-  ASSERT_NE(tuned.autotuner(), nullptr);
-  EXPECT_EQ(plain.autotuner(), nullptr);
-  tuned.autotuner()->set_timer([](const std::string& key, const TuneCandidate& c) {
+  Forecaster tuned(spec, ModelEnv{tuner});
+  tuner->set_timer([](const std::string& key, const TuneCandidate& c) {
     const bool layer0 = key.find(" C=3 ") != std::string::npos;
     return (c.name == "onednn") == layer0 ? 1.0 : 2.0;
   });
@@ -118,16 +120,16 @@ TEST(Autotune, ForecasterLayersRunTheirWinnersAndGradientsAreUntouched) {
   for (Forecaster* m : {&plain, &tuned}) {
     Arena arena;
     m->params().zero_grad();
-    m->forward(Tensor(x.data(), {N, T, C}), arena, true);
-    m->backward(Tensor(dy.data(), {N, OUT}), arena);
+    ModelPass(*m, arena, true).forward(Tensor(x.data(), {N, T, C}));
+    ModelPass(*m, arena, true).backward(Tensor(dy.data(), {N, OUT}));
   }
   EXPECT_EQ(tuned.rnn().layer_impl(0), RnnImpl::onednn);
   EXPECT_EQ(tuned.rnn().layer_impl(1), RnnImpl::fused);
   std::vector<float> a(plain.params().grads(), plain.params().grads() + plain.params().size());
   std::vector<float> b(tuned.params().grads(), tuned.params().grads() + tuned.params().size());
   EXPECT_LT(rel_err(b, a), 1e-5);
-  const auto lines = tuned.autotuner()->log_lines();
-  ASSERT_EQ(lines.size(), 2u);
+  const auto lines = tuner->log_lines();
+  ASSERT_EQ(lines.size(), 2u) << "the tuned model's two layer shapes, none from the untuned one";
   EXPECT_NE(lines[0].find("lstm T=6 N=4 C=3 H=8 D=1 fp32 -> onednn"), std::string::npos) << lines[0];
 }
 
@@ -138,24 +140,25 @@ TEST(Autotune, AShortLastBatchReusesTheFullBatchDecision) {
   const int64_t T = 5, C = 3, H = 8, OUT = 2;
   ModelSpec spec{"gru", C, T, H, 1, false, 0.f, OUT};
   spec.autotune = true;
-  Forecaster m(spec);
-  m.autotuner()->set_timer([](const std::string&, const TuneCandidate& c) { return c.name == "onednn" ? 1.0 : 2.0; });
+  auto tuner = std::make_shared<Autotuner>();
+  Forecaster m(spec, ModelEnv{tuner});
+  tuner->set_timer([](const std::string&, const TuneCandidate& c) { return c.name == "onednn" ? 1.0 : 2.0; });
   Rng rng(3);
   m.init(rng);
   auto step = [&](int64_t n) {
     std::vector<float> x(n * T * C, 0.5f), dy(n * OUT, 0.1f);
     Arena arena;
-    m.forward(Tensor(x.data(), {n, T, C}), arena, true);
-    m.backward(Tensor(dy.data(), {n, OUT}), arena);
+    ModelPass(m, arena, true).forward(Tensor(x.data(), {n, T, C}));
+    ModelPass(m, arena, true).backward(Tensor(dy.data(), {n, OUT}));
   };
   step(8);
   step(3);
   step(8);
-  EXPECT_EQ(m.autotuner()->decisions().size(), 1u) << "N=3 after N=8 is not timed";
+  EXPECT_EQ(tuner->decisions().size(), 1u) << "N=3 after N=8 is not timed";
   EXPECT_EQ(m.rnn().layer_impl(0), RnnImpl::onednn);
   step(12);
-  ASSERT_EQ(m.autotuner()->decisions().size(), 2u);
-  EXPECT_NE(m.autotuner()->decisions()[1].key.find("N=12"), std::string::npos);
+  ASSERT_EQ(tuner->decisions().size(), 2u);
+  EXPECT_NE(tuner->decisions()[1].key.find("N=12"), std::string::npos);
 }
 
 }  // namespace

@@ -12,11 +12,14 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "precision_run.h"
+#include "model_pass.h"
 #include "test_util.h"
 #include "train/step.h"
 
 namespace seqtrain::testing {
 namespace {
+
+using seqtrain::testing::ModelPass;
 
 #define SEQTRAIN_REQUIRE_BF16()                                                         \
   do {                                                                                  \
@@ -136,8 +139,8 @@ TEST_P(Bf16Grad, EveryLayerWithinTwoPercentOfFp32) {
   for (Forecaster* m : {&f32, &bf}) {
     Arena& arena = m == &f32 ? a1 : a2;
     m->params().zero_grad();
-    Tensor y = m->forward(Tensor(x.data(), {N, T, C}), arena, true);
-    m->backward(Tensor(dy.data(), {N, OUT}), arena);
+    Tensor y = ModelPass(*m, arena, true).forward(Tensor(x.data(), {N, T, C}));
+    ModelPass(*m, arena, true).backward(Tensor(dy.data(), {N, OUT}));
   }
   for (size_t e = 0; e < f32.params().entries().size(); ++e) {
     Tensor g32 = f32.params().grad(e), gbf = bf.params().grad(e);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/autotune.h"
 #include "cli/generate.h"
 #include "data/text.h"
 #include "io/safetensors.h"
@@ -17,12 +18,15 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "test_trainer_util.h"
+#include "model_pass.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/step.h"
 
 namespace seqtrain::testing {
 namespace {
+
+using seqtrain::testing::ModelPass;
 using cli::Result;
 using cli::run_seqtrain;
 
@@ -47,14 +51,14 @@ std::vector<int64_t> as_i64(const std::vector<float>& v) { return std::vector<in
 // Mean cross-entropy of the model on (x, y), optionally with its gradients in params().grads().
 double lm_loss(CharLm& m, std::vector<float>& x, std::vector<int64_t>& y, int64_t B, int64_t T, bool grads) {
   Arena arena;
-  Tensor logits = m.forward(Tensor(x.data(), {B, T}), arena, grads);
+  Tensor logits = ModelPass(m, arena, grads).forward(Tensor(x.data(), {B, T}));
   Tensor target(y.data(), {B, T}, DType::i64);
   const double loss = loss_forward(LossKind::cross_entropy, logits, target);
   if (grads) {
     Tensor d = arena.tensor(logits.shape);
     loss_backward(LossKind::cross_entropy, logits, target, d);
     m.params().zero_grad();
-    m.backward(d, arena);
+    ModelPass(m, arena, true).backward(d);
   }
   return loss;
 }
@@ -95,7 +99,7 @@ TEST_P(CharLmCells, StepMatchesFullForward) {
   m.init(rng);
   std::vector<float> x = random_ids(rng, T, V);
   Arena arena;
-  Tensor full = m.forward(Tensor(x.data(), {1, T}), arena, false);
+  Tensor full = ModelPass(m, arena, false).forward(Tensor(x.data(), {1, T}));
   ASSERT_EQ(full.shape, (Shape{1, T, V}));
   CharLmState state = m.initial_state();
   std::vector<float> stepped(T * V);
@@ -147,13 +151,13 @@ TEST_P(CharLmTorchParity, LogitsLossAndEveryGradient) {
   write_npy(dir / "x.npy", as_i64(x), {B, T});
   write_npy(dir / "y.npy", y, {B, T});
   Arena arena;
-  Tensor logits = m.forward(Tensor(x.data(), {B, T}), arena, true);
+  Tensor logits = ModelPass(m, arena, true).forward(Tensor(x.data(), {B, T}));
   Tensor target(y.data(), {B, T}, DType::i64);
   const float loss = loss_forward(LossKind::cross_entropy, logits, target);
   Tensor d = arena.tensor(logits.shape);
   loss_backward(LossKind::cross_entropy, logits, target, d);
   m.params().zero_grad();
-  m.backward(d, arena);
+  ModelPass(m, arena, true).backward(d);
 
   ASSERT_EQ(run_python("char_lm_ref.py", dir.path.string() + " grad " + c.cell + " " + std::to_string(V) + " " +
                                              std::to_string(E) + " " + std::to_string(H) + " " + std::to_string(c.layers)),
@@ -193,7 +197,7 @@ TEST_P(CharLmTorchParity, WeightsRoundTripBothWays) {
   ASSERT_EQ(static_cast<int64_t>(x.size()), B * T);
   auto logits = [&] {
     Arena arena;
-    Tensor l = m.forward(Tensor(x.data(), {B, T}), arena, false);
+    Tensor l = ModelPass(m, arena, false).forward(Tensor(x.data(), {B, T}));
     return std::vector<float>(l.f32(), l.f32() + l.numel());
   };
   EXPECT_LT(rel_err(logits(), read_npy(dir / "logits_torch.npy")), 1e-5);
@@ -216,7 +220,7 @@ TEST(CharLmErrors, BadTokenIdsNameTheIdAndTheVocabularySize) {
   auto run = [&](float bad) {
     std::vector<float> x{0, 1, 2, bad};
     Arena arena;
-    return error_of([&] { m.forward(Tensor(x.data(), {2, 2}), arena, false); });
+    return error_of([&] { ModelPass(m, arena, false).forward(Tensor(x.data(), {2, 2})); });
   };
   std::string e = run(6);
   EXPECT_CONTAINS(e, "token id 6");
@@ -240,12 +244,20 @@ TEST(CharLmErrors, BidirectionalAndMissingVocabularyAreRefused) {
   EXPECT_CONTAINS(error_of([&] { make_model(lm_spec("char_lstm", 0, 3, 4, 1)); }), "needs a vocabulary");
 }
 
-TEST(CharLmErrors, MakeModelBuildsItAndExposesTheAutotuner) {
+// make_model builds a CharLm and lends its RNN layers the caller's tuner exactly when the spec
+// asks for autotuning: a training pass then records the layer's decision there.
+TEST(CharLmErrors, MakeModelBuildsItAndLendsTheTunerToItsLayers) {
   EXPECT_NE(dynamic_cast<CharLm*>(make_model(lm_spec("char_gru", 5, 3, 4, 1)).get()), nullptr);
-  EXPECT_EQ(make_model(lm_spec("char_lstm", 5, 3, 4, 1))->autotuner(), nullptr);
-  ModelSpec s = lm_spec("char_lstm", 5, 3, 4, 1);
-  s.autotune = true;
-  EXPECT_NE(make_model(s)->autotuner(), nullptr);
+  for (bool autotune : {false, true}) {
+    ModelSpec s = lm_spec("char_lstm", 5, 3, 4, 1);
+    s.autotune = autotune;
+    auto tuner = std::make_shared<Autotuner>([](const std::string&, const TuneCandidate&) { return 1.0; });
+    auto m = make_model(s, ModelEnv{tuner});
+    std::vector<float> ids{0, 1, 2, 3, 4, 0};
+    Arena arena;
+    ModelPass(*m, arena, true).forward(Tensor(ids.data(), {2, 3}));
+    EXPECT_EQ(tuner->decisions().size(), autotune ? 1u : 0u) << "autotune " << autotune;
+  }
 }
 
 // A checkpoint directory of a tiny char LSTM trained on "abcabc...", written as a run would

@@ -17,11 +17,14 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "precision_run.h"
+#include "model_pass.h"
 #include "test_util.h"
 #include "train/step.h"
 
 namespace seqtrain::testing {
 namespace {
+
+using seqtrain::testing::ModelPass;
 
 float bits_to_f32(uint32_t u) {
   float f;
@@ -146,11 +149,11 @@ void grads_fp32_fp16(const Fp16Case& c, float dy_mag, float scale, std::vector<s
   for (size_t i = 0; i < dy.size(); ++i) dys[i] = dy[i] * scale;
   Arena a1, a2;
   f32.params().zero_grad();
-  f32.forward(Tensor(x.data(), {N, T, C}), a1, true);
-  f32.backward(Tensor(dy.data(), {N, OUT}), a1);
+  ModelPass(f32, a1, true).forward(Tensor(x.data(), {N, T, C}));
+  ModelPass(f32, a1, true).backward(Tensor(dy.data(), {N, OUT}));
   h.params().zero_grad();
-  h.forward(Tensor(x.data(), {N, T, C}), a2, true);
-  h.backward(Tensor(dys.data(), {N, OUT}), a2);
+  ModelPass(h, a2, true).forward(Tensor(x.data(), {N, T, C}));
+  ModelPass(h, a2, true).backward(Tensor(dys.data(), {N, OUT}));
   LossScaler unscaler(LossScalerOptions{.init = scale});
   EXPECT_TRUE(unscaler.unscale(h.params().grads(), h.params().size()));
   for (size_t e = 0; e < f32.params().entries().size(); ++e) {

@@ -7,10 +7,13 @@
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/rnn_fused.h"
 #include "models/forecaster.h"
+#include "model_pass.h"
 #include "test_util.h"
 
 namespace seqtrain::testing {
 namespace {
+
+using seqtrain::testing::ModelPass;
 
 struct CkptCase { const char* type; int64_t layers; bool bidir; float dropout; const char* precision; };
 class GradCheckpoint : public ::testing::TestWithParam<CkptCase> {};
@@ -21,19 +24,19 @@ StepOut one_step(const ModelSpec& spec, const std::vector<float>& init, const st
                  const std::vector<float>& dy, int64_t N, int repeats = 2) {
   Forecaster m(spec);
   std::memcpy(m.params().params(), init.data(), init.size() * sizeof(float));
-  m.set_dropout_seed(99);
   Arena arena;
   StepOut out;
   for (int r = 0; r < repeats; ++r) {  // the second step runs on the sized arenas
     arena.reset();
     m.params().zero_grad();
-    Tensor y = m.forward(Tensor(const_cast<float*>(x.data()), {N, spec.lookback, spec.input_size}), arena, true);
-    m.backward(Tensor(const_cast<float*>(dy.data()), {N, spec.output_size}), arena);
+    ModelPass pass(m, arena, true, /*seed=*/99);
+    Tensor y = pass.forward(Tensor(const_cast<float*>(x.data()), {N, spec.lookback, spec.input_size}));
+    pass.backward(Tensor(const_cast<float*>(dy.data()), {N, spec.output_size}));
     out.y.assign(y.f32(), y.f32() + y.numel());
+    out.extra_bytes = pass.ctx.scratch_bytes;
   }
   out.grads.assign(m.params().grads(), m.params().grads() + m.params().size());
   out.arena_bytes = arena.high_water();
-  out.extra_bytes = m.extra_activation_bytes();
   return out;
 }
 
@@ -98,10 +101,11 @@ TEST(GradCheckpointEval, EvalForwardNeedsNoScratchAndMatches) {
   std::vector<float> x(4 * 10 * 3);
   for (auto& v : x) v = rng.normal();
   Arena ar1, ar2;
-  Tensor ya = a.forward(Tensor(x.data(), {4, 10, 3}), ar1, false);
-  Tensor yb = b.forward(Tensor(x.data(), {4, 10, 3}), ar2, false);
+  Tensor ya = ModelPass(a, ar1, false).forward(Tensor(x.data(), {4, 10, 3}));
+  ModelPass eval_b(b, ar2, false);
+  Tensor yb = eval_b.forward(Tensor(x.data(), {4, 10, 3}));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(ya.f32()[i], yb.f32()[i]);
-  EXPECT_EQ(b.extra_activation_bytes(), 0u);
+  EXPECT_EQ(eval_b.ctx.scratch_bytes, 0u);
 }
 
 }  // namespace

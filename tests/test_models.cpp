@@ -8,11 +8,14 @@
 #include "models/mlp.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "model_pass.h"
 #include "test_util.h"
 #include "train/step.h"
 
 namespace seqtrain::testing {
 namespace {
+
+using seqtrain::testing::ModelPass;
 
 struct RtCase { const char* kind; int64_t layers; bool bidir; };
 class ModelsRoundTrip : public ::testing::TestWithParam<RtCase> {};
@@ -24,7 +27,7 @@ std::string rt_args(const RtCase& c, int64_t C, int64_t T, int64_t H, int64_t OU
 
 std::vector<float> predict(Model& m, std::vector<float>& x, int64_t N, int64_t T, int64_t C) {
   Arena arena;
-  Tensor y = m.forward(Tensor(x.data(), {N, T, C}), arena, false);
+  Tensor y = ModelPass(m, arena, false).forward(Tensor(x.data(), {N, T, C}));
   return std::vector<float>(y.f32(), y.f32() + y.numel());
 }
 
@@ -111,15 +114,15 @@ TEST(ModelsMlp, BackwardMatchesFiniteDifferences) {
   for (auto& v : dy) v = rng.normal();
   auto objective = [&] {
     Arena arena;
-    Tensor y = m.forward(Tensor(x.data(), {N, T, C}), arena, false);
+    Tensor y = ModelPass(m, arena, false).forward(Tensor(x.data(), {N, T, C}));
     double s = 0;
     for (int64_t i = 0; i < y.numel(); ++i) s += double(dy[i]) * y.f32()[i];
     return s;
   };
   Arena arena;
-  m.forward(Tensor(x.data(), {N, T, C}), arena, true);
+  ModelPass(m, arena, true).forward(Tensor(x.data(), {N, T, C}));
   m.params().zero_grad();
-  m.backward(Tensor(dy.data(), {N, OUT}), arena);
+  ModelPass(m, arena, true).backward(Tensor(dy.data(), {N, OUT}));
   std::vector<double> an, fd;
   float* p = m.params().params();
   for (size_t i = 0; i < m.params().size(); i += 3) {
@@ -140,7 +143,7 @@ TEST(ModelsErrors, WrongInputShapeIsAClearError) {
   std::vector<float> x(2 * 5 * 4);
   Arena arena;
   try {
-    m->forward(Tensor(x.data(), {2, 5, 4}), arena, false);
+    ModelPass(*m, arena, false).forward(Tensor(x.data(), {2, 5, 4}));
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[batch, time, 3]"), std::string::npos) << e.what();

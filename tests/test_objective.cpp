@@ -14,12 +14,15 @@
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "model_pass.h"
 #include "test_util.h"
 #include "train/objective.h"
 #include "train/step.h"
 
 namespace seqtrain::testing {
 namespace {
+
+using seqtrain::testing::ModelPass;
 
 LossOptions huber(float delta) {
   LossOptions o;
@@ -319,7 +322,7 @@ TEST(ObjectiveAccumulation, TakeLossWeighsEveryTargetOnce) {
   const double loss = step.take_loss(&count);
   EXPECT_EQ(count, 27 * 2);
   Arena arena;
-  Tensor pred = p.model->forward(p.xs(0, 27), arena, false);
+  Tensor pred = ModelPass(*p.model, arena, false).forward(p.xs(0, 27));
   EXPECT_NEAR(loss, loss_forward(LossKind::mse, pred, p.ys(0, 27)), 1e-6 * loss);
   EXPECT_EQ(step.take_loss(&count), 0.0);
   EXPECT_EQ(count, 0);

@@ -16,12 +16,15 @@
 #include "config/model_config.h"
 #include "models/registry.h"
 #include "test_trainer_util.h"
+#include "model_pass.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace seqtrain::testing {
 namespace {
+
+using seqtrain::testing::ModelPass;
 using cli::Result;
 using cli::run_seqtrain;
 
@@ -70,6 +73,8 @@ ModelSpec every_field_set() {
   s.autotune = true;
   s.vocab_size = 41;
   s.embed_size = 7;
+  s.heads = 3;
+  s.bias = false;
   s.decay = "matrices";
   s.backend = "reference";
   return s;
@@ -116,8 +121,8 @@ TEST(ModelRegistry, EveryFamilyBuildsFromTheSpecAConfigResolvesTo) {
       Arena arena;
       std::vector<float> x(2 * 5 * (f.is_language_model ? 1 : 3));
       for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7);
-      const Tensor y = f.is_language_model ? m->forward(Tensor(x.data(), {2, 5}), arena, false)
-                                           : m->forward(Tensor(x.data(), {2, 5, 3}), arena, false);
+      const Tensor y = f.is_language_model ? ModelPass(*m, arena, false).forward(Tensor(x.data(), {2, 5}))
+                                           : ModelPass(*m, arena, false).forward(Tensor(x.data(), {2, 5, 3}));
       EXPECT_EQ(y.numel(), f.is_language_model ? 2 * 5 * 7 : 2 * 2) << name;
       ++built;
     }
@@ -153,7 +158,7 @@ std::vector<float> predictions(Model& m, const WindowDataset& split, int64_t n) 
   std::vector<float> x(n * split.x_size());
   split.fill_batch(0, n, x.data(), nullptr);
   Arena arena;
-  const Tensor y = m.forward(Tensor(x.data(), {n, split.lookback(), split.n_features()}), arena, false);
+  const Tensor y = ModelPass(m, arena, false).forward(Tensor(x.data(), {n, split.lookback(), split.n_features()}));
   return std::vector<float>(y.f32(), y.f32() + y.numel());
 }
 

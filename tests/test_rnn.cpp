@@ -5,10 +5,13 @@
 #include "models/forecaster.h"
 // Both RNN implementations (seqtrain's fused kernels and oneDNN's primitives) are checked.
 #include "rnn_reference.h"
+#include "model_pass.h"
 #include "test_util.h"
 
 namespace seqtrain::testing {
 namespace {
+
+using seqtrain::testing::ModelPass;
 
 struct RnnCase { const char* type; int64_t layers; bool bidir; const char* impl = "fused"; };
 
@@ -28,9 +31,9 @@ TEST_P(RnnGrad, ForwardAndFiniteDifferences) {
   for (auto& v : x) v = rng.normal();
   for (auto& v : dy) v = rng.normal();
   Arena arena;
-  Tensor y = model.forward(Tensor(x.data(), {N, T, C}), arena, true);
+  Tensor y = ModelPass(model, arena, true).forward(Tensor(x.data(), {N, T, C}));
   model.params().zero_grad();
-  model.backward(Tensor(dy.data(), {N, OUT}), arena);
+  ModelPass(model, arena, true).backward(Tensor(dy.data(), {N, OUT}));
 
   DParams p = to_double(model.params());
   std::vector<double> xd(x.begin(), x.end());

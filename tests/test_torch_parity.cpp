@@ -7,11 +7,14 @@
 #include "models/forecaster.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "model_pass.h"
 #include "test_util.h"
 #include "train/step.h"
 
 namespace seqtrain::testing {
 namespace {
+
+using seqtrain::testing::ModelPass;
 
 struct ParityCase { const char* cell; int64_t layers; bool bidir; const char* impl = "fused"; };
 
@@ -33,9 +36,9 @@ TEST_P(TorchParity, OutputsAndEveryGradient) {
   write_npy(dir / "dy.npy", dy, {N, OUT});
 
   Arena arena;
-  Tensor y = model.forward(Tensor(x.data(), {N, T, C}), arena, true);
+  Tensor y = ModelPass(model, arena, true).forward(Tensor(x.data(), {N, T, C}));
   model.params().zero_grad();
-  model.backward(Tensor(dy.data(), {N, OUT}), arena);
+  ModelPass(model, arena, true).backward(Tensor(dy.data(), {N, OUT}));
 
   ASSERT_EQ(run_python("forecaster_ref.py", dir.path.string() + " " + c.cell + " " + std::to_string(c.layers) + " " +
                                                 (c.bidir ? "1" : "0") + " " + std::to_string(OUT) + " " +

@@ -136,7 +136,8 @@ int run_eval(const EvalArgs& a) {
     const int64_t n = std::min(B, split.size() - b);
     split.fill_batch(b, n, x.data(), y.data());
     arena.reset();
-    Tensor pred = l.model->forward(Tensor(x.data(), {n, split.lookback(), split.n_features()}), arena, false);
+    StepContext ctx(arena);
+    Tensor pred = l.model->forward(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), ctx);
     l.data.denormalize_targets(pred.f32(), n);
     l.data.denormalize_targets(y.data(), n);
     for (int64_t i = 0; i < n * split.y_size(); ++i) {
@@ -208,7 +209,8 @@ int run_predict(const PredictArgs& a) {
     const int64_t n = std::min(B, split.size() - b);
     split.fill_batch(b, n, x.data(), nullptr);
     arena.reset();
-    Tensor pred = l.model->forward(Tensor(x.data(), {n, split.lookback(), split.n_features()}), arena, false);
+    StepContext ctx(arena);
+    Tensor pred = l.model->forward(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), ctx);
     l.data.denormalize_targets(pred.f32(), n);
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < split.y_size(); ++j) csv += fmt::format("{}{:.7g}", j ? "," : "", pred.f32()[i * split.y_size() + j]);

@@ -71,6 +71,8 @@ struct ModelConfig {
   bool bidirectional = false;
   double dropout = 0.0;        // [0, 1)
   int64_t embed_size = 32;     // >= 1; token embedding width of char_lstm / char_gru
+  int64_t heads = 4;           // >= 1; attention heads of gpt (must divide hidden)
+  bool bias = true;            // gpt: biases in Linear and LayerNorm layers
   std::string init_from;       // checkpoint directory to start from; empty = fresh init
   // "from=to" tensor-name prefix pairs: init_from's tensors named from* fill the model's to*.
   std::vector<std::string> init_from_map;

@@ -110,6 +110,8 @@ void visit_fields(C& c, V&& v) {
   v.field("model.bidirectional", m.bidirectional);
   v.field("model.dropout", m.dropout, unit_right_open());
   v.field("model.embed_size", m.embed_size, at_least(1));
+  v.field("model.heads", m.heads, at_least(1));
+  v.field("model.bias", m.bias);
   v.field("model.init_from", m.init_from, PathTag{});
   v.field("model.init_from_map", m.init_from_map, PrefixMap{});
   v.field("model.init_from_skip", m.init_from_skip, NameList{});

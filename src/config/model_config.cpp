@@ -28,6 +28,8 @@ ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
   // keeps the configured kernels. (A resumed run reuses its autotune.json either way.)
   s.autotune = c.runtime.autotune && !c.runtime.deterministic;
   s.embed_size = c.model.embed_size;
+  s.heads = c.model.heads;
+  s.bias = c.model.bias;
   s.decay = c.train.optimizer.decay;
   return refit_spec(s, shape);
 }

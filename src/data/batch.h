@@ -1,15 +1,13 @@
-// Batch: one micro-batch as the training step takes it, a set of named tensors (Marian's
-// data::Batch): inputs (float values, or int64 token ids), targets (float values, or int64
-// class labels / next tokens), and the optional lengths, key-padding mask and loss mask that
-// variable-length sequences, padding and masked pretraining need (empty tensors when a source
-// has none). Sources fill floats (an npy file, a window of a series, a text's ids); the loader
-// turns them into these typed tensors on its worker threads, as SampleLayout says, so the step
-// never converts anything and class labels no longer travel as floats to the loss.
+// How the loader turns a source's floats into a Batch's typed tensors (core/batch.h). Sources
+// fill floats (an npy file, a window of a series, a text's ids); the loader turns them into the
+// typed tensors on its worker threads, as SampleLayout says, so the step never converts
+// anything and class labels no longer travel as floats to the loss.
 #pragma once
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "core/batch.h"
 #include "core/tensor.h"
 
 namespace seqtrain {
@@ -23,20 +21,6 @@ struct SampleLayout {
   bool y_ids = false;      // y holds class labels or next tokens: int64
 };
 
-struct Batch {
-  int64_t epoch = 0;
-  int64_t index = 0;                // position of the batch in its epoch
-  int64_t count = 0;                // samples in this batch (the last may be partial)
-  std::span<const int64_t> samples; // source indices of the rows, in row order
-  const float* x = nullptr;         // the source's floats: [count, x_size]
-  const float* y = nullptr;         // [count, y_size]; null when the source has no targets
-
-  Tensor inputs;            // [count, ...layout.x], f32 or i64
-  Tensor targets;           // [count, ...layout.y], f32 or i64; empty when the source has no y
-  Tensor lengths;           // optional [count] i64: valid steps per sample
-  Tensor key_padding_mask;  // optional [count, T] u8: 1 where a step is padding
-  Tensor loss_mask;         // optional, shaped like targets, f32: 1 where a target counts
-};
 
 // Sets batch.inputs / batch.targets over x and y (count samples) as `layout` says, converting
 // ids into xi / yi (resized here). Throws Error naming the sample when an id or label is not

@@ -38,12 +38,12 @@ Tensor swap01(const Tensor& x, Arena& arena) {
 float sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
 }  // namespace
 
-CharLm::CharLm(const ModelSpec& spec)
+CharLm::CharLm(const ModelSpec& spec, const ModelEnv& env)
     : Model(checked(spec)),
       lstm_(rnn_cell(spec.type) == RnnCell::lstm),
       embed_(params_, "embed", spec.vocab_size, spec.embed_size),
       rnn_(params_, "rnn", lstm_ ? RnnCell::lstm : RnnCell::gru, spec.embed_size, spec.hidden, spec.layers, false,
-           spec.dropout, rnn_options(spec, &precision_note_)),
+           spec.dropout, rnn_options(spec, env)),
       drop_(spec.dropout),
       head_(params_, "head", spec.hidden, spec.vocab_size) {
   finish_params();
@@ -55,7 +55,9 @@ void CharLm::init(Rng& rng) {
   head_.init(rng);
 }
 
-Tensor CharLm::forward(const Tensor& x, Arena& arena, bool training) {
+Tensor CharLm::forward(const Batch& batch, StepContext& ctx) {
+  const Tensor& x = batch.inputs;
+  Arena& arena = ctx.arena;
   // [batch, T], or [batch, T, 1] as the trainer's loader hands over windows of one feature.
   const bool rank_ok = x.shape.size() == 2 || (x.shape.size() == 3 && x.shape[2] == 1);
   ST_CHECK(rank_ok && x.contiguous() && (x.dtype == DType::f32 || x.dtype == DType::i64),
@@ -78,18 +80,21 @@ Tensor CharLm::forward(const Tensor& x, Arena& arena, bool training) {
     id[i] = static_cast<int64_t>(v);
   }
   Tensor e = embed_.forward(ids, arena);                             // [B, T, E]
-  Tensor top = rnn_.forward(e, arena, training, dropout_seed_);      // [T, B, H]
-  Tensor h = drop_.forward(swap01(top, arena), arena, training, mix_seed(dropout_seed_, 0x4ead));  // [B, T, H]
+  Tensor top = rnn_.forward(e, arena, ctx.training, ctx.dropout_seed);  // [T, B, H]
+  Tensor h = drop_.forward(swap01(top, arena), arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));  // [B, T, H]
   return head_.forward(h, arena);                                    // [B, T, V]
 }
 
-void CharLm::backward(const Tensor& dlogits, Arena& arena) {
+void CharLm::backward(StepContext& ctx) {
+  const Tensor& dlogits = ctx.output_grad;
+  Arena& arena = ctx.arena;
   const Shape want{B_, T_, spec_.vocab_size};
   ST_CHECK(dlogits.numel() == numel_of(want) && dlogits.contiguous(), "{}: logit gradient {} does not match logits {}",
            spec_.type, shape_str(dlogits.shape), shape_str(want));
   Tensor dh = drop_.backward(head_.backward(dlogits.reshape(want), arena), arena);  // [B, T, H]
   Tensor de = rnn_.backward(swap01(dh, arena), arena, true);                         // [B, T, E]
   embed_.backward(de, arena);
+  ctx.note_scratch(rnn_.checkpoint_scratch_bytes());
 }
 
 CharLmState CharLm::initial_state() const {

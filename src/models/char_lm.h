@@ -31,9 +31,9 @@ struct CharLmState : GenState {
 
 class CharLm : public Model, public TextGenerator {
  public:
-  explicit CharLm(const ModelSpec& spec);
-  Tensor forward(const Tensor& x, Arena& arena, bool training) override;
-  void backward(const Tensor& dlogits, Arena& arena) override;
+  explicit CharLm(const ModelSpec& spec, const ModelEnv& env = {});
+  Tensor forward(const Batch& batch, StepContext& ctx) override;
+  void backward(StepContext& ctx) override;
   void init(Rng& rng) override;
 
   int64_t vocab_size() const override { return spec_.vocab_size; }
@@ -47,12 +47,8 @@ class CharLm : public Model, public TextGenerator {
   void next_logits(GenState& state, int64_t token, float* logits) override;
   TextGenerator* as_text_generator() override { return this; }
 
-  Autotuner* autotuner() override { return rnn_.autotuner(); }
-  size_t extra_activation_bytes() const override { return rnn_.checkpoint_scratch_bytes(); }
-  const std::string& precision_note() const override { return precision_note_; }
 
  private:
-  std::string precision_note_;  // declared before rnn_: rnn_'s initialiser writes it
   bool lstm_;
   Embedding embed_;
   RnnStack rnn_;

@@ -6,10 +6,10 @@
 
 namespace seqtrain {
 
-Forecaster::Forecaster(const ModelSpec& spec)
+Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
     : Model(spec),
       rnn_(params_, "rnn", rnn_cell(spec.type), spec.input_size, spec.hidden,
-           spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, &precision_note_)),
+           spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, env)),
       drop_(spec.dropout),
       head_(params_, "head", rnn_.output_size(), spec.output_size) {
   finish_params();
@@ -20,21 +20,24 @@ void Forecaster::init(Rng& rng) {
   head_.init(rng);
 }
 
-Tensor Forecaster::forward(const Tensor& x, Arena& arena, bool training) {
-  Tensor top = rnn_.forward(x, arena, training, dropout_seed_);
+Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
+  Arena& arena = ctx.arena;
+  Tensor top = rnn_.forward(batch.inputs, arena, ctx.training, ctx.dropout_seed);
   top_shape_ = top.shape;
   Tensor last = top.slice0(top.shape[0] - 1, top.shape[0]).reshape({top.shape[1], top.shape[2]});
-  Tensor h = drop_.forward(last, arena, training, mix_seed(dropout_seed_, 0x4ead));
+  Tensor h = drop_.forward(last, arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));
   return head_.forward(h, arena);
 }
 
-void Forecaster::backward(const Tensor& dy, Arena& arena) {
-  Tensor dlast = drop_.backward(head_.backward(dy, arena), arena);
+void Forecaster::backward(StepContext& ctx) {
+  Arena& arena = ctx.arena;
+  Tensor dlast = drop_.backward(head_.backward(ctx.output_grad, arena), arena);
   // Only the last time step feeds the head; every earlier step's output gradient is zero.
   Tensor dtop = arena.zeros(top_shape_);
   const int64_t step = top_shape_[1] * top_shape_[2];
   std::memcpy(dtop.f32() + (top_shape_[0] - 1) * step, dlast.f32(), step * sizeof(float));
   rnn_.backward(dtop, arena, false);
+  ctx.note_scratch(rnn_.checkpoint_scratch_bytes());
 }
 
 }  // namespace seqtrain

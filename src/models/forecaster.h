@@ -10,18 +10,14 @@ namespace seqtrain {
 
 class Forecaster : public Model {
  public:
-  explicit Forecaster(const ModelSpec& spec);
-  Tensor forward(const Tensor& x, Arena& arena, bool training) override;
-  void backward(const Tensor& dy, Arena& arena) override;
+  explicit Forecaster(const ModelSpec& spec, const ModelEnv& env = {});
+  Tensor forward(const Batch& batch, StepContext& ctx) override;
+  void backward(StepContext& ctx) override;
   void init(Rng& rng) override;
 
   RnnStack& rnn() { return rnn_; }
-  size_t extra_activation_bytes() const override { return rnn_.checkpoint_scratch_bytes(); }
-  Autotuner* autotuner() override { return rnn_.autotuner(); }
-  const std::string& precision_note() const override { return precision_note_; }
 
  private:
-  std::string precision_note_;  // declared before rnn_: rnn_'s initialiser writes it
   RnnStack rnn_;
   Dropout drop_;
   Linear head_;

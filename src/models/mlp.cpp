@@ -19,19 +19,22 @@ void MlpForecaster::init(Rng& rng) {
   head_.init(rng);
 }
 
-Tensor MlpForecaster::forward(const Tensor& x, Arena& arena, bool training) {
+Tensor MlpForecaster::forward(const Batch& batch, StepContext& ctx) {
+  const Tensor& x = batch.inputs;
+  Arena& arena = ctx.arena;
   ST_CHECK(x.shape.size() == 3 && x.shape[1] * x.shape[2] == spec_.lookback * spec_.input_size,
            "MLP input must be [batch, {}, {}], got {}", spec_.lookback, spec_.input_size, shape_str(x.shape));
   Tensor h = x.reshape({x.shape[0], x.shape[1] * x.shape[2]});
   for (size_t k = 0; k < body_.size(); ++k) {
     h = relus_[k].forward(body_[k].forward(h, arena), arena);
-    h = drops_[k].forward(h, arena, training, mix_seed(dropout_seed_, k));
+    h = drops_[k].forward(h, arena, ctx.training, mix_seed(ctx.dropout_seed, k));
   }
   return head_.forward(h, arena);
 }
 
-void MlpForecaster::backward(const Tensor& dy, Arena& arena) {
-  Tensor d = head_.backward(dy, arena);
+void MlpForecaster::backward(StepContext& ctx) {
+  Arena& arena = ctx.arena;
+  Tensor d = head_.backward(ctx.output_grad, arena);
   for (size_t k = body_.size(); k-- > 0;) {
     d = relus_[k].backward(drops_[k].backward(d, arena), arena);
     d = body_[k].backward(d, arena);

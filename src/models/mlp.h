@@ -14,8 +14,8 @@ namespace seqtrain {
 class MlpForecaster : public Model {
  public:
   explicit MlpForecaster(const ModelSpec& spec);
-  Tensor forward(const Tensor& x, Arena& arena, bool training) override;
-  void backward(const Tensor& dy, Arena& arena) override;
+  Tensor forward(const Batch& batch, StepContext& ctx) override;
+  void backward(StepContext& ctx) override;
   void init(Rng& rng) override;
 
  private:

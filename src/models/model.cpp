@@ -4,12 +4,13 @@
 
 namespace seqtrain {
 
-RnnOptions rnn_options(const ModelSpec& spec, std::string* note) {
+RnnOptions rnn_options(const ModelSpec& spec, const ModelEnv& env) {
   RnnOptions o;
   o.impl = parse_rnn_impl(spec.rnn_impl);
-  o.precision = rnn_precision(spec.precision, note);
+  o.precision = rnn_precision(spec.precision);
   o.grad_checkpoint = spec.grad_checkpoint;
   o.autotune = spec.autotune;
+  if (spec.autotune) o.autotuner = env.autotuner;
   return o;
 }
 
@@ -27,6 +28,6 @@ void Model::finish_params() {
   apply_decay_policy(params_, spec_.decay);
 }
 
-std::unique_ptr<Model> make_model(const ModelSpec& spec) { return build_model(spec); }
+std::unique_ptr<Model> make_model(const ModelSpec& spec, const ModelEnv& env) { return build_model(spec, env); }
 
 }  // namespace seqtrain

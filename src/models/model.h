@@ -1,16 +1,22 @@
-// Model: a fixed list of layers over one ParamStore. forward() maps a batch of windows to
-// predictions; backward() takes d(loss)/d(predictions) and accumulates every parameter's
-// gradient into the ParamStore's gradient buffer. Activations live in the caller's Arena,
-// which must not be reset between forward() and backward().
+// Model: a fixed list of layers over one ParamStore. forward() maps a Batch (core/batch.h) to the
+// model's result (forecasts, class logits, next-token logits); backward() takes the context's
+// output_grad, d(loss)/d(result), and accumulates every parameter's gradient into the
+// ParamStore's gradient buffer. Activations live in the context's Arena, which must not be reset
+// between forward() and backward(). What a model reads of the batch is its family's business
+// (inputs always; lengths or masks where it uses them); what is done with its result is the
+// Objective's (train/objective.h). Kernel tuning, activation-memory and precision reporting are
+// not part of a model: the caller lends the tuner at build time (ModelEnv), layers report
+// memory into the StepContext, and the precision is the run's policy (backend.h).
 #pragma once
 #include <memory>
 #include <string>
 
 #include "core/arena.h"
+#include "core/batch.h"
 #include "core/rng.h"
 #include "backend/backend.h"
 #include "nn/params.h"
-#include "nn/rnn.h"
+#include "models/step_context.h"
 
 namespace seqtrain {
 
@@ -34,6 +40,10 @@ struct ModelSpec {
   // Character language models (char_lstm / char_gru) only; the forecasters ignore both.
   int64_t vocab_size = 0;        // from the text source's vocabulary, not from the config
   int64_t embed_size = 32;       // model.embed_size
+  // Transformers (gpt) only: attention heads (divide hidden) and whether Linear and LayerNorm
+  // layers have biases (nanoGPT's `bias`). hidden is n_embd, layers n_layer, lookback the block.
+  int64_t heads = 4;             // model.heads
+  bool bias = true;              // model.bias
   // Which parameters weight decay applies to (train.optimizer.decay): all (torch's
   // AdamW(model.parameters())) or matrices (2-D+ weights except embeddings, as nanoGPT).
   std::string decay = "all";
@@ -45,32 +55,24 @@ struct ModelSpec {
 
 class TextGenerator;
 
+// What the caller lends a model at build time beyond its spec. The training loop owns the
+// kernel tuner (it reads and writes its cache in the run directory and logs its decisions);
+// models with tunable layers hand it to them. Null: the layers tune on their own when the spec
+// asks for it, and nobody reads their decisions.
+struct ModelEnv {
+  std::shared_ptr<Autotuner> autotuner;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
-  // x: [batch, lookback, input_size] f32, contiguous. Returns [batch, output_size].
-  // (Char LMs: x is [batch, T] token ids, the result [batch, T, vocab] logits; models/char_lm.h.)
-  virtual Tensor forward(const Tensor& x, Arena& arena, bool training) = 0;
-  // dy: [batch, output_size]. Adds into params().grads().
-  virtual void backward(const Tensor& dy, Arena& arena) = 0;
+  // Forecasters: batch.inputs [batch, lookback, input_size] f32 -> [batch, output_size].
+  // Language models: [batch, T] token ids -> [batch, T, vocab] logits (models/char_lm.h).
+  virtual Tensor forward(const Batch& batch, StepContext& ctx) = 0;
+  // Reads ctx.output_grad (shaped like forward's result); adds into params().grads().
+  virtual void backward(StepContext& ctx) = 0;
   // PyTorch default initialisation, drawn from rng.
   virtual void init(Rng& rng) = 0;
-  // Seeds the dropout masks of the next forward pass.
-  void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
-
-  // Models with RNN layers override these three; the rest have none of it.
-  // The RNN layers' autotuner (null unless spec.autotune): export_json()/import_json() for the
-  // run directory's cache, log_lines() for the log.
-  virtual Autotuner* autotuner() { return nullptr; }
-  // Activation bytes held outside the caller's Arena (gradient checkpointing's per-layer
-  // recompute arena); a step's activation memory is arena.high_water() + this.
-  virtual size_t extra_activation_bytes() const { return 0; }
-  // Why the RNN runs in the precision it does (e.g. "precision auto -> bf16: ..."); empty when
-  // the model has no mixed-precision layers.
-  virtual const std::string& precision_note() const {
-    static const std::string none;
-    return none;
-  }
 
   // Models that generate text return their TextGenerator (models/text_generator.h); the
   // registry's text_generator() is the checked way to ask.
@@ -87,16 +89,15 @@ class Model {
   void finish_params();
   ModelSpec spec_;
   ParamStore params_;
-  uint64_t dropout_seed_ = 0;
 };
 
 // Builds the model of spec.type's family (models/registry.h); error listing the registered types
 // when spec.type is none of them.
-std::unique_ptr<Model> make_model(const ModelSpec& spec);
+std::unique_ptr<Model> make_model(const ModelSpec& spec, const ModelEnv& env = {});
 
-// The RNN layers' options a spec asks for (kernels, precision, checkpointing, autotune), shared
-// by every model with an RnnStack; *note receives why the RNN runs in its precision.
-RnnOptions rnn_options(const ModelSpec& spec, std::string* note);
+// The RNN layers' options a spec asks for (kernels, precision, checkpointing, autotune with the
+// env's tuner), shared by every model with an RnnStack.
+RnnOptions rnn_options(const ModelSpec& spec, const ModelEnv& env);
 
 // Sets every entry's `decay` by the policy: "all" decays everything, "matrices" only entries
 // of 2+ dimensions that are not embeddings. Anything else throws Error naming train.optimizer.decay.

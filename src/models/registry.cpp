@@ -1,6 +1,8 @@
 // The model families and the queries over them. See registry.h.
 #include "models/registry.h"
 
+#include <type_traits>
+
 #include "models/char_lm.h"
 #include "models/forecaster.h"
 #include "models/mlp.h"
@@ -53,8 +55,9 @@ std::optional<ModelSpec> char_lm_from_weights(const WeightShapes& w, const std::
 }
 
 template <typename M>
-std::unique_ptr<Model> make(const ModelSpec& s) {
-  return std::make_unique<M>(s);
+std::unique_ptr<Model> make(const ModelSpec& s, const ModelEnv& env) {
+  if constexpr (std::is_constructible_v<M, const ModelSpec&, const ModelEnv&>) return std::make_unique<M>(s, env);
+  else return std::make_unique<M>(s);
 }
 
 std::vector<ModelFamily> make_families() {
@@ -63,6 +66,7 @@ std::vector<ModelFamily> make_families() {
                .names = {"lstm", "gru"},
                .cells = {RnnCell::lstm, RnnCell::gru},
                .text_becomes_lm = true,
+               .precision_covers = "its RNN layers",
                .fit_shape = fit_windows,
                .build = make<Forecaster>});
   f.push_back({.title = "MLP forecaster",
@@ -74,6 +78,7 @@ std::vector<ModelFamily> make_families() {
                .cells = {RnnCell::lstm, RnnCell::gru},
                .is_language_model = true,
                .generates_text = true,
+               .precision_covers = "its RNN layers",
                .fit_shape = fit_tokens,
                .build = make<CharLm>,
                .from_weights = char_lm_from_weights});
@@ -162,6 +167,8 @@ void visit_spec(M& s, V&& v) {
   v("autotune", s.autotune);
   v("vocab_size", s.vocab_size);
   v("embed_size", s.embed_size);
+  v("heads", s.heads);
+  v("bias", s.bias);
   v("decay", s.decay);
   v("backend", s.backend);
 }
@@ -187,7 +194,7 @@ ModelSpec spec_from_json(const nlohmann::json& j) {
   return s;
 }
 
-std::unique_ptr<Model> build_model(const ModelSpec& spec) { return family(spec.type).build(spec); }
+std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelEnv& env) { return family(spec.type).build(spec, env); }
 
 TextGenerator& text_generator(Model& model) {
   const std::string& type = model.spec().type;

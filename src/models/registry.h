@@ -40,11 +40,13 @@ struct ModelFamily {
   bool is_language_model = false;    // reads token ids and needs a vocabulary
   bool generates_text = false;       // its models implement TextGenerator
   bool text_becomes_lm = false;      // on text data, names[i] means the language model of cells[i]
+  // Which of its layers follow runtime.precision (for the log); empty: it always runs in fp32.
+  std::string precision_covers{};
   // Whether it can train on text data (config/model_config.cpp refuses the others there).
   bool reads_text() const { return is_language_model || text_becomes_lm; }
   // Writes the spec fields that depend on the data (sizes of input, output, vocabulary).
   std::function<void(ModelSpec&, const DataShape&)> fit_shape{};
-  std::function<std::unique_ptr<Model>(const ModelSpec&)> build{};
+  std::function<std::unique_ptr<Model>(const ModelSpec&, const ModelEnv&)> build{};
   // A spec from weight shapes alone, nullopt when the weights are not this family's; may be
   // empty. Lets generate read language models saved without a config (e.g. from PyTorch).
   std::function<std::optional<ModelSpec>(const WeightShapes&, const std::string& file)> from_weights{};
@@ -77,7 +79,7 @@ nlohmann::json spec_to_json(const ModelSpec& spec);
 ModelSpec spec_from_json(const nlohmann::json& j);
 
 // Builds the family's model (make_model calls this).
-std::unique_ptr<Model> build_model(const ModelSpec& spec);
+std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelEnv& env = {});
 // The model's text-generation interface, or an error naming its type when its family does not
 // generate text.
 TextGenerator& text_generator(Model& model);

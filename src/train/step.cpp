@@ -39,10 +39,17 @@ void TrainStep::scale_grads(double factor) {
   ps.backend().scale(ps.grads(), ps.size(), static_cast<float>(factor));
 }
 
-StepResult TrainStep::run(const Tensor& x, const Tensor& y, uint64_t seed) {
+StepResult TrainStep::run(const Tensor& inputs, const Tensor& targets, uint64_t seed) {
+  Batch batch = batch_of(inputs);
+  batch.targets = targets;
+  return run(batch, seed);
+}
+
+StepResult TrainStep::run(const Batch& batch, uint64_t seed) {
   arena_.reset();
-  model_.set_dropout_seed(seed);
-  Tensor pred = model_.forward(x, arena_, true);
+  StepContext ctx(arena_, /*training=*/true, seed);
+  Tensor pred = model_.forward(batch, ctx);
+  const Tensor& y = batch.targets;
   const ObjectiveSum sum = objective_->forward(pred, y);
   loss_sum_ += sum.loss;
   loss_count_ += sum.count;
@@ -54,7 +61,9 @@ StepResult TrainStep::run(const Tensor& x, const Tensor& y, uint64_t seed) {
   Tensor dpred = arena_.tensor(pred.shape);
   const double scale = options_.scaler ? options_.scaler->scale() : 1.0;
   objective_->backward(pred, y, dpred, reference_ > 0 ? scale / reference_ : 0.0);
-  model_.backward(dpred, arena_);
+  ctx.output_grad = dpred;
+  model_.backward(ctx);
+  scratch_bytes_ = ctx.scratch_bytes;
 
   StepResult r;
   if (++micro_ < options_.grad_accum) return r;

@@ -55,9 +55,11 @@ class TrainStep {
  public:
   TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, StepOptions options);
 
-  // x: [B, lookback, features], y: the objective's target (Objective::target). seed drives
-  // this step's dropout masks.
-  StepResult run(const Tensor& x, const Tensor& y, uint64_t seed);
+  // One micro-batch: the model reads the batch, the objective its targets (Objective::target).
+  // seed drives this pass's dropout masks.
+  StepResult run(const Batch& batch, uint64_t seed);
+  // The same for a batch of just inputs and targets (benchmarks, tests).
+  StepResult run(const Tensor& inputs, const Tensor& targets, uint64_t seed);
   // Mean loss per counted target since the last call: the loss sums over the counts (and the
   // count, so callers can combine intervals as mean * count).
   double take_loss(int64_t* count = nullptr);
@@ -65,6 +67,8 @@ class TrainStep {
   int64_t updates() const { return updates_; }
   void set_updates(int64_t n) { updates_ = n; }
   Arena& arena() { return arena_; }
+  // Activation memory of the last pass: the arena's high water plus what layers held outside it.
+  size_t activation_bytes() const { return arena_.high_water() + scratch_bytes_; }
 
  private:
   Model& model_;
@@ -81,6 +85,7 @@ class TrainStep {
   std::unique_ptr<Objective> owned_objective_;  // when options_.objective is null
   const Objective* objective_ = nullptr;
   Arena arena_;
+  size_t scratch_bytes_ = 0;  // the last pass's StepContext::scratch_bytes
   int64_t micro_ = 0;    // micro-batches into the current accumulation
   int64_t updates_ = 0;  // optimizer steps taken, skipped ones included (the schedule's step)
   double loss_sum_ = 0.0;    // since take_loss()

@@ -95,7 +95,8 @@ TrainLoop::TrainLoop(const Config& config, const TrainOptions& options)
 
 void TrainLoop::build_model() {
   spec_ = model_spec(config_, plan_);
-  model_ = make_model(spec_);
+  if (spec_.autotune) tuner_ = std::make_shared<Autotuner>();
+  model_ = make_model(spec_, ModelEnv{tuner_});
   Rng init_rng(config_.seed, /*stream=*/1);
   model_->init(init_rng);
   if (!config_.model.init_from.empty())
@@ -140,9 +141,9 @@ void TrainLoop::open_run_dir() {
   fs::create_directories(run_);
   lock_ = std::make_unique<RunLock>(run_);
   for (const auto& note : prepare_run_dir(run_, opt_.overwrite && !opt_.resume)) observers_.on_note(note);
-  if (Autotuner* tuner = model_->autotuner()) {
+  if (tuner_) {
     autotune_saved_ = false;
-    const int64_t n = load_autotune_cache(run_, *tuner);
+    const int64_t n = load_autotune_cache(run_, *tuner_);
     if (n > 0 || fs::exists(run_ / "autotune.json"))
       observers_.on_note(fmt::format("autotune: {} cached decision(s) from {}", n, (run_ / "autotune.json").string()));
   }
@@ -254,13 +255,17 @@ void TrainLoop::announce() {
                                  model_->params().size(), plan_.train->size(), DataPlan::size_of(plan_.val),
                                  DataPlan::size_of(plan_.test), plan_.unit, threads_));
   observers_.on_note("CPU kernels: " + isa_summary());
-  if (!model_->precision_note().empty()) observers_.on_note(model_->precision_note());
+  const std::string& covers = family(spec_.type).precision_covers;
+  std::string why;
+  rnn_precision(spec_.precision, &why);
+  if (!covers.empty()) observers_.on_note(why + " (" + covers + ")");
   else if (config_.runtime.precision != "fp32")
-    observers_.on_note(fmt::format("the {} model runs in fp32 (mixed precision covers the RNN layers)", spec_.type));
+    observers_.on_note(fmt::format("the {} model runs in fp32 (runtime.precision applies to models with RNN layers)",
+                                   spec_.type));
 }
 
 StepResult TrainLoop::run_batch(const Batch& batch, int64_t micro) {
-  return step_->run(batch.inputs, batch.targets, mix_seed(config_.seed, static_cast<uint64_t>(micro)));
+  return step_->run(batch, mix_seed(config_.seed, static_cast<uint64_t>(micro)));
 }
 
 // Trains the rest of the current epoch; returns false when a stop request ended it.
@@ -446,7 +451,7 @@ double TrainLoop::take_logged_loss() {
 double TrainLoop::time_s() const { return state_.time_s + seconds_since(start_); }
 
 void TrainLoop::save_autotune_log() {
-  Autotuner* tuner = model_->autotuner();
+  Autotuner* tuner = tuner_.get();
   if (!tuner || !primary()) return;
   save_autotune_cache(run_, *tuner);
   for (const auto& line : tuner->log_lines()) observers_.on_note(line);

@@ -100,6 +100,9 @@ class TrainLoop {
   bool resuming_ = false;
   std::string resumed_from_;     // the step checkpoint a resumed run started from: never pruned
   int64_t batches_ = 0, total_updates_ = 0;
+  // The kernel tuner lent to the model (runtime.autotune): its decisions are cached in the run
+  // directory and logged by this loop. Null without autotune.
+  std::shared_ptr<Autotuner> tuner_;
   bool autotune_saved_ = true;
   bool last_is_current_ = false;  // `last` already holds the present state (no step since)
   TrainSummary summary_;

@@ -100,7 +100,8 @@ void forward_batches(Model& model, const BatchSource& source, int64_t steps, int
     for (int64_t i = 0; i < n; ++i) idx[i] = b + i;
     source.fill(std::span<const int64_t>(idx.data(), n), 0, x.data(), y.empty() ? nullptr : y.data());
     arena.reset();
-    Tensor pred = model.forward(Tensor(x.data(), {n, steps, features}), arena, false);
+    StepContext ctx(arena);
+    Tensor pred = model.forward(batch_of(Tensor(x.data(), {n, steps, features})), ctx);
     use(b, n, pred, y.empty() ? nullptr : y.data());
   }
 }

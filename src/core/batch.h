@@ -1,0 +1,38 @@
+// Batch: one micro-batch as a model and the training step take it, a set of named tensors
+// (Marian's data::Batch): inputs (float values, or int64 token ids), targets (float values, or
+// int64 class labels / next tokens), and the optional lengths, key-padding mask and loss mask
+// that variable-length sequences, padding and masked pretraining need (empty tensors when a
+// source has none). It lives in core/ because every layer passes it: data/ fills it
+// (data/batch.h, data/loader.h), train/ steps on it, models/ read it.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "core/tensor.h"
+
+namespace seqtrain {
+
+struct Batch {
+  int64_t epoch = 0;
+  int64_t index = 0;                // position of the batch in its epoch
+  int64_t count = 0;                // samples in this batch (the last may be partial)
+  std::span<const int64_t> samples; // source indices of the rows, in row order
+  const float* x = nullptr;         // the source's floats: [count, x_size]
+  const float* y = nullptr;         // [count, y_size]; null when the source has no targets
+
+  Tensor inputs;            // [count, ...layout.x], f32 or i64
+  Tensor targets;           // [count, ...layout.y], f32 or i64; empty when the source has no y
+  Tensor lengths;           // optional [count] i64: valid steps per sample
+  Tensor key_padding_mask;  // optional [count, T] u8: 1 where a step is padding
+  Tensor loss_mask;         // optional, shaped like targets, f32: 1 where a target counts
+};
+
+// A batch of inputs alone (evaluation, predict, tests): targets and masks empty.
+inline Batch batch_of(const Tensor& inputs) {
+  Batch b;
+  b.inputs = inputs;
+  b.count = inputs.shape.empty() ? 0 : inputs.shape[0];
+  return b;
+}
+
+}  // namespace seqtrain

@@ -1,0 +1,31 @@
+// StepContext: what one forward and backward pass of a model needs besides the batch (llm.c
+// passes the same things to gpt2_forward/backward as arguments): the Arena the activations live
+// in, whether it is training (dropout on), the seed of this pass's dropout masks, and the
+// gradient of the loss with respect to what forward returned, which the caller sets (from its
+// Objective) before backward. Layers report into it what the caller measures about a pass:
+// activation bytes held outside the arena (gradient checkpointing's recompute arena).
+// One context serves one forward and its backward; the arena must not be reset between them.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/arena.h"
+#include "core/tensor.h"
+
+namespace seqtrain {
+
+struct StepContext {
+  explicit StepContext(Arena& a, bool train = false, uint64_t seed = 0)
+      : arena(a), training(train), dropout_seed(seed) {}
+
+  Arena& arena;
+  bool training = false;
+  uint64_t dropout_seed = 0;
+  Tensor output_grad;        // d(loss)/d(forward's result), shaped like it; set before backward
+  size_t scratch_bytes = 0;  // most activation bytes a layer held outside `arena` in this pass
+
+  void note_scratch(size_t bytes) { scratch_bytes = std::max(scratch_bytes, bytes); }
+};
+
+}  // namespace seqtrain
