@@ -98,9 +98,24 @@ void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t D, int6
 }
 
 // The dropout factor of each key column of a tile row: keep_scale where kept, 0 where dropped.
+// attention_bits() of backend/attention_dropout.h written out on this level's vectors (the
+// compiler left the scalar loop scalar); the flash-vs-reference tests with dropout hold the two
+// to the same mask.
 void keep_row(const AttentionKernelArgs& a, int64_t b, int64_t h, int64_t i, int64_t j0, float* kf) {
   const uint64_t key = attention_row_key(a.seed, b, h, i);
-  for (int64_t j = 0; j < kTile; ++j) kf[j] = attention_bits(key, j0 + j) >= a.keep_threshold ? a.keep_scale : 0.f;
+  const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
+  vu j;
+  for (int64_t k = 0; k < kLanes; ++k) j[k] = static_cast<uint32_t>(j0 + k);
+  for (int64_t v = 0; v < kTile; v += kLanes, j += static_cast<uint32_t>(kLanes)) {
+    vu x = (j * 0x9e3779b9u) ^ lo;
+    x ^= x >> 16;
+    x *= 0x85ebca6bu;
+    x ^= x >> 13;
+    x *= 0xc2b2ae35u;
+    x ^= x >> 16;
+    x = (x ^ hi) >> 8;
+    vstore(kf + v, x >= a.keep_threshold ? splat(a.keep_scale) : splat(0.f));
+  }
 }
 
 // Lane k of the vector starting at column v holds column j0 + v + k: valid (causal) iff <= i.
