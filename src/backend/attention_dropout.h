@@ -11,6 +11,8 @@
 // vectorizes on every ISA level. An element is kept when its 24 bits >= ceil(p * 2^24): kept
 // with probability 1 - p on the 24-bit grid, as nn/dropout.h's uniform() >= p.
 //
+// backend/cpu/kernels/attention.cpp's keep_row() is the same per-column hash on vectors: change
+// both together (the flash-vs-reference dropout tests catch a difference).
 // Everything has internal linkage (an unnamed namespace): the per-ISA kernel files include this
 // header, and each must keep its own copy (backend/cpu/kernels/level.h's rule).
 #pragma once
