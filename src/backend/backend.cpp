@@ -25,6 +25,8 @@ std::string_view backend_op_name(BackendOp op) {
     case BackendOp::scale: return "scale";
     case BackendOp::fill: return "fill";
     case BackendOp::copy: return "copy";
+    case BackendOp::attention_f32: return "fp32 attention";
+    case BackendOp::attention_bf16: return "bf16 attention";
   }
   return "?";
 }
@@ -32,6 +34,21 @@ std::string_view backend_op_name(BackendOp op) {
 void Backend::require(BackendOp op, std::string_view what) const {
   ST_CHECK(supports(op), "the {} backend has no {}{}{}: use runtime.backend cpu for it", name(), backend_op_name(op),
            what.empty() ? "" : " ", what);
+}
+
+void check_attention_args(const AttentionArgs& a) {
+  ST_CHECK(a.batch > 0 && a.seq > 0 && a.heads > 0 && a.channels > 0,
+           "attention: batch {}, sequence length {}, n_head {} and n_embd {} must all be positive", a.batch, a.seq,
+           a.heads, a.channels);
+  ST_CHECK(a.channels % a.heads == 0,
+           "attention: the qkv width {} (3 * n_embd) is not divisible by 3 * n_head = {}: n_embd {} must be a "
+           "multiple of n_head {}",
+           3 * a.channels, 3 * a.heads, a.channels, a.heads);
+  ST_CHECK(a.compute == DType::f32 || a.compute == DType::bf16,
+           "attention: products in {} are not supported: use f32 or bf16", dtype_name(a.compute));
+  ST_CHECK(a.dropout >= 0.f && a.dropout <= 1.f, "attention: dropout probability must be in [0, 1], got {}",
+           a.dropout);
+  ST_CHECK(a.qkv && a.y && a.lse, "attention: qkv, y and lse must all be given (null pointer)");
 }
 
 RnnImpl parse_rnn_impl(const std::string& name) {

@@ -37,6 +37,7 @@ enum class BackendOp : uint8_t {
   rnn_fp32, rnn_bf16, rnn_fp16,    // the recurrent layer by compute precision
   rnn_grad_checkpoint,             // the recurrent layer recomputing its saved state in backward
   adamw, sgd, norm, scale, fill, copy,
+  attention_f32, attention_bf16,   // causal self-attention by product precision
 };
 std::string_view backend_op_name(BackendOp op);
 
@@ -126,6 +127,30 @@ struct SgdUpdate {
   bool nesterov = false, first = false;
 };
 
+// Causal multi-head self-attention over nanoGPT's c_attn output, one call per layer (as a fused
+// attention kernel works: FlashAttention on a device, tiles with an online softmax on the CPU).
+//   qkv [B, T, 3C]: q = columns [0, C), k = [C, 2C), v = [2C, 3C), each H heads of D = C / H
+//   y   [B, T, C]:  softmax(q k^T / sqrt(D) + causal mask) v, heads merged (c_proj's input)
+//   lse [B, H, T]:  each score row's logsumexp, written by forward, read by backward
+// Attention dropout (training): probability p *inside* the op, kept entries scaled by 1/(1-p);
+// whether (b, h, i, j) is kept is attention_keep() of backend/attention_dropout.h, a pure
+// function of (seed, b, h, i, j), so backward regenerates the mask and no implementation's
+// result depends on its thread count or tiling. `compute` is the products' operand precision:
+// f32, or bf16 (q, k, v, p and in backward dy and dS rounded to bf16; fp32 accumulation and
+// fp32 softmax).
+struct AttentionArgs {
+  int64_t batch = 0, seq = 0, heads = 0, channels = 0;  // B, T, H, C
+  DType compute = DType::f32;
+  float dropout = 0.f;  // 0 outside training
+  uint64_t seed = 0;
+  const float* qkv = nullptr;
+  float* y = nullptr;    // forward writes it; backward reads it (for D_i = rowsum(dy_i * y_i))
+  float* lse = nullptr;  // forward writes it; backward reads it
+};
+// Throws a seqtrain::Error naming what is wrong (sizes, heads not dividing C, p outside [0, 1],
+// a dtype other than f32/bf16, null pointers); every implementation calls it first.
+void check_attention_args(const AttentionArgs& a);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -154,6 +179,12 @@ class Backend {
   virtual void scale(float* x, size_t n, float s) = 0;  // x[i] *= s
   virtual void fill(float* x, size_t n, float v) = 0;
   virtual void copy(const float* src, float* dst, size_t n) = 0;
+
+  // Causal self-attention (AttentionArgs above): forward writes a.y and a.lse.
+  virtual void attention_forward(const AttentionArgs& a) = 0;
+  // dy [B, T, C] -> dqkv [B, T, 3C] (overwritten), from the forward's a.qkv, a.y, a.lse and the
+  // same dropout and seed.
+  virtual void attention_backward(const AttentionArgs& a, const float* dy, float* dqkv) = 0;
 };
 
 // The overrides of every operation above, for a concrete backend's class body: the list is
@@ -171,7 +202,9 @@ class Backend {
   double l2_norm(const float* x, size_t n) override;                                                                 \
   void scale(float* x, size_t n, float s) override;                                                                  \
   void fill(float* x, size_t n, float v) override;                                                                   \
-  void copy(const float* src, float* dst, size_t n) override;
+  void copy(const float* src, float* dst, size_t n) override;                                                        \
+  void attention_forward(const AttentionArgs& a) override;                                                           \
+  void attention_backward(const AttentionArgs& a, const float* dy, float* dqkv) override;
 
 // The backends by runtime.backend name ("cpu", "reference"): one instance each for the process
 // (they hold no per-run state; per-layer state lives in what make_recurrent returns). Callers

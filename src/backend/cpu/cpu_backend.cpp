@@ -2,7 +2,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include <omp.h>
+
+#include "backend/attention_dropout.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_rnn.h"
 #include "backend/cpu/gemm.h"
@@ -15,6 +19,30 @@ namespace {
 // Buffers shorter than this are updated by one thread: starting an OpenMP team costs more than
 // the whole pass over a few thousand floats (optim/optimizer.h's kOptimParallelMin).
 constexpr size_t kParallelMin = size_t{1} << 15;
+
+// The kernel's arguments from the op's; checks them first.
+AttentionKernelArgs attention_kernel_args(const AttentionArgs& a) {
+  check_attention_args(a);
+  AttentionKernelArgs k;
+  k.B = a.batch; k.T = a.seq; k.H = a.heads; k.C = a.channels;
+  k.bf16 = a.compute == DType::bf16;
+  k.dropout = a.dropout > 0.f;
+  k.keep_threshold = attention_keep_threshold(a.dropout);
+  k.keep_scale = a.dropout < 1.f ? 1.f / (1.f - a.dropout) : 0.f;  // p = 1: zeros, as torch
+  k.seed = a.seed;
+  k.qkv = a.qkv; k.y = a.y; k.lse = a.lse;
+  return k;
+}
+
+// The attention kernels' per-thread workspaces: grown once to the largest shape a thread (the
+// caller's) has asked for, then reused, so the steady-state step allocates nothing.
+float* attention_work(const AttentionKernelArgs& k, bool backward) {
+  thread_local std::vector<float> work;
+  const size_t need = static_cast<size_t>(cpu_kernels().attention_work_floats(k, backward)) *
+                      static_cast<size_t>(omp_get_max_threads());
+  if (work.size() < need) work.resize(need);
+  return work.data();
+}
 }  // namespace
 
 bool CpuBackend::supports(BackendOp op) const {
@@ -134,6 +162,25 @@ void CpuBackend::fill(float* x, size_t n, float v) {
 
 void CpuBackend::copy(const float* src, float* dst, size_t n) {
   if (n) std::memcpy(dst, src, n * sizeof(float));
+}
+
+}  // namespace seqtrain
+
+namespace seqtrain {
+
+void CpuBackend::attention_forward(const AttentionArgs& a) {
+  AttentionKernelArgs k = attention_kernel_args(a);
+  k.work = attention_work(k, false);
+  cpu_kernels().attention_forward(k);
+}
+
+void CpuBackend::attention_backward(const AttentionArgs& a, const float* dy, float* dqkv) {
+  AttentionKernelArgs k = attention_kernel_args(a);
+  ST_CHECK(dy && dqkv, "attention backward: dy and dqkv must be given (null pointer)");
+  k.dy = dy;
+  k.dqkv = dqkv;
+  k.work = attention_work(k, true);
+  cpu_kernels().attention_backward(k);
 }
 
 }  // namespace seqtrain

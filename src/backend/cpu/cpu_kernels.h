@@ -4,7 +4,7 @@
 // process's active level, and nothing else in the code asks which level it is.
 //
 // What is here is what the step spends its own (non-GEMM) time in: the fused RNN gate passes,
-// the 16-bit conversions and the AdamW update. Everything else is oneDNN, which dispatches
+// the 16-bit conversions, the AdamW update and the tiled (flash) attention. Everything else is oneDNN, which dispatches
 // itself (capped alike by SEQTRAIN_ISA).
 #pragma once
 #include <cstdint>
@@ -24,6 +24,22 @@ struct AdamWKernelArgs {
   float decay = 1.f, b1 = 0.f, one_minus_b1 = 1.f, b2 = 0.f, one_minus_b2 = 1.f;
   float bc2_sqrt = 1.f, eps = 0.f, neg_step_size = 0.f;
   bool parallel = false;
+};
+
+// One causal self-attention call (backend.h's AttentionArgs, resolved by cpu_backend.cpp):
+// backend/cpu/kernels/attention.cpp's tiled kernels. Forward writes y and lse; backward reads
+// qkv, y, lse, dy and overwrites dqkv.
+struct AttentionKernelArgs {
+  int64_t B = 0, T = 0, H = 0, C = 0;
+  bool bf16 = false;           // round the products' operands to bf16
+  bool dropout = false;        // p > 0: keep where attention_bits() >= keep_threshold
+  uint32_t keep_threshold = 0;
+  float keep_scale = 1.f;      // 1 / (1 - p) (0 when p = 1)
+  uint64_t seed = 0;
+  const float* qkv = nullptr; float* y = nullptr; float* lse = nullptr;
+  const float* dy = nullptr; float* dqkv = nullptr;
+  // omp_get_max_threads() slices of attention_work_floats() floats each, one per thread.
+  float* work = nullptr;
 };
 
 // The vector activation functions of the gate passes, exposed for tests.
@@ -48,6 +64,10 @@ struct CpuKernels {
   void (*half_to_f32)(HalfType t, const uint16_t* src, float* dst, int64_t n);
   void (*adamw)(const AdamWKernelArgs& a);
   void (*gate_fn)(GateFn fn, const float* x, float* y, int64_t n);
+  void (*attention_forward)(const AttentionKernelArgs& a);
+  void (*attention_backward)(const AttentionKernelArgs& a);
+  // The floats of one thread's workspace slice for forward (or backward).
+  int64_t (*attention_work_floats)(const AttentionKernelArgs& a, bool backward);
 };
 
 // The active level's kernels.

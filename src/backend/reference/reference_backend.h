@@ -1,9 +1,10 @@
 // ReferenceBackend: the Backend seam implemented as the plainest loops that are still right:
 // fp32 storage, fp64 accumulation in every GEMM, reduction and norm, the recurrent layer as a
-// loop over time steps written straight from PyTorch's LSTM/GRU equations. No oneDNN, no
+// loop over time steps written straight from PyTorch's LSTM/GRU equations, attention with the
+// whole score matrix per head (reference_attention.cpp). No oneDNN, no
 // threads, no tuning. It exists to be the oracle: the CPU backend's kernels, and the CUDA
 // backend after them, are tested against it (tests/test_backend.cpp). Anything it does not do
-// (16-bit GEMMs, mixed-precision or checkpointed recurrent layers) is a seqtrain::Error naming
+// (16-bit GEMMs and attention, mixed-precision or checkpointed recurrent layers) is a seqtrain::Error naming
 // the operation, never a quiet fallback to another path.
 #pragma once
 #include "backend/backend.h"

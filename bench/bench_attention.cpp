@@ -1,0 +1,86 @@
+// bench_attention: the CPU backend's causal self-attention (backend/cpu/kernels/attention.cpp),
+// forward and backward, at the nanoGPT CPU recipe's shape (B 12, T 64, C 128, H 4) and at a
+// larger one (B 64, T 256, C 384, H 6), fp32 and bf16, without and with attention dropout.
+//
+//   bench_attention [--repeats R] [--threads P]
+//
+// Printed per case: best and median wall ms of forward, of backward, of both, and GFLOP/s of
+// both at the best time. FLOPs count the causal half only (T (T + 1) / 2 score entries per
+// head): forward 2 products (q k^T, p v), backward 5 (recomputed q k^T, dy v^T, p^T dy,
+// dS^T q, dS k), each 2 D flops per entry; the recompute is counted, softmax and exp are not.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/rng.h"
+
+using namespace seqtrain;
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Case {
+  int64_t B, T, C, H;
+};
+
+void run_case(const Case& c, DType dt, float p, int repeats) {
+  Backend& be = backend_named("cpu");
+  Rng rng(1);
+  std::vector<float> qkv(c.B * c.T * 3 * c.C), dy(c.B * c.T * c.C), y(dy.size()), lse(c.B * c.H * c.T),
+      dqkv(qkv.size());
+  for (auto& v : qkv) v = rng.normal();
+  for (auto& v : dy) v = rng.normal();
+  AttentionArgs a;
+  a.batch = c.B; a.seq = c.T; a.heads = c.H; a.channels = c.C;
+  a.compute = dt;
+  a.dropout = p;
+  a.seed = 7;
+  a.qkv = qkv.data(); a.y = y.data(); a.lse = lse.data();
+  std::vector<double> fwd, bwd, both;
+  for (int r = 0; r < repeats + 2; ++r) {  // two warm-up rounds
+    const auto t0 = std::chrono::steady_clock::now();
+    be.attention_forward(a);
+    const double f = ms_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    be.attention_backward(a, dy.data(), dqkv.data());
+    const double b = ms_since(t1);
+    if (r < 2) continue;
+    fwd.push_back(f); bwd.push_back(b); both.push_back(f + b);
+  }
+  for (auto* v : {&fwd, &bwd, &both}) std::sort(v->begin(), v->end());
+  const double D = static_cast<double>(c.C / c.H);
+  const double entries = static_cast<double>(c.B) * c.H * c.T * (c.T + 1) / 2.0;
+  const double flops = entries * 2.0 * D * (2 + 5);
+  std::printf("B%-3lld T%-4lld C%-4lld H%-2lld %-4s p=%.1f  fwd %7.3f (med %7.3f) ms  bwd %7.3f (med %7.3f) ms  "
+              "fwd+bwd %7.3f (med %7.3f) ms  %6.1f GFLOP/s\n",
+              static_cast<long long>(c.B), static_cast<long long>(c.T), static_cast<long long>(c.C),
+              static_cast<long long>(c.H), dt == DType::bf16 ? "bf16" : "fp32", p, fwd[0], fwd[fwd.size() / 2], bwd[0],
+              bwd[bwd.size() / 2], both[0], both[both.size() / 2], flops / (both[0] * 1e6));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--repeats") repeats = std::atoi(argv[i + 1]);
+    else if (k == "--threads") omp_set_num_threads(std::atoi(argv[i + 1]));
+    else { std::fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+  }
+  std::printf("threads %d, repeats %d\n", omp_get_max_threads(), repeats);
+  for (const Case& c : {Case{12, 64, 128, 4}, Case{64, 256, 384, 6}})
+    for (DType dt : {DType::f32, DType::bf16})
+      for (float p : {0.f, 0.1f}) run_case(c, dt, p, repeats);
+  return 0;
+}

@@ -1,0 +1,379 @@
+// Causal self-attention on the CPU in FlashAttention's scheme (Dao et al. 2022; the backward in
+// FlashAttention-2's loop order): tiles of kTile queries x kTile keys, an online softmax (running
+// max and sum per query row), the T x T score matrix never stored, tiles wholly above the causal
+// diagonal skipped. Backward recomputes each probability tile from the saved logsumexp.
+//
+// Every product is one register-blocked micro-kernel (mk4: 4 rows of C, two vectors of columns
+// at a time, an FMA per A element broadcast against a row of B), on per-head copies of q, k, v
+// repacked contiguous and zero-padded (rows to the tile, columns to the vector width), K and V
+// also transposed where a product wants keys along the vector. Padding is harmless: padded keys
+// sit above the diagonal of every real query (masked), padded columns are zero.
+//
+// Threads: forward runs one task per (b, h, query tile); backward one per (b, h), which owns
+// that head's dq, dk and dv columns outright and walks key tiles then query tiles serially, so
+// dk, dv and dq accumulate without atomics in a fixed order. Each task is serial: results are
+// bitwise the same for any thread count. The dropout mask is backend/attention_dropout.h's.
+//
+// bf16: q, k, v, the (dropped) probabilities, dy and dS are rounded to bf16 (round to nearest
+// even) where they enter a product; accumulation, the softmax, lse and D_i stay fp32. The
+// rounding is done in fp32 registers (a product of two bf16 values is exact in fp32), which is
+// bf16's numerics; it is not yet bf16's speed (no vdpbf16ps path).
+#include <cstdlib>
+#include <cstring>
+
+#include <omp.h>
+
+#include "backend/attention_dropout.h"
+#include "backend/cpu/kernels/level.h"
+#include "backend/cpu/kernels/vec.h"
+
+namespace seqtrain::ST_ISA_NS {
+namespace {
+
+constexpr int64_t kTile = 64;  // queries per tile and keys per tile (a multiple of kLanes and 4)
+using vu = uint32_t __attribute__((vector_size(kLanes * 4)));
+
+inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+inline float fmaxf_(float a, float b) { return a > b ? a : b; }
+
+inline vf vload(const float* p) { vf v; std::memcpy(&v, p, sizeof v); return v; }
+inline void vstore(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
+
+inline float round_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+inline vf round_bf16(vf x) {
+  vu u;
+  std::memcpy(&u, &x, sizeof u);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// C[r, 0:N) (+)= sum_k A[r * lda + k] * B[k * ldb + 0:N) for the 4 rows r, N = nv * kLanes.
+// Two column vectors at a time: 8 independent accumulator chains hide the FMA latency.
+template <int NV>
+inline void mk4_cols(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, float* C, int64_t ldc,
+                     bool accumulate) {
+  vf c[4][NV];
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < NV; ++v) c[r][v] = accumulate ? vload(C + r * ldc + v * kLanes) : splat(0.f);
+  for (int64_t k = 0; k < K; ++k) {
+    vf b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = vload(B + k * ldb + v * kLanes);
+    for (int r = 0; r < 4; ++r) {
+      const vf a = splat(A[r * lda + k]);
+      for (int v = 0; v < NV; ++v) c[r][v] += a * b[v];
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < NV; ++v) vstore(C + r * ldc + v * kLanes, c[r][v]);
+}
+
+inline void mk4(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, float* C, int64_t ldc,
+                int64_t nv, bool accumulate) {
+  int64_t v = 0;
+  for (; v + 2 <= nv; v += 2) mk4_cols<2>(A, lda, B + v * kLanes, ldb, K, C + v * kLanes, ldc, accumulate);
+  if (v < nv) mk4_cols<1>(A, lda, B + v * kLanes, ldb, K, C + v * kLanes, ldc, accumulate);
+}
+
+// rows x D of a head (row stride ld) into dst [rows_pad, Dp], zero-padded; optionally rounded.
+void pack_rows(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t rows_pad, int64_t Dp, bool bf16,
+               float* dst) {
+  std::memset(dst, 0, sizeof(float) * rows_pad * Dp);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < D; ++d) dst[r * Dp + d] = bf16 ? round_bf16(src[r * ld + d]) : src[r * ld + d];
+}
+
+// The transpose: dst[d * cols_pad + r] for d < D, rows r < rows, zero for r >= rows.
+void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t cols_pad, bool bf16,
+                     float* dst) {
+  std::memset(dst, 0, sizeof(float) * D * cols_pad);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < D; ++d) dst[d * cols_pad + r] = bf16 ? round_bf16(src[r * ld + d]) : src[r * ld + d];
+}
+
+// The dropout factor of each key column of a tile row: keep_scale where kept, 0 where dropped.
+// attention_bits() of backend/attention_dropout.h written out on this level's vectors (the
+// compiler left the scalar loop scalar); the flash-vs-reference tests with dropout hold the two
+// to the same mask.
+void keep_row(const AttentionKernelArgs& a, int64_t b, int64_t h, int64_t i, int64_t j0, float* kf) {
+  const uint64_t key = attention_row_key(a.seed, b, h, i);
+  const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
+  vu j;
+  for (int64_t k = 0; k < kLanes; ++k) j[k] = static_cast<uint32_t>(j0 + k);
+  for (int64_t v = 0; v < kTile; v += kLanes, j += static_cast<uint32_t>(kLanes)) {
+    vu x = (j * 0x9e3779b9u) ^ lo;
+    x ^= x >> 16;
+    x *= 0x85ebca6bu;
+    x ^= x >> 13;
+    x *= 0xc2b2ae35u;
+    x ^= x >> 16;
+    x = (x ^ hi) >> 8;
+    vstore(kf + v, x >= a.keep_threshold ? splat(a.keep_scale) : splat(0.f));
+  }
+}
+
+// Lane k of the vector starting at column v holds column j0 + v + k: valid (causal) iff <= i.
+inline vf valid_lanes(int64_t j0, int64_t v, int64_t i) {
+  vf lane;
+  for (int64_t k = 0; k < kLanes; ++k) lane[k] = static_cast<float>(k);
+  return lane + static_cast<float>(j0 + v) <= static_cast<float>(i) ? splat(1.f) : splat(0.f);
+}
+
+struct Dims {
+  int64_t B, T, H, C, D, Dp, ld;
+  float scale;
+};
+Dims dims_of(const AttentionKernelArgs& a) {
+  const int64_t D = a.C / a.H;
+  return {a.B, a.T, a.H, a.C, D, round_up(D, kLanes), 3 * a.C, 1.f / __builtin_sqrtf(static_cast<float>(D))};
+}
+
+}  // namespace
+
+namespace {
+
+inline float hsum(vf v) {
+  float s = 0.f;
+  for (int64_t k = 0; k < kLanes; ++k) s += v[k];
+  return s;
+}
+
+// One query row i of a score tile (s: raw q.k over key columns [j0, j0 + kTile)) through the
+// online softmax: updates the row's running max m and sum l, writes the probabilities to p
+// (times the dropout factors kf when given, rounded to bf16 when asked; zero above the
+// diagonal) and returns alpha = e^(m_old - m_new), the factor the row's output accumulator
+// must be rescaled by. l sums the probabilities before dropout: dropout scales the output, not
+// the softmax's normalizer.
+float softmax_row(const Dims& d, const float* s, float* p, const float* kf, bool bf16, int64_t j0, int64_t i,
+                  float& m, float& l) {
+  vf vmax = splat(-__builtin_inff());
+  for (int64_t v = 0; v < kTile; v += kLanes) {
+    const vf x = vload(s + v) * d.scale;
+    vmax = (valid_lanes(j0, v, i) > 0.f) & (x > vmax) ? x : vmax;
+  }
+  float mx = -__builtin_inff();
+  for (int64_t k = 0; k < kLanes; ++k) mx = fmaxf_(mx, vmax[k]);
+  const float m_new = fmaxf_(m, mx);
+  const float alpha = __builtin_expf(m - m_new);  // 0 at the first tile (m = -inf)
+  vf vsum = splat(0.f);
+  for (int64_t v = 0; v < kTile; v += kLanes) {
+    vf e = exp(vload(s + v) * d.scale - m_new);
+    e = valid_lanes(j0, v, i) > 0.f ? e : splat(0.f);  // drops inf from masked lanes too
+    vsum += e;
+    if (kf) e *= vload(kf + v);
+    if (bf16) e = round_bf16(e);
+    vstore(p + v, e);
+  }
+  l = l * alpha + hsum(vsum);
+  m = m_new;
+  return alpha;
+}
+
+// The per-thread workspace of a forward task: the query tile, the keys (transposed) and values
+// up to the tile's last query, a 4-row score and probability tile, the output accumulator, the
+// running max and sum, one row of dropout factors.
+struct ForwardWork {
+  float *Q, *Kt, *V, *S, *P, *O, *m, *l, *kf;
+};
+ForwardWork forward_work(const Dims& d, int64_t Tp, float* w) {
+  ForwardWork f;
+  f.Q = w;
+  f.Kt = f.Q + kTile * d.Dp;
+  f.V = f.Kt + d.D * Tp;
+  f.S = f.V + Tp * d.Dp;
+  f.P = f.S + 4 * kTile;
+  f.O = f.P + 4 * kTile;
+  f.m = f.O + kTile * d.Dp;
+  f.l = f.m + kTile;
+  f.kf = f.l + kTile;
+  return f;
+}
+int64_t forward_floats(const Dims& d, int64_t Tp) { return 2 * kTile * d.Dp + d.D * Tp + Tp * d.Dp + 11 * kTile; }
+
+// Queries [q0, q0 + kTile) of head (b, h): y rows and their logsumexp.
+void forward_tile(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, int64_t q0, float* w) {
+  const int64_t nq = imin(kTile, d.T - q0), kend = q0 + nq, kp = round_up(kend, kTile), Dp = d.Dp;
+  const ForwardWork f = forward_work(d, round_up(d.T, kTile), w);
+  const float* head = a.qkv + b * d.T * d.ld + h * d.D;
+  pack_rows(head + q0 * d.ld, d.ld, nq, d.D, kTile, Dp, a.bf16, f.Q);
+  pack_transposed(head + d.C, d.ld, kend, d.D, kp, a.bf16, f.Kt);
+  pack_rows(head + 2 * d.C, d.ld, kend, d.D, kp, Dp, a.bf16, f.V);
+  std::memset(f.O, 0, sizeof(float) * kTile * Dp);
+  for (int64_t r = 0; r < kTile; ++r) { f.m[r] = -__builtin_inff(); f.l[r] = 0.f; }
+  for (int64_t rb = 0; rb < nq; rb += 4) {
+    const int64_t i0 = q0 + rb;
+    // Key tiles up to the block's last row: the ones above the diagonal are never visited.
+    for (int64_t j0 = 0; j0 <= i0 + 3 && j0 < kend; j0 += kTile) {
+      mk4(f.Q + rb * Dp, Dp, f.Kt + j0, kp, d.D, f.S, kTile, kTile / kLanes, false);
+      for (int64_t r = 0; r < 4; ++r) {
+        if (a.dropout) keep_row(a, b, h, i0 + r, j0, f.kf);
+        const float alpha = softmax_row(d, f.S + r * kTile, f.P + r * kTile, a.dropout ? f.kf : nullptr, a.bf16,
+                                        j0, i0 + r, f.m[rb + r], f.l[rb + r]);
+        float* o = f.O + (rb + r) * Dp;
+        for (int64_t v = 0; v < Dp; v += kLanes) vstore(o + v, vload(o + v) * alpha);
+      }
+      const int64_t keys = imin(kTile, i0 + 4 - j0);  // past them every row's p is 0
+      mk4(f.P, kTile, f.V + j0 * Dp, Dp, keys, f.O + rb * Dp, Dp, Dp / kLanes, true);
+    }
+  }
+  for (int64_t r = 0; r < nq; ++r) {
+    const int64_t i = q0 + r;
+    const float inv = 1.f / f.l[r];
+    float* y = a.y + (b * d.T + i) * d.C + h * d.D;
+    for (int64_t k = 0; k < d.D; ++k) y[k] = f.O[r * Dp + k] * inv;
+    a.lse[(b * d.H + h) * d.T + i] = f.m[r] + __builtin_logf(f.l[r]);
+  }
+}
+
+}  // namespace
+
+void attention_forward(const AttentionKernelArgs& a) {
+  const Dims d = dims_of(a);
+  const int64_t tiles = (d.T + kTile - 1) / kTile, tasks = d.B * d.H * tiles;
+  const int64_t stride = attention_work_floats(a, false);
+#pragma omp parallel for schedule(dynamic) if (tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    // Last query tiles first: they have the most key tiles, and go first for a balanced finish.
+    const int64_t qt = tiles - 1 - t % tiles, bh = t / tiles;
+    forward_tile(a, d, bh / d.H, bh % d.H, qt * kTile, a.work + omp_get_thread_num() * stride);
+  }
+}
+
+namespace {
+
+// The per-thread workspace of a backward task (one head): q, k, dy rows and k, v transposed,
+// all zero-padded to Tp rows; dq for the head; dk and dv of one key tile; a query tile's
+// dropped probabilities and dS, row-major and transposed; D_i; one row of dropout factors.
+struct BackwardWork {
+  float *Q, *K, *dY, *Kt, *Vt, *dQ, *dK, *dV, *S, *dP, *P, *dS, *PT, *dST, *Di, *kf;
+};
+BackwardWork backward_work(const Dims& d, int64_t Tp, float* w) {
+  BackwardWork g;
+  const int64_t rows = Tp * d.Dp, cols = d.D * Tp, tile = kTile * d.Dp, sq = kTile * kTile;
+  g.Q = w; g.K = g.Q + rows; g.dY = g.K + rows; g.dQ = g.dY + rows;
+  g.Kt = g.dQ + rows; g.Vt = g.Kt + cols;
+  g.dK = g.Vt + cols; g.dV = g.dK + tile;
+  g.S = g.dV + tile; g.dP = g.S + 4 * kTile;
+  g.P = g.dP + 4 * kTile; g.dS = g.P + sq; g.PT = g.dS + sq; g.dST = g.PT + sq;
+  g.Di = g.dST + sq; g.kf = g.Di + Tp;
+  return g;
+}
+int64_t backward_floats(const Dims& d, int64_t Tp) {
+  return 4 * Tp * d.Dp + 2 * d.D * Tp + 2 * kTile * d.Dp + 8 * kTile + 4 * kTile * kTile + Tp + kTile;
+}
+
+// Rows [i0, i0 + 4) of a (query tile x key tile) block: recompute p from lse, then
+// dP = (dy v^T) * dropout, dS = p * (dP - D_i) * scale; write the dropped p and dS rows.
+void backward_rows(const AttentionKernelArgs& a, const Dims& d, const BackwardWork& g, int64_t b, int64_t h,
+                   int64_t Tp, int64_t i0, int64_t j0, float* P, float* dS) {
+  mk4(g.Q + i0 * d.Dp, d.Dp, g.Kt + j0, Tp, d.D, g.S, kTile, kTile / kLanes, false);
+  mk4(g.dY + i0 * d.Dp, d.Dp, g.Vt + j0, Tp, d.D, g.dP, kTile, kTile / kLanes, false);
+  const float* lse = a.lse + (b * d.H + h) * d.T;
+  for (int64_t r = 0; r < 4; ++r) {
+    const int64_t i = i0 + r;
+    // Padded query rows (i >= T) get p = 0: their lse is not real.
+    const float row_lse = i < d.T ? lse[i] : 0.f, Di = g.Di[i];
+    const vf live = splat(i < d.T ? 1.f : 0.f);
+    if (a.dropout) keep_row(a, b, h, i, j0, g.kf);
+    for (int64_t v = 0; v < kTile; v += kLanes) {
+      vf p = exp(vload(g.S + r * kTile + v) * d.scale - row_lse);
+      p = valid_lanes(j0, v, i) * live > 0.f ? p : splat(0.f);
+      vf dp = vload(g.dP + r * kTile + v), pd = p;
+      if (a.dropout) {
+        const vf kf = vload(g.kf + v);
+        dp *= kf;
+        pd *= kf;
+      }
+      vf ds = p * (dp - Di) * d.scale;
+      if (a.bf16) { pd = round_bf16(pd); ds = round_bf16(ds); }
+      vstore(P + r * kTile + v, pd);
+      vstore(dS + r * kTile + v, ds);
+    }
+  }
+}
+
+// [rows, kTile] -> [kTile, kTile] transposed, columns past rows zero.
+void transpose_tile(const float* src, int64_t rows, float* dst) {
+  std::memset(dst, 0, sizeof(float) * kTile * kTile);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < kTile; ++j) dst[j * kTile + r] = src[r * kTile + j];
+}
+
+// Key tile [j0, j0 + kTile) against every query tile at or below it (FlashAttention-2's order):
+// dv and dk of the key tile accumulate over query tiles, dq of each query tile over key tiles.
+void backward_key_tile(const AttentionKernelArgs& a, const Dims& d, const BackwardWork& g, int64_t b, int64_t h,
+                       int64_t Tp, int64_t j0) {
+  const int64_t Dp = d.Dp, nvd = Dp / kLanes;
+  std::memset(g.dK, 0, sizeof(float) * kTile * Dp);
+  std::memset(g.dV, 0, sizeof(float) * kTile * Dp);
+  for (int64_t q0 = j0; q0 < d.T; q0 += kTile) {
+    const int64_t rows = round_up(imin(kTile, d.T - q0), 4);
+    for (int64_t rb = 0; rb < rows; rb += 4)
+      backward_rows(a, d, g, b, h, Tp, q0 + rb, j0, g.P + rb * kTile, g.dS + rb * kTile);
+    transpose_tile(g.P, rows, g.PT);
+    transpose_tile(g.dS, rows, g.dST);
+    for (int64_t jb = 0; jb < kTile; jb += 4) {
+      mk4(g.PT + jb * kTile, kTile, g.dY + q0 * Dp, Dp, rows, g.dV + jb * Dp, Dp, nvd, true);   // dv += p^T dy
+      mk4(g.dST + jb * kTile, kTile, g.Q + q0 * Dp, Dp, rows, g.dK + jb * Dp, Dp, nvd, true);   // dk += dS^T q
+    }
+    for (int64_t rb = 0; rb < rows; rb += 4) {
+      const int64_t keys = imin(kTile, q0 + rb + 4 - j0);
+      mk4(g.dS + rb * kTile, kTile, g.K + j0 * Dp, Dp, keys, g.dQ + (q0 + rb) * Dp, Dp, nvd, true);  // dq += dS k
+    }
+  }
+  float* dqkv = a.dqkv + b * d.T * d.ld + h * d.D;
+  for (int64_t j = j0; j < imin(d.T, j0 + kTile); ++j)
+    for (int64_t k = 0; k < d.D; ++k) {
+      dqkv[j * d.ld + d.C + k] = g.dK[(j - j0) * Dp + k];
+      dqkv[j * d.ld + 2 * d.C + k] = g.dV[(j - j0) * Dp + k];
+    }
+}
+
+void backward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, float* w) {
+  const int64_t Tp = round_up(d.T, kTile), Dp = d.Dp;
+  const BackwardWork g = backward_work(d, Tp, w);
+  const float* head = a.qkv + b * d.T * d.ld + h * d.D;
+  const float* dy = a.dy + b * d.T * d.C + h * d.D;
+  const float* y = a.y + b * d.T * d.C + h * d.D;
+  pack_rows(head, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.Q);
+  pack_rows(head + d.C, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.K);
+  pack_rows(dy, d.C, d.T, d.D, Tp, Dp, a.bf16, g.dY);
+  pack_transposed(head + d.C, d.ld, d.T, d.D, Tp, a.bf16, g.Kt);
+  pack_transposed(head + 2 * d.C, d.ld, d.T, d.D, Tp, a.bf16, g.Vt);
+  std::memset(g.dQ, 0, sizeof(float) * Tp * Dp);
+  // D_i = rowsum(dy_i * y_i) = rowsum(dP_i * P_i) (with dropout too): from the fp32 values.
+  for (int64_t i = 0; i < Tp; ++i) {
+    float s = 0.f;
+    if (i < d.T)
+      for (int64_t k = 0; k < d.D; ++k) s += dy[i * d.C + k] * y[i * d.C + k];
+    g.Di[i] = s;
+  }
+  for (int64_t j0 = 0; j0 < d.T; j0 += kTile) backward_key_tile(a, d, g, b, h, Tp, j0);
+  float* dq = a.dqkv + b * d.T * d.ld + h * d.D;
+  for (int64_t i = 0; i < d.T; ++i)
+    for (int64_t k = 0; k < d.D; ++k) dq[i * d.ld + k] = g.dQ[i * Dp + k];
+}
+
+}  // namespace
+
+void attention_backward(const AttentionKernelArgs& a) {
+  const Dims d = dims_of(a);
+  const int64_t tasks = d.B * d.H, stride = attention_work_floats(a, true);
+#pragma omp parallel for schedule(dynamic) if (tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t) backward_head(a, d, t / d.H, t % d.H, a.work + omp_get_thread_num() * stride);
+}
+
+int64_t attention_work_floats(const AttentionKernelArgs& a, bool backward) {
+  const Dims d = dims_of(a);
+  const int64_t Tp = round_up(d.T, kTile);
+  // Rounded to a cache line so the threads' workspaces share none.
+  return round_up(backward ? backward_floats(d, Tp) : forward_floats(d, Tp), 16);
+}
+
+}  // namespace seqtrain::ST_ISA_NS

@@ -1,0 +1,82 @@
+// CausalSelfAttention forward/backward. See causal_self_attention.h.
+//   forward:  qkv = c_attn(x); y = attention(qkv); out = resid_drop(c_proj(y))
+//   backward: the same in reverse; the attention op's backward turns dy into dqkv.
+#include "nn/causal_self_attention.h"
+
+#include "backend/backend.h"
+
+namespace seqtrain {
+namespace {
+
+// c_attn's output width, 3 * n_embd, once n_head is known to split it (checked before any
+// parameter is registered).
+int64_t qkv_width(const std::string& prefix, int64_t n_embd, int64_t n_head) {
+  ST_CHECK(n_embd > 0 && n_head > 0 && n_embd % n_head == 0,
+           "CausalSelfAttention '{}': n_embd {} must be a positive multiple of n_head {} (the qkv width 3 * n_embd "
+           "= {} splits into 3 * n_head heads)",
+           prefix, n_embd, n_head, 3 * n_embd);
+  return 3 * n_embd;
+}
+
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(ParamStore& p, const std::string& prefix, int64_t n_embd_,
+                                         const CausalSelfAttentionOptions& o)
+    : params(p),
+      n_embd(n_embd_),
+      options(o),
+      c_attn(p, prefix + ".c_attn", n_embd_, qkv_width(prefix, n_embd_, o.n_head), o.bias),
+      c_proj(p, prefix + ".c_proj", n_embd_, n_embd_, o.bias),
+      resid_drop(o.resid_dropout) {
+  ST_CHECK(o.precision == DType::f32 || o.precision == DType::bf16,
+           "CausalSelfAttention '{}': attention precision {} is not supported: use f32 or bf16", prefix,
+           dtype_name(o.precision));
+  ST_CHECK(o.attn_dropout >= 0.f && o.attn_dropout <= 1.f, "CausalSelfAttention '{}': attention dropout must be in "
+           "[0, 1], got {}", prefix, o.attn_dropout);
+  params.backend().require(o.precision == DType::bf16 ? BackendOp::attention_bf16 : BackendOp::attention_f32,
+                           "(CausalSelfAttention " + prefix + ")");
+}
+
+AttentionArgs CausalSelfAttention::attention_args() const {
+  AttentionArgs a;
+  a.batch = y.dim(0);
+  a.seq = y.dim(1);
+  a.heads = options.n_head;
+  a.channels = n_embd;
+  a.compute = options.precision;
+  a.dropout = attn_p;
+  a.seed = attn_seed;
+  a.qkv = qkv.f32();
+  a.y = y.f32();
+  a.lse = lse.f32();
+  return a;
+}
+
+void CausalSelfAttention::init(Rng& rng) {
+  c_attn.init(rng);
+  c_proj.init(rng);
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
+  ST_CHECK(x.shape.size() == 3 && x.dim(2) == n_embd && x.contiguous(),
+           "CausalSelfAttention: input {} must be a contiguous [B, T, {}] (batch, time, n_embd)", shape_str(x.shape),
+           n_embd);
+  const int64_t B = x.dim(0), T = x.dim(1);
+  qkv = c_attn.forward(x, arena);
+  y = arena.tensor({B, T, n_embd});
+  lse = arena.tensor({B, options.n_head, T});
+  attn_p = training ? options.attn_dropout : 0.f;
+  attn_seed = mix_seed(seed, 0);
+  params.backend().attention_forward(attention_args());
+  return resid_drop.forward(c_proj.forward(y, arena), arena, training, mix_seed(seed, 1));
+}
+
+Tensor CausalSelfAttention::backward(const Tensor& dout, Arena& arena) {
+  ST_CHECK(qkv.ptr != nullptr, "CausalSelfAttention: backward called before forward");
+  Tensor dy = c_proj.backward(resid_drop.backward(dout, arena), arena);
+  Tensor dqkv = arena.tensor(qkv.shape);
+  params.backend().attention_backward(attention_args(), dy.f32(), dqkv.f32());
+  return c_attn.backward(dqkv, arena);
+}
+
+}  // namespace seqtrain
