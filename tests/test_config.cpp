@@ -371,7 +371,7 @@ TEST(ConfigYaml, RoundTripGivesEqualConfig) {
 TEST(ConfigYaml, WritesEveryKeyOnce) {
   std::string text = to_yaml(Config{});
   const auto keys = config_keys();
-  EXPECT_EQ(keys.size(), 88u);  // 88 since model.heads and model.bias
+  EXPECT_EQ(keys.size(), 90u);  // 90 since model.heads/bias and data.sampling/samples_per_epoch
   int64_t leaf_lines = 0;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)

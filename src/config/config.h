@@ -54,6 +54,10 @@ struct DataConfig {
   std::string nan_policy = "error";        // error | drop | ffill
   std::string vocab = "char";              // text: char | byte
   int64_t block_size = 64;                 // >= 1; text: tokens per sample (next-token targets)
+  // text, training split: windows (every data.stride tokens, each once an epoch) | random
+  // (block_size windows at seeded uniform random offsets, nanoGPT's get_batch)
+  std::string sampling = "windows";
+  int64_t samples_per_epoch = 0;           // >= 0; random: samples an epoch; 0 = train tokens / block_size
   SyntheticConfig synthetic;
   std::string workers = "auto";            // loader threads: an integer >= 0, or auto
   int64_t prefetch = 2;                    // >= 1; ready batches queued per worker

@@ -81,6 +81,8 @@ void visit_fields(C& c, V&& v) {
   v.field("data.nan_policy", d.nan_policy, Choices{"error", "drop", "ffill"});
   v.field("data.vocab", d.vocab, Choices{"char", "byte"});
   v.field("data.block_size", d.block_size, at_least(1));
+  v.field("data.sampling", d.sampling, Choices{"windows", "random"});
+  v.field("data.samples_per_epoch", d.samples_per_epoch, at_least(0));
   v.field("data.synthetic.rows", d.synthetic.rows, at_least(1));
   v.field("data.synthetic.seed", d.synthetic.seed);
   v.field("data.synthetic.noise", d.synthetic.noise, at_least(0));

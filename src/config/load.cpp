@@ -380,6 +380,7 @@ class Loader {
     if (text && t.loss != "cross_entropy")
       fail("{}: config key 'train.loss' is {} but data.source text trains next-token prediction; set "
            "train.loss: cross_entropy", origin("train.loss"), t.loss);
+    check_sampling(d);
     if (text) {
       const auto& a = d.augment;
       const char* on = a.jitter_sigma > 0 ? "data.augment.jitter_sigma" : a.scale_sigma > 0 ? "data.augment.scale_sigma"
@@ -419,6 +420,19 @@ class Loader {
   Config config;
 
  private:
+  // data.sampling random draws windows of a token stream: text only; its epoch length key
+  // means nothing to the fixed windows, so setting it without random sampling is refused.
+  void check_sampling(const DataConfig& d) const {
+    if (d.sampling == "random" && d.source != "text")
+      fail("{}: config key 'data.sampling' is random, which draws data.block_size tokens at random offsets of a "
+           "text and needs data.source: text (got {}); use data.sampling: windows for {} data",
+           origin("data.sampling"), d.source, d.source);
+    if (d.samples_per_epoch > 0 && d.sampling != "random")
+      fail("{}: config key 'data.samples_per_epoch' is {} but data.sampling is {}, whose epoch is every window "
+           "once; set data.sampling: random, or data.samples_per_epoch: 0", origin("data.samples_per_epoch"),
+           d.samples_per_epoch, d.sampling);
+  }
+
   // data.source npy: the train arrays are required, a split's y goes with its X, and only
   // normalizations that work per feature over [N, T, F] apply.
   void check_npy(const Config& c) const {

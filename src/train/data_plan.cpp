@@ -10,6 +10,7 @@
 #include "core/rng.h"
 #include "data/concat.h"
 #include "data/npy.h"
+#include "data/random_text.h"
 #include "data/split.h"
 #include "data/text.h"
 #include "data/zscore_source.h"
@@ -164,6 +165,10 @@ DataPlan plan_windows(const Config& config) {
   return p;
 }
 
+// data.sampling random draws its offsets from this seed: the job's seed, kept apart from the
+// epoch order's and augmentation's streams.
+uint64_t random_text_seed(uint64_t seed) { return mix_seed(seed, 0x7e47); }
+
 // Text: one token stream split chronologically like csv rows; samples are block_size tokens
 // with the next tokens as targets.
 DataPlan plan_text(const Config& config) {
@@ -178,8 +183,13 @@ DataPlan plan_text(const Config& config) {
     if (i > 0 && (d.split[i] <= 0 || ranges[i].size() == 0)) continue;
     const std::string where = fmt::format("{} ({} split: tokens [{}, {}) of {}; data.split {})", d.path, names[i],
                                           ranges[i].begin, ranges[i].end, n, d.split[i]);
-    *splits[i] = std::make_shared<TextSource>(text.tokens, d.block_size, d.stride, ranges[i].begin, ranges[i].end,
-                                              where);
+    if (i == 0 && d.sampling == "random")
+      *splits[i] = std::make_shared<RandomTextSource>(text.tokens, d.block_size, d.samples_per_epoch,
+                                                      random_text_seed(config.seed), ranges[i].begin, ranges[i].end,
+                                                      where);
+    else
+      *splits[i] = std::make_shared<TextSource>(text.tokens, d.block_size, d.stride, ranges[i].begin, ranges[i].end,
+                                                where);
   }
   p.steps = d.block_size;
   p.features = 1;
@@ -190,8 +200,9 @@ DataPlan plan_text(const Config& config) {
   p.normalizer = Normalizer{}.to_json();
   p.files.push_back(d.path);
   p.unit = "samples";
-  p.source = fmt::format("text: {} ({} vocabulary of {} ids, {} tokens, block_size {})", d.path, d.vocab, p.vocab, n,
-                         d.block_size);
+  p.source = fmt::format("text: {} ({} vocabulary of {} ids, {} tokens, block_size {}{})", d.path, d.vocab, p.vocab, n,
+                         d.block_size, d.sampling == "random" ? fmt::format(", random offsets: {} samples an epoch",
+                                                                             p.train->size()) : "");
   return p;
 }
 
