@@ -9,8 +9,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "core/rng.h"
 #include "io/safetensors.h"
@@ -189,7 +187,7 @@ TEST(GptMirror, GptRefExchangesFilesWithCpp) {
   EXPECT_TRUE(std::isfinite(loss[0]));
   EXPECT_NEAR(loss[0], std::log(double(g.vocab)), 0.5);  // small weights: close to uniform
   for (const auto& e : s.entries()) {
-    std::vector<double> grad = read_npy(dir / ("grad_" + e.name + ".npy"), &shape);
+    read_npy(dir / ("grad_" + e.name + ".npy"), &shape);
     EXPECT_EQ(shape, std::vector<int64_t>(e.shape.begin(), e.shape.end())) << e.name;
   }
   EXPECT_EQ(read_npy(dir / "grad_transformer.wte.weight.npy"), read_npy(dir / "grad_lm_head.weight.npy"));
