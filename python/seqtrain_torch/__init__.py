@@ -3,6 +3,7 @@
 - safetensors_io: pure-numpy safetensors reader/writer (no `safetensors` package needed).
 - models: PyTorch modules named exactly like seqtrain's models, so a seqtrain
   model.safetensors loads with load_state_dict(strict=True), and back.
+- gpt: GPT / GPTConfig, nanoGPT's architecture and state_dict names (seqtrain model type gpt).
 
 The model names are imported lazily, so the file I/O works on machines without torch.
 """
@@ -10,13 +11,18 @@ The model names are imported lazily, so the file I/O works on machines without t
 from .safetensors_io import load_file, read_file, save_file
 
 __all__ = ["load_file", "read_file", "save_file",
-           "Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain"]
+           "CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain", "tied_groups",
+           "GPT", "GPTConfig"]
 
-_MODEL_NAMES = {"Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain"}
+_MODEL_NAMES = {"CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain", "tied_groups"}
+_GPT_NAMES = {"GPT", "GPTConfig"}
 
 
 def __getattr__(name):
     if name in _MODEL_NAMES:
         from . import models
         return getattr(models, name)
+    if name in _GPT_NAMES:
+        from . import gpt
+        return getattr(gpt, name)
     raise AttributeError(f"module 'seqtrain_torch' has no attribute {name!r}")

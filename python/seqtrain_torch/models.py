@@ -43,6 +43,16 @@ CharLM (seqtrain model type ``char_lstm`` / ``char_gru``; ``lstm`` / ``gru`` wit
   Token ids [B, T] -> embedding -> RNN (never bidirectional) -> dropout -> head at every step:
   logits [B, T, vocab]; the loss is F.cross_entropy(logits.view(-1, vocab), y.view(-1)).
   The vocabulary itself (id -> character) is the checkpoint's vocab.json (and state.json's "vocab").
+
+GPT (seqtrain model type ``gpt``): nanoGPT's names, ``transformer.wte.weight``, ``transformer.wpe.weight``,
+``transformer.h.{i}.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj}.*``, ``transformer.ln_f.*``,
+``lm_head.weight``; the full list with shapes, the architecture and how the tied head
+(lm_head.weight = transformer.wte.weight) is stored are in gpt.py's docstring. In short: the file
+holds both tied keys with byte-identical data; load_seqtrain refuses a file whose copies differ.
+
+Tied parameters in general: a module whose state_dict holds one tensor under several names
+(weight tying) is saved with every name, each with the full data; load_seqtrain checks that the
+file's copies are bit-identical before loading (RuntimeError otherwise).
 """
 
 import torch
@@ -50,7 +60,7 @@ from torch import nn
 
 from .safetensors_io import read_file, save_file
 
-__all__ = ["CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain"]
+__all__ = ["CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain", "tied_groups"]
 
 
 class Forecaster(nn.Module):
@@ -119,7 +129,8 @@ class CharLM(nn.Module):
 def from_spec(spec):
     """Builds the mirror of a seqtrain ModelSpec given as a dict (keys as in the config's model
     section: type, input_size, lookback, hidden, layers, bidirectional, dropout, output_size;
-    char_lstm / char_gru also take vocab_size (the vocabulary's size) and embed_size)."""
+    char_lstm / char_gru also take vocab_size (the vocabulary's size) and embed_size; gpt takes
+    nanoGPT's names vocab_size, block_size, n_layer, n_head, n_embd, dropout, bias)."""
     kind = spec.get("type", "lstm")
     common = dict(hidden=int(spec.get("hidden", 64)), layers=int(spec.get("layers", 1)),
                   dropout=float(spec.get("dropout", 0.0)), output_size=int(spec.get("output_size", 1)))
@@ -131,17 +142,51 @@ def from_spec(spec):
     if kind in ("char_lstm", "char_gru"):
         return CharLM(kind[5:], int(spec["vocab_size"]), int(spec.get("embed_size", 32)), common["hidden"],
                       common["layers"], common["dropout"])
-    raise ValueError(f"unknown model type {kind!r}; expected lstm, gru, mlp, char_lstm or char_gru")
+    if kind == "gpt":
+        from .gpt import GPT, GPTConfig
+        return GPT(GPTConfig(block_size=int(spec["block_size"]), vocab_size=int(spec["vocab_size"]),
+                             n_layer=int(spec.get("n_layer", 1)), n_head=int(spec.get("n_head", 1)),
+                             n_embd=int(spec.get("n_embd", 32)), dropout=float(spec.get("dropout", 0.0)),
+                             bias=_as_bool(spec.get("bias", True))))
+    raise ValueError(f"unknown model type {kind!r}; expected lstm, gru, mlp, char_lstm, char_gru or gpt")
+
+
+def _as_bool(v):
+    if isinstance(v, str):
+        if v.lower() in ("1", "true", "yes", "on"):
+            return True
+        if v.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"expected a boolean, got {v!r}")
+    return bool(v)
+
+
+def tied_groups(module):
+    """Lists of state_dict names that hold one and the same tensor (weight tying), e.g.
+    [["transformer.wte.weight", "lm_head.weight"]] for GPT; names in state_dict order."""
+    by_id = {}
+    for name, t in module.state_dict(keep_vars=True).items():
+        by_id.setdefault(id(t), []).append(name)
+    return [names for names in by_id.values() if len(names) > 1]
 
 
 def load_seqtrain(path, module, strict=True):
-    """Loads a seqtrain model.safetensors into module (strict by default); returns the metadata."""
+    """Loads a seqtrain model.safetensors into module (strict by default); returns the metadata.
+    Tied parameters: the file's copies under each name must be bit-identical (RuntimeError if not)."""
     arrays, metadata = read_file(path)
+    for names in tied_groups(module):
+        present = [n for n in names if n in arrays]
+        for n in present[1:]:
+            a, b = arrays[present[0]], arrays[n]
+            if a.shape != b.shape or a.dtype != b.dtype or a.tobytes() != b.tobytes():
+                raise RuntimeError(f"{path}: '{present[0]}' and '{n}' are one tied parameter in "
+                                   f"{type(module).__name__} but the file holds different data for them")
     state = {k: torch.from_numpy(v) for k, v in arrays.items()}
     module.load_state_dict(state, strict=strict)
     return metadata
 
 
 def save_seqtrain(module, path, metadata=None):
-    """Writes module's state_dict as safetensors that seqtrain's load_params accepts."""
+    """Writes module's state_dict as safetensors that seqtrain's load_params accepts; a tied
+    tensor is written under each of its names with the same bytes."""
     save_file(dict(module.state_dict()), path, metadata=metadata)
