@@ -100,7 +100,7 @@ struct OptimizerConfig {
   double weight_decay = 0.0;   // >= 0; decoupled for adamw, L2 for sgd
   double momentum = 0.0;       // [0, 1), sgd
   bool nesterov = false;       // sgd; needs momentum > 0
-  std::string decay = "all";   // all | matrices: parameters weight_decay applies to
+  std::string decay = "all";   // all | 2d | matrices: parameters weight_decay applies to
   bool operator==(const OptimizerConfig&) const = default;
 };
 

@@ -145,7 +145,7 @@ void visit_fields(C& c, V&& v) {
   v.field("train.optimizer.weight_decay", o.weight_decay, at_least(0));
   v.field("train.optimizer.momentum", o.momentum, unit_right_open());
   v.field("train.optimizer.nesterov", o.nesterov);
-  v.field("train.optimizer.decay", o.decay, Choices{"all", "matrices"});
+  v.field("train.optimizer.decay", o.decay, Choices{"all", "2d", "matrices"});
   auto& s = t.schedule;
   v.field("train.schedule.name", s.name, Choices{"constant", "step", "cosine", "plateau"});
   v.field("train.schedule.warmup_steps", s.warmup_steps, at_least(0));

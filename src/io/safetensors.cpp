@@ -434,6 +434,28 @@ SafetensorsFile read_safetensors(const std::string& path) {
   return out;
 }
 
+// A tied weight's second name (ParamStore::add_alias) may be in the parameter file (prefix "")
+// and is then expected; its values must equal its entry's, or the two copies disagree about
+// what the model is. Checked before anything is copied.
+static void check_aliases(const std::string& path, const ParamStore& layout, std::span<const FlatBufferOut> buffers,
+                   const std::unordered_map<std::string, const NamedTensor*>& by_name,
+                   std::unordered_set<std::string>& expected_set) {
+  for (const auto& b : buffers) {
+    if (!b.prefix.empty()) continue;
+    for (const auto& [name, i] : layout.aliases()) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) continue;
+      expected_set.insert(name);
+      const ParamEntry& e = layout.entries()[i];
+      auto own = by_name.find(e.name);
+      if (own == by_name.end()) continue;  // reported as missing
+      ST_CHECK(it->second->shape == e.shape && it->second->to_f32() == own->second->to_f32(),
+               "{}: tensor '{}' is tied to '{}' (the same weight) but holds different values; save the model from "
+               "one module so both names hold one tensor, or drop '{}' from the file", path, name, e.name, name);
+    }
+  }
+}
+
 void save_flat(const std::string& path, const ParamStore& layout, std::span<const FlatBuffer> buffers,
                const Metadata& metadata) {
   ST_CHECK(layout.finalized(), "{}: cannot save parameters before the model is built (ParamStore::finalize)", path);
@@ -464,6 +486,7 @@ Metadata load_flat(const std::string& path, const ParamStore& layout, std::span<
          missing.size() > 1 ? fmt::format(" (also missing: {})",
                                           list_names({missing.begin() + 1, missing.end()})) : std::string(),
          file.tensors.size(), expected.size());
+  check_aliases(path, layout, buffers, by_name, expected_set);
   for (const auto& t : file.tensors)
     if (!expected_set.count(t.name))
       fail("{}: unexpected tensor '{}', which the model does not have; expected exactly: {}", path, t.name,
@@ -494,9 +517,17 @@ Metadata load_flat(const std::string& path, const ParamStore& layout, std::span<
   return file.metadata;
 }
 
+// Entries in registration order, then each alias (a tied weight) with its entry's bytes: the
+// order of the PyTorch module's state_dict, whose tied head comes last.
 void save_params(const std::string& path, const ParamStore& store, const Metadata& metadata) {
-  FlatBuffer b{"", store.params()};
-  save_flat(path, store, std::span<const FlatBuffer>(&b, 1), metadata);
+  ST_CHECK(store.finalized(), "{}: cannot save parameters before the model is built (ParamStore::finalize)", path);
+  std::vector<TensorRef> refs;
+  for (const auto& e : store.entries()) refs.push_back({e.name, StDType::F32, e.shape, store.params() + e.offset});
+  for (const auto& [name, i] : store.aliases()) {
+    const ParamEntry& e = store.entries()[i];
+    refs.push_back({name, StDType::F32, e.shape, store.params() + e.offset});
+  }
+  write_safetensors(path, std::span<const TensorRef>(refs), metadata);
 }
 
 Metadata load_params(const std::string& path, ParamStore& store) {

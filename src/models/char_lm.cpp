@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "models/registry.h"
+#include "models/token_ids.h"
 
 namespace seqtrain {
 
@@ -59,26 +60,9 @@ Tensor CharLm::forward(const Batch& batch, StepContext& ctx) {
   const Tensor& x = batch.inputs;
   Arena& arena = ctx.arena;
   // [batch, T], or [batch, T, 1] as the trainer's loader hands over windows of one feature.
-  const bool rank_ok = x.shape.size() == 2 || (x.shape.size() == 3 && x.shape[2] == 1);
-  ST_CHECK(rank_ok && x.contiguous() && (x.dtype == DType::f32 || x.dtype == DType::i64),
-           "{}: input must be contiguous [batch, T] token ids (f32 or int64), got {} {}", spec_.type,
-           dtype_name(x.dtype), shape_str(x.shape));
-  B_ = x.shape[0];
-  T_ = x.shape[1];
-  const int64_t n = B_ * T_, V = spec_.vocab_size;
-  Tensor ids = arena.tensor({B_, T_}, DType::i64);
-  int64_t* id = ids.data<int64_t>();
-  // Every id is checked (as a double, before any cast) so a bad batch fails before any work.
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = x.dtype == DType::i64 ? static_cast<double>(x.data<int64_t>()[i]) : x.f32()[i];
-    ST_CHECK(std::floor(v) == v, "{}: input at batch {} position {} is {}, not a token id (ids are whole numbers)",
-             spec_.type, i / T_, i % T_, v);
-    ST_CHECK(v >= 0 && v < static_cast<double>(V),
-             "{}: token id {} at batch {} position {} is outside the vocabulary of {} ids (valid 0..{}); the data was "
-             "encoded with a different vocabulary than the model's",
-             spec_.type, v, i / T_, i % T_, V, V - 1);
-    id[i] = static_cast<int64_t>(v);
-  }
+  Tensor ids = token_ids(x, arena, spec_.type, spec_.vocab_size);
+  B_ = ids.shape[0];
+  T_ = ids.shape[1];
   Tensor e = embed_.forward(ids, arena);                             // [B, T, E]
   Tensor top = rnn_.forward(e, arena, ctx.training, ctx.dropout_seed);  // [T, B, H]
   Tensor h = drop_.forward(swap01(top, arena), arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));  // [B, T, H]

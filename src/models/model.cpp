@@ -15,12 +15,14 @@ RnnOptions rnn_options(const ModelSpec& spec, const ModelEnv& env) {
 }
 
 void apply_decay_policy(ParamStore& params, const std::string& policy) {
-  ST_CHECK(policy == "all" || policy == "matrices",
-           "train.optimizer.decay '{}' is not known: use all (every parameter) or matrices (weights of 2+ "
-           "dimensions except embeddings)", policy);
+  ST_CHECK(policy == "all" || policy == "matrices" || policy == "2d",
+           "train.optimizer.decay '{}' is not known: use all (every parameter), 2d (every tensor of 2+ dimensions, "
+           "embeddings included, as nanoGPT) or matrices (2+ dimensions except embeddings, as minGPT)", policy);
   const auto& entries = params.entries();
-  for (size_t i = 0; i < entries.size(); ++i)
-    params.set_decay(i, policy == "all" || (entries[i].shape.size() >= 2 && !entries[i].embedding));
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const bool matrix = entries[i].shape.size() >= 2;
+    params.set_decay(i, policy == "all" || (policy == "2d" && matrix) || (matrix && !entries[i].embedding));
+  }
 }
 
 void Model::finish_params() {

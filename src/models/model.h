@@ -45,7 +45,8 @@ struct ModelSpec {
   int64_t heads = 4;             // model.heads
   bool bias = true;              // model.bias
   // Which parameters weight decay applies to (train.optimizer.decay): all (torch's
-  // AdamW(model.parameters())) or matrices (2-D+ weights except embeddings, as nanoGPT).
+  // AdamW(model.parameters())), 2d (every 2-D+ tensor, embeddings too: nanoGPT's groups) or
+  // matrices (2-D+ weights except embeddings: minGPT's groups).
   std::string decay = "all";
   // runtime.backend: the device every layer of the model computes on (cpu | reference). The
   // model puts it on its ParamStore, where layers, the optimizer and clipping find it.
@@ -99,8 +100,8 @@ std::unique_ptr<Model> make_model(const ModelSpec& spec, const ModelEnv& env = {
 // env's tuner), shared by every model with an RnnStack.
 RnnOptions rnn_options(const ModelSpec& spec, const ModelEnv& env);
 
-// Sets every entry's `decay` by the policy: "all" decays everything, "matrices" only entries
-// of 2+ dimensions that are not embeddings. Anything else throws Error naming train.optimizer.decay.
+// Sets every entry's `decay` by the policy: "all" decays everything, "2d" every entry of 2+
+// dimensions, "matrices" only entries of 2+ dimensions that are not embeddings. Anything else throws Error naming train.optimizer.decay.
 void apply_decay_policy(ParamStore& params, const std::string& policy);
 
 }  // namespace seqtrain

@@ -5,6 +5,7 @@
 
 #include "models/char_lm.h"
 #include "models/forecaster.h"
+#include "models/gpt.h"
 #include "models/mlp.h"
 #include "models/text_generator.h"
 
@@ -82,6 +83,13 @@ std::vector<ModelFamily> make_families() {
                .fit_shape = fit_tokens,
                .build = make<CharLm>,
                .from_weights = char_lm_from_weights});
+  f.push_back({.title = "GPT (nanoGPT's character / token transformer)",
+               .names = {"gpt"},
+               .is_language_model = true,
+               .generates_text = true,
+               .precision_covers = "its attention",
+               .fit_shape = fit_tokens,
+               .build = make<Gpt>});
   return f;
 }
 }  // namespace

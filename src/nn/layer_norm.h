@@ -3,7 +3,7 @@
 //   y = (x - mean) / sqrt(var + eps) * weight (+ bias), mean and biased var over the last dim.
 // x is [..., C], contiguous; y has its shape. Parameters: "<prefix>.weight" [C] (init 1) and,
 // with bias, "<prefix>.bias" [C] (init 0), PyTorch state_dict names. Both are 1-D, so the
-// `matrices` decay policy (models/model.cpp) leaves them undecayed, as nanoGPT's optimizer
+// `2d` and `matrices` decay policies (models/model.cpp) leave them undecayed, as nanoGPT's optimizer
 // groups do.
 // forward saves a view of x and, in the arena, each row's mean and 1/sqrt(var + eps) (float,
 // computed in double): backward needs nothing else.

@@ -17,6 +17,23 @@ size_t ParamStore::add(std::string name, Shape shape) {
   return entries_.size() - 1;
 }
 
+void ParamStore::add_alias(std::string name, size_t i) {
+  ST_CHECK(i < entries_.size(), "alias '{}' of parameter {} which does not exist", name, i);
+  ST_CHECK(!index_.count(name), "alias '{}' is already a parameter's name", name);
+  for (const auto& a : aliases_) ST_CHECK(a.first != name, "alias '{}' registered twice", name);
+  aliases_.emplace_back(std::move(name), i);
+}
+
+ParamStore ParamStore::clone_layout() const {
+  ParamStore s;
+  for (const auto& e : entries_) s.entries_.push_back(e);
+  s.index_ = index_;
+  s.aliases_ = aliases_;
+  s.backend_ = backend_;
+  s.finalize();
+  return s;
+}
+
 void ParamStore::finalize() {
   size_t total = entries_.empty() ? 0 : entries_.back().offset + numel_of(entries_.back().shape);
   params_.assign(total, 0.f);

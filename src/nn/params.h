@@ -35,6 +35,15 @@ class ParamStore {
   Tensor grad(size_t i) { return Tensor(grads_.data() + entries_.at(i).offset, entries_[i].shape); }
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const ParamEntry* find(const std::string& name) const;
+  // A second state_dict name for entry i's tensor: a tied weight (nanoGPT's lm_head.weight is
+  // transformer.wte.weight). The optimizer, clipping and gradients see the tensor once; the
+  // model file holds it under both names with the same bytes, so it loads into the PyTorch
+  // module with strict=True, and loading accepts the alias only when its bytes equal the entry's.
+  void add_alias(std::string name, size_t i);
+  const std::vector<std::pair<std::string, size_t>>& aliases() const { return aliases_; }
+  // A finalized store with this one's entries, flags and aliases and zeroed buffers of its own
+  // (checkpoint snapshots and scratch loads).
+  ParamStore clone_layout() const;
   void set_decay(size_t i, bool decay) { entries_.at(i).decay = decay; }
   void mark_embedding(size_t i) { entries_.at(i).embedding = true; }
   // One byte per parameter element (after finalize()): 1 where its entry decays, for
@@ -56,6 +65,7 @@ class ParamStore {
 
  private:
   std::vector<ParamEntry> entries_;
+  std::vector<std::pair<std::string, size_t>> aliases_;
   std::unordered_map<std::string, size_t> index_;
   std::vector<float> params_, grads_;
   bool finalized_ = false;

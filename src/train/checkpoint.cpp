@@ -95,9 +95,7 @@ nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, Optim
   nlohmann::json state = read_checkpoint_state(dir);
   for (const char* f : kFiles) verify_file(dir, state, f);
   // Load into a scratch store first, so a mismatched checkpoint leaves `params` untouched.
-  ParamStore scratch;
-  for (const auto& e : params.entries()) scratch.add(e.name, e.shape);
-  scratch.finalize();
+  ParamStore scratch = params.clone_layout();
   load_params((d / kFiles[0]).string(), scratch);
   std::copy(scratch.params(), scratch.params() + scratch.size(), params.params());
   if (optimizer) {
@@ -207,9 +205,7 @@ CheckpointWriter::~CheckpointWriter() {
 void CheckpointWriter::submit(WriteJob job, const ParamStore& params, OptimizerState optimizer, nlohmann::json state) {
   wait();
   if (!snapshot_) {
-    snapshot_ = std::make_unique<ParamStore>();
-    for (const auto& e : params.entries()) snapshot_->add(e.name, e.shape);
-    snapshot_->finalize();
+    snapshot_ = std::make_unique<ParamStore>(params.clone_layout());
   }
   std::copy(params.params(), params.params() + params.size(), snapshot_->params());
   opt_ = std::move(optimizer);

@@ -1,0 +1,148 @@
+// Gpt forward/backward, nanoGPT's initialisation and the spec checks. See gpt.h; generation
+// with the KV cache is in gpt_generate.cpp.
+#include "models/gpt.h"
+
+#include <cmath>
+
+#include "backend/backend.h"
+#include "models/registry.h"
+#include "models/token_ids.h"
+
+namespace seqtrain {
+
+void check_gpt_spec(const ModelSpec& s) {
+  ST_CHECK(s.vocab_size > 0,
+           "model.type gpt needs a vocabulary: it is taken from a text data source (data.source: text), got "
+           "vocab_size {}", s.vocab_size);
+  ST_CHECK(s.heads >= 1 && s.hidden % s.heads == 0,
+           "model.hidden ({}, nanoGPT's n_embd) must be a multiple of model.heads ({}): each head takes "
+           "hidden / heads channels; pick heads among the divisors of {}", s.hidden, s.heads, s.hidden);
+  ST_CHECK(s.lookback >= 1, "model.type gpt needs a block size (data.block_size) of at least 1, got {}", s.lookback);
+  ST_CHECK(!s.bidirectional,
+           "model.bidirectional: true cannot be used with model.type gpt: its attention is causal; set "
+           "model.bidirectional: false");
+  ST_CHECK(rnn_precision(s.precision) != RnnPrecision::fp16,
+           "runtime.precision fp16 is not supported by model.type gpt (its attention runs in fp32 or bf16); use "
+           "bf16, auto or fp32");
+}
+
+namespace {
+const ModelSpec& checked(const ModelSpec& s) {
+  check_gpt_spec(s);
+  return s;
+}
+
+GptBlockOptions block_options(const ModelSpec& s) {
+  GptBlockOptions o;
+  o.n_embd = s.hidden;
+  o.n_head = s.heads;
+  o.bias = s.bias;
+  o.dropout = s.dropout;
+  o.attention = rnn_precision(s.precision) == RnnPrecision::bf16 ? DType::bf16 : DType::f32;
+  o.checkpoint = s.grad_checkpoint;
+  return o;
+}
+
+// The blocks, built in the member initialisers between wpe and ln_f so the parameters register in
+// nanoGPT's state_dict order (wte, wpe, h.*, ln_f): the model file then has that order too.
+std::vector<std::unique_ptr<GptBlock>> make_blocks(ParamStore& params, const ModelSpec& s) {
+  std::vector<std::unique_ptr<GptBlock>> blocks;
+  for (int64_t i = 0; i < s.layers; ++i)
+    blocks.push_back(std::make_unique<GptBlock>(params, "transformer.h." + std::to_string(i), block_options(s)));
+  return blocks;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+}  // namespace
+
+Gpt::Gpt(const ModelSpec& spec)
+    : Model(checked(spec)),
+      wte_(params_, "transformer.wte", spec.vocab_size, spec.hidden),
+      wpe_(params_, "transformer.wpe", spec.lookback, spec.hidden),
+      drop_(spec.dropout),
+      blocks_(make_blocks(params_, spec)),
+      ln_f_(params_, "transformer.ln_f", spec.hidden, spec.bias) {
+  params_.add_alias("lm_head.weight", wte_.weight);
+  finish_params();
+}
+
+void Gpt::init(Rng& rng) {
+  const float std_all = 0.02f, std_proj = 0.02f / std::sqrt(2.f * static_cast<float>(spec_.layers));
+  for (size_t i = 0; i < params_.entries().size(); ++i) {
+    const ParamEntry& e = params_.entries()[i];
+    float* p = params_.param(i).f32();
+    const int64_t n = numel_of(e.shape);
+    const bool layer_norm = e.name.find(".ln_") != std::string::npos || e.name.find("ln_f.") != std::string::npos;
+    if (ends_with(e.name, ".bias")) std::fill(p, p + n, 0.f);
+    else if (layer_norm) std::fill(p, p + n, 1.f);
+    else {
+      const float sd = ends_with(e.name, "c_proj.weight") ? std_proj : std_all;
+      for (int64_t k = 0; k < n; ++k) p[k] = sd * rng.normal();
+    }
+  }
+}
+
+Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
+  Arena& arena = ctx.arena;
+  Tensor ids = token_ids(batch.inputs, arena, spec_.type, spec_.vocab_size);
+  B_ = ids.shape[0];
+  T_ = ids.shape[1];
+  ST_CHECK(T_ <= spec_.lookback, "gpt: a sequence of {} tokens is longer than the block size {} (data.block_size)",
+           T_, spec_.lookback);
+  const int64_t C = spec_.hidden;
+  Tensor pos = arena.tensor({T_}, DType::i64);
+  for (int64_t t = 0; t < T_; ++t) pos.data<int64_t>()[t] = t;
+  Tensor tok = wte_.forward(ids, arena);       // [B, T, C]
+  Tensor pe = wpe_.forward(pos, arena);        // [T, C]
+  Tensor x = arena.tensor({B_, T_, C});
+  for (int64_t b = 0; b < B_; ++b)
+    for (int64_t i = 0; i < T_ * C; ++i) x.f32()[b * T_ * C + i] = tok.f32()[b * T_ * C + i] + pe.f32()[i];
+  x = drop_.forward(x, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    x = blocks_[l]->forward(x, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l));
+  head_in_ = ln_f_.forward(x, arena);
+  return head_forward(head_in_, arena);
+}
+
+void Gpt::backward(StepContext& ctx) {
+  Arena& arena = ctx.arena;
+  const Shape want{B_, T_, spec_.vocab_size};
+  ST_CHECK(ctx.output_grad.numel() == numel_of(want) && ctx.output_grad.contiguous(),
+           "gpt: logit gradient {} does not match logits {}", shape_str(ctx.output_grad.shape), shape_str(want));
+  Tensor dx = ln_f_.backward(head_backward(ctx.output_grad.reshape(want), arena), arena);
+  for (size_t l = blocks_.size(); l-- > 0;) dx = blocks_[l]->backward(dx, arena, scratch_);
+  dx = drop_.backward(dx, arena);
+  wte_.backward(dx, arena);
+  // Every sequence adds its position gradients into the same wpe rows.
+  const int64_t C = spec_.hidden;
+  Tensor dpos = arena.zeros({T_, C});
+  for (int64_t b = 0; b < B_; ++b)
+    for (int64_t i = 0; i < T_ * C; ++i) dpos.f32()[i] += dx.f32()[b * T_ * C + i];
+  wpe_.backward(dpos, arena);
+  ctx.note_scratch(spec_.grad_checkpoint ? scratch_.high_water() : 0);
+}
+
+// logits[N, V] = x[N, C] wte[V, C]^T, N = B*T.
+Tensor Gpt::head_forward(const Tensor& x, Arena& arena) {
+  const int64_t N = B_ * T_, C = spec_.hidden, V = spec_.vocab_size;
+  Tensor logits = arena.tensor({B_, T_, V});
+  params_.backend().gemm(DType::f32, false, true, N, V, C, 1.f, x.f32(), C, params_.param(wte_.weight).f32(), C, 0.f,
+                         logits.f32(), V);
+  return logits;
+}
+
+// dx[N, C] = dlogits[N, V] wte; dwte[V, C] += dlogits^T x (added to the embedding's own gradient).
+Tensor Gpt::head_backward(const Tensor& dlogits, Arena& arena) {
+  const int64_t N = B_ * T_, C = spec_.hidden, V = spec_.vocab_size;
+  Backend& be = params_.backend();
+  Tensor dx = arena.tensor({B_, T_, C});
+  be.gemm(DType::f32, false, false, N, C, V, 1.f, dlogits.f32(), V, params_.param(wte_.weight).f32(), C, 0.f, dx.f32(),
+          C);
+  be.gemm(DType::f32, true, false, V, C, N, 1.f, dlogits.f32(), V, head_in_.f32(), C, 1.f,
+          params_.grad(wte_.weight).f32(), C);
+  return dx;
+}
+
+}  // namespace seqtrain

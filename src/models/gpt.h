@@ -1,0 +1,66 @@
+// Gpt: nanoGPT's character/token GPT (model.py's GPT), layer for layer and name for name, so a
+// seqtrain checkpoint loads into nanoGPT's GPT (and python/seqtrain_torch/gpt.py) with
+// load_state_dict(strict=True) and back:
+//   x = drop(wte(idx) + wpe(pos))                  transformer.wte [V, C], transformer.wpe [block, C]
+//   x = block_i(x) for i < n_layer                 transformer.h.{i}.* (models/gpt_block.h)
+//   logits = ln_f(x) @ wte^T                       transformer.ln_f; lm_head.weight is wte (tied)
+// The head is tied to the token embedding as in nanoGPT: one tensor in the ParamStore (the
+// optimizer, clipping and gradients see it once, its gradient the sum of both uses) and an
+// alias "lm_head.weight" in the model file (ParamStore::add_alias), which nanoGPT's state_dict
+// has. ModelSpec: hidden = n_embd, layers = n_layer, heads = n_head, lookback = block_size,
+// vocab_size, bias, dropout; inputs are [B, T <= block] token ids, the result [B, T, V] logits.
+//
+// Initialisation is nanoGPT's: normal(0, 0.02) for every Linear and Embedding weight, the two
+// residual projections (attn.c_proj, mlp.c_proj) with std 0.02 / sqrt(2 n_layer), zero biases,
+// LayerNorm weight 1. The draws are seqtrain's, so the values differ from torch's for a seed.
+//
+// runtime.precision bf16 (or auto on a bf16 CPU) runs the attention products in bf16 with fp32
+// accumulation; the Linear layers and everything else stay fp32. fp16 is refused by name.
+// train.grad_checkpoint recomputes each block inside backward (gpt_block.h).
+//
+// Generation (TextGenerator) keeps a KV cache per layer: each new token runs the blocks on one
+// position, attending to the cached keys and values of the tokens before it, in fp32 loops —
+// the same arithmetic as the full forward, checked against it in tests/test_gpt.cpp.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "models/gpt_block.h"
+#include "models/model.h"
+#include "models/text_generator.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/layer_norm.h"
+
+namespace seqtrain {
+
+class Gpt : public Model, public TextGenerator {
+ public:
+  explicit Gpt(const ModelSpec& spec);
+  Tensor forward(const Batch& batch, StepContext& ctx) override;
+  void backward(StepContext& ctx) override;
+  void init(Rng& rng) override;
+
+  int64_t vocab_size() const override { return spec_.vocab_size; }
+  std::unique_ptr<GenState> begin() const override;
+  void next_logits(GenState& state, int64_t token, float* logits) override;
+  TextGenerator* as_text_generator() override { return this; }
+
+ private:
+  Tensor head_forward(const Tensor& x, Arena& arena);   // [B, T, C] -> [B, T, V], tied to wte
+  Tensor head_backward(const Tensor& dlogits, Arena& arena);
+
+  Embedding wte_, wpe_;
+  Dropout drop_;
+  std::vector<std::unique_ptr<GptBlock>> blocks_;
+  LayerNorm ln_f_;
+  Arena scratch_;        // gradient checkpointing's per-block recompute arena
+  Tensor head_in_;       // ln_f's output, the head's input (a view into the step's arena)
+  int64_t B_ = 0, T_ = 0;
+};
+
+// The spec checks a GPT adds (heads divide hidden, a vocabulary, no fp16), before anything is
+// built; errors name the config key and the fix.
+void check_gpt_spec(const ModelSpec& spec);
+
+}  // namespace seqtrain

@@ -1,0 +1,72 @@
+// GptBlock forward/backward, with and without recomputation. See gpt_block.h.
+#include "models/gpt_block.h"
+
+#include <cstring>
+
+namespace seqtrain {
+
+namespace {
+// out = a + b, elementwise (the residual adds), in the arena.
+Tensor add(const Tensor& a, const Tensor& b, Arena& arena) {
+  Tensor out = arena.tensor(a.shape);
+  const float* pa = a.f32();
+  const float* pb = b.f32();
+  float* po = out.f32();
+  const int64_t n = a.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+  return out;
+}
+
+Tensor copy_to(const Tensor& x, Arena& arena) {
+  Tensor out = arena.tensor(x.shape);
+  std::memcpy(out.ptr, x.ptr, x.nbytes());
+  return out;
+}
+}  // namespace
+
+GptBlock::GptBlock(ParamStore& params, const std::string& prefix, const GptBlockOptions& o)
+    : options_(o),
+      ln_1_(params, prefix + ".ln_1", o.n_embd, o.bias),
+      attn_(params, prefix + ".attn", o.n_embd,
+            CausalSelfAttentionOptions{.n_head = o.n_head, .bias = o.bias, .attn_dropout = o.dropout,
+                                       .resid_dropout = o.dropout, .precision = o.attention}),
+      ln_2_(params, prefix + ".ln_2", o.n_embd, o.bias),
+      c_fc_(params, prefix + ".mlp.c_fc", o.n_embd, 4 * o.n_embd, o.bias),
+      gelu_(ActKind::gelu),
+      c_proj_(params, prefix + ".mlp.c_proj", 4 * o.n_embd, o.n_embd, o.bias),
+      mlp_drop_(o.dropout) {}
+
+Tensor GptBlock::forward_layers(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
+  Tensor h = attn_.forward(ln_1_.forward(x, arena), arena, training, mix_seed(seed, 1));
+  Tensor x1 = add(x, h, arena);
+  Tensor m = c_proj_.forward(gelu_.forward(c_fc_.forward(ln_2_.forward(x1, arena), arena), arena), arena);
+  m = mlp_drop_.forward(m, arena, training, mix_seed(seed, 2));
+  return add(x1, m, arena);
+}
+
+Tensor GptBlock::backward_layers(const Tensor& dy, Arena& arena) {
+  // dy flows unchanged through both residual adds; each branch's input gradient joins it.
+  Tensor dm = c_fc_.backward(gelu_.backward(c_proj_.backward(mlp_drop_.backward(dy, arena), arena), arena), arena);
+  Tensor dx1 = add(dy, ln_2_.backward(dm, arena), arena);
+  Tensor da = attn_.backward(dx1, arena);
+  return add(dx1, ln_1_.backward(da, arena), arena);
+}
+
+Tensor GptBlock::forward(const Tensor& x, Arena& arena, Arena& scratch, bool training, uint64_t seed) {
+  if (!options_.checkpoint || !training) return forward_layers(x, arena, training, seed);
+  x_saved_ = x;
+  training_ = training;
+  seed_ = seed;
+  scratch.reset();
+  return copy_to(forward_layers(x, scratch, training, seed), arena);
+}
+
+Tensor GptBlock::backward(const Tensor& dy, Arena& arena, Arena& scratch) {
+  if (!options_.checkpoint || !training_) return backward_layers(dy, arena);
+  scratch.reset();
+  forward_layers(x_saved_, scratch, training_, seed_);
+  return copy_to(backward_layers(dy, scratch), arena);
+}
+
+}  // namespace seqtrain

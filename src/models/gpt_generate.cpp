@@ -1,0 +1,122 @@
+// Gpt's TextGenerator: one token at a time with a KV cache, in plain fp32 loops over the same
+// parameters as forward() (generation runs one position at a time, where kernel speed matters
+// little). When the context reaches the block size the oldest token is dropped and the cache
+// rebuilt from the last block - 1 tokens, which is what nanoGPT's generate does by cropping
+// idx to its last block_size tokens. See gpt.h.
+#include <cmath>
+
+#include "models/gpt.h"
+#include "nn/activation.h"
+
+namespace seqtrain {
+
+namespace {
+struct GptState : GenState {
+  std::vector<int64_t> tokens;           // the context the cache holds (at most the block size)
+  std::vector<std::vector<float>> k, v;  // per layer: [tokens.size(), C]
+};
+
+// y = W x (+ b): W [out, in] row-major.
+void matvec(const float* W, const float* b, const float* x, float* y, int64_t out, int64_t in) {
+  for (int64_t o = 0; o < out; ++o) {
+    float s = b ? b[o] : 0.f;
+    const float* w = W + o * in;
+    for (int64_t i = 0; i < in; ++i) s += w[i] * x[i];
+    y[o] = s;
+  }
+}
+
+// torch.nn.LayerNorm over C, eps 1e-5, statistics in double as nn/layer_norm.cpp.
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t C) {
+  double mean = 0, var = 0;
+  for (int64_t c = 0; c < C; ++c) mean += x[c];
+  mean /= static_cast<double>(C);
+  for (int64_t c = 0; c < C; ++c) var += (x[c] - mean) * (x[c] - mean);
+  const double rstd = 1.0 / std::sqrt(var / static_cast<double>(C) + 1e-5);
+  for (int64_t c = 0; c < C; ++c) y[c] = static_cast<float>((x[c] - mean) * rstd) * w[c] + (b ? b[c] : 0.f);
+}
+
+// The parameters of one model, by nanoGPT name; biases null when the model has none.
+struct Weights {
+  ParamStore& ps;
+  const float* operator()(const std::string& name) const {
+    const ParamEntry* e = ps.find(name);
+    return e ? ps.params() + e->offset : nullptr;
+  }
+};
+
+// Causal attention of the newest position (q) over the cache's k and v [n, C], per head.
+void attend(const float* q, const std::vector<float>& k, const std::vector<float>& v, int64_t n, int64_t C, int64_t H,
+            float* y) {
+  const int64_t D = C / H;
+  const float scale = 1.f / std::sqrt(static_cast<float>(D));
+  std::vector<float> p(n);
+  for (int64_t h = 0; h < H; ++h) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0;
+      for (int64_t d = 0; d < D; ++d) s += q[h * D + d] * k[j * C + h * D + d];
+      p[j] = s * scale;
+      mx = std::max(mx, p[j]);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - mx));
+    for (int64_t d = 0; d < D; ++d) {
+      double acc = 0;
+      for (int64_t j = 0; j < n; ++j) acc += p[j] * v[j * C + h * D + d];
+      y[h * D + d] = static_cast<float>(acc / sum);
+    }
+  }
+}
+
+// One block on the newest position: x [C] is updated in place; the cache of layer l grows by one.
+void block_step(const Weights& W, const std::string& pre, GptState& s, size_t l, float* x, int64_t C, int64_t H) {
+  std::vector<float> a(C), qkv(3 * C), y(C), out(C), h(4 * C);
+  layer_norm(x, W(pre + "ln_1.weight"), W(pre + "ln_1.bias"), a.data(), C);
+  matvec(W(pre + "attn.c_attn.weight"), W(pre + "attn.c_attn.bias"), a.data(), qkv.data(), 3 * C, C);
+  s.k[l].insert(s.k[l].end(), qkv.begin() + C, qkv.begin() + 2 * C);
+  s.v[l].insert(s.v[l].end(), qkv.begin() + 2 * C, qkv.end());
+  attend(qkv.data(), s.k[l], s.v[l], static_cast<int64_t>(s.k[l].size()) / C, C, H, y.data());
+  matvec(W(pre + "attn.c_proj.weight"), W(pre + "attn.c_proj.bias"), y.data(), out.data(), C, C);
+  for (int64_t c = 0; c < C; ++c) x[c] += out[c];
+  layer_norm(x, W(pre + "ln_2.weight"), W(pre + "ln_2.bias"), a.data(), C);
+  matvec(W(pre + "mlp.c_fc.weight"), W(pre + "mlp.c_fc.bias"), a.data(), h.data(), 4 * C, C);
+  activation_forward(ActKind::gelu, h.data(), h.data(), 4 * C);
+  matvec(W(pre + "mlp.c_proj.weight"), W(pre + "mlp.c_proj.bias"), h.data(), out.data(), C, 4 * C);
+  for (int64_t c = 0; c < C; ++c) x[c] += out[c];
+}
+}  // namespace
+
+std::unique_ptr<GenState> Gpt::begin() const {
+  auto s = std::make_unique<GptState>();
+  s->k.resize(blocks_.size());
+  s->v.resize(blocks_.size());
+  return s;
+}
+
+void Gpt::next_logits(GenState& state, int64_t token, float* logits) {
+  auto* s = dynamic_cast<GptState*>(&state);
+  ST_CHECK(s != nullptr, "gpt: the generation state was not made by this model's begin()");
+  const int64_t C = spec_.hidden, V = spec_.vocab_size;
+  ST_CHECK(token >= 0 && token < V, "gpt: token id {} is outside the vocabulary of {} ids", token, V);
+  if (static_cast<int64_t>(s->tokens.size()) == spec_.lookback) {
+    // Full context: drop the oldest token and re-read the rest at their new positions.
+    std::vector<int64_t> keep(s->tokens.begin() + 1, s->tokens.end());
+    *s = *static_cast<GptState*>(begin().get());
+    std::vector<float> ignored(V);
+    for (int64_t t : keep) next_logits(*s, t, ignored.data());
+  }
+  const Weights W{params_};
+  const int64_t pos = static_cast<int64_t>(s->tokens.size());
+  std::vector<float> x(C), y(C);
+  const float* te = W("transformer.wte.weight") + token * C;
+  const float* pe = W("transformer.wpe.weight") + pos * C;
+  for (int64_t c = 0; c < C; ++c) x[c] = te[c] + pe[c];
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    block_step(W, "transformer.h." + std::to_string(l) + ".", *s, l, x.data(), C, spec_.heads);
+  s->tokens.push_back(token);
+  layer_norm(x.data(), W("transformer.ln_f.weight"), W("transformer.ln_f.bias"), y.data(), C);
+  matvec(W("transformer.wte.weight"), nullptr, y.data(), logits, V, C);
+}
+
+}  // namespace seqtrain

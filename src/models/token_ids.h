@@ -1,0 +1,16 @@
+// token_ids: a language model's input as int64 token ids, checked. The loader hands text
+// batches over as int64 already; evaluation and older callers pass f32 holding whole numbers.
+// Every id is checked (as a double, before any cast) so a bad batch fails before any work, with
+// the model type, the position and the vocabulary in the message.
+#pragma once
+#include <string>
+
+#include "core/arena.h"
+#include "core/tensor.h"
+
+namespace seqtrain {
+
+// x: contiguous [B, T] (or [B, T, 1]) f32 or i64 -> [B, T] i64 in the arena, every id in [0, vocab).
+Tensor token_ids(const Tensor& x, Arena& arena, const std::string& model_type, int64_t vocab);
+
+}  // namespace seqtrain
