@@ -135,6 +135,7 @@ TEST(Export, TrainedCharLmLoadsInPyTorchWithTheSameLogits) {
   EXPECT_EQ(m.spec.type, "char_lstm");
   EXPECT_EQ(read_json(out + "/vocab.json"), m.state["vocab"]);
   EXPECT_EQ(read_json(out + "/config.json")["torch"]["vocab_size"], m.spec.vocab_size);
+  EXPECT_FALSE(read_json(out + "/config.json").contains("data")) << "a text run has no normalization to export";
   EXPECT_EQ(slurp(out + "/model.safetensors"), slurp(m.dir + "/model.safetensors"));
   // The export is a directory generate reads too (weights + vocab.json).
   EXPECT_EQ(run_seqtrain("generate " + out + " --prompt 'the ' --tokens 5 --temperature 0").out,

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "data/text.h"
 #include "io/atomic_dir.h"
@@ -106,13 +107,18 @@ nlohmann::json export_config(const LoadedModel& m) {
                       {"model_spec", spec_to_json(m.spec)},
                       {"torch", torch_kwargs(m.spec)},
                       {"source",
-                       {{"checkpoint", m.dir},
+                       {{"checkpoint", fs::absolute(m.dir).lexically_normal().string()},
                         {"tag", m.state.value("tag", std::string())},
                         {"updates", m.state.value("updates", int64_t{0})},
                         {"epoch", m.state.value("epoch", int64_t{0})}}}};
-  // Forecasters read and write z-scored values: a PyTorch user needs the statistics too.
-  for (const char* k : {"normalizer", "features", "targets"})
-    if (m.state.contains(k) && !m.state.at(k).is_null()) c["data"][k] = m.state.at(k);
+  // Forecasters read and write z-scored values: a PyTorch user needs the statistics too. Text
+  // runs store an empty "none" normalizer, which would only be noise here.
+  const nlohmann::json norm = m.state.value("normalizer", nlohmann::json());
+  if (norm.is_object() && norm.value("method", std::string("none")) != "none") {
+    c["data"]["normalizer"] = norm;
+    for (const char* k : {"features", "targets"})
+      if (m.state.contains(k)) c["data"][k] = m.state.at(k);
+  }
   return c;
 }
 
@@ -128,7 +134,8 @@ std::string readme_text(const LoadedModel& m, bool has_vocab) {
       "From checkpoint `{}`.\n\n"
       "- `model.safetensors`: the weights, named like the PyTorch module's state_dict\n"
       "- `config.json`: `model_spec` (seqtrain's resolved model), `torch` (what\n"
-      "  `seqtrain_torch.from_spec` builds the module from), `source`, and `data` (normalization)\n"
+      "  `seqtrain_torch.from_spec` builds the module from), `source` (the checkpoint) and, for\n"
+      "  forecasters, `data` (the normalization statistics of inputs and outputs)\n"
       "{}\n"
       "## Load it in PyTorch\n\n"
       "With seqtrain's `python/` directory on `PYTHONPATH`:\n\n"
@@ -140,7 +147,7 @@ std::string readme_text(const LoadedModel& m, bool has_vocab) {
       "    model = seqtrain_torch.from_spec(cfg[\"torch\"])\n"
       "    seqtrain_torch.load_seqtrain(\"THIS_DIR/model.safetensors\", model)\n\n"
       "Input and output: {}.\n",
-      m.spec.type, f.title, m.dir,
+      m.spec.type, f.title, fs::absolute(m.dir).lexically_normal().string(),
       has_vocab ? "- `vocab.json`: the vocabulary (ids <-> characters), as seqtrain saves it\n" : "", io);
 }
 

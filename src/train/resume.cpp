@@ -122,10 +122,10 @@ void check_resume_spec(const nlohmann::json& st, const ModelSpec& spec, const fs
       diffs += fmt::format("{}{} is {} in the checkpoint but {} now", diffs.empty() ? "" : "; ", key,
                            saved.contains(key) ? saved.at(key).dump() : "(absent)", value.dump());
   if (diffs.empty()) return;
-  fail("{}: checkpoint '{}' holds another model than this config builds on this data ({}; the checkpoint's is "
-       "{}/state.json: model_spec). The data decides input_size, output_size and vocab_size, so a data file "
-       "that changed since the run started shows here. Resume with the original config and data, or start a new "
-       "run with another --out",
+  fail("{}: checkpoint '{}' was trained as another model than this config builds on this data: {} (the "
+       "checkpoint's is {}/state.json: model_spec). The data decides input_size, output_size and vocab_size, so a "
+       "data file that changed since the run started shows here. Resume with the original config and data, or "
+       "start a new run with another --out",
        (run / "config.yaml").string(), ckpt, diffs, ckpt);
 }
 
