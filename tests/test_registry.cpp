@@ -1,5 +1,5 @@
 // The seams of issue 21: the model registry (models/registry.h) is the one place a model.type is
-// looked up, a resolved spec survives JSON, load_model (cli/load_model.h) rebuilds the model
+// looked up, a resolved spec survives JSON, load_model (train/load_model.h) rebuilds the model
 // that trained from a run or a checkpoint directory (with state.json's "model_spec" or without
 // it), and generate goes through the TextGenerator interface, refusing models that have none.
 #include <gtest/gtest.h>
@@ -8,7 +8,6 @@
 #include <numeric>
 
 #include "cli/generate.h"
-#include "cli/load_model.h"
 #include "config/config.h"
 #include "data/dataset.h"
 #include "data/text.h"
@@ -19,6 +18,7 @@
 #include "model_pass.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
+#include "train/load_model.h"
 #include "train/trainer.h"
 
 namespace seqtrain::testing {

@@ -2,7 +2,8 @@
 
 - safetensors_io: pure-numpy safetensors reader/writer (no `safetensors` package needed).
 - models: PyTorch modules named exactly like seqtrain's models, so a seqtrain
-  model.safetensors loads with load_state_dict(strict=True), and back.
+  model.safetensors loads with load_state_dict(strict=True), and back; load_exported(DIR) for a
+  `seqtrain export` directory.
 - gpt: GPT / GPTConfig, nanoGPT's architecture and state_dict names (seqtrain model type gpt).
 
 The model names are imported lazily, so the file I/O works on machines without torch.
@@ -11,10 +12,11 @@ The model names are imported lazily, so the file I/O works on machines without t
 from .safetensors_io import load_file, read_file, save_file
 
 __all__ = ["load_file", "read_file", "save_file",
-           "CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain", "tied_groups",
-           "GPT", "GPTConfig"]
+           "CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_exported", "load_seqtrain", "save_seqtrain",
+           "tied_groups", "GPT", "GPTConfig"]
 
-_MODEL_NAMES = {"CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain", "tied_groups"}
+_MODEL_NAMES = {"CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_exported", "load_seqtrain", "save_seqtrain",
+                "tied_groups"}
 _GPT_NAMES = {"GPT", "GPTConfig"}
 
 

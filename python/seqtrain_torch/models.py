@@ -60,7 +60,8 @@ from torch import nn
 
 from .safetensors_io import read_file, save_file
 
-__all__ = ["CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_seqtrain", "save_seqtrain", "tied_groups"]
+__all__ = ["CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_exported", "load_seqtrain", "save_seqtrain",
+           "tied_groups"]
 
 
 class Forecaster(nn.Module):
@@ -129,8 +130,12 @@ class CharLM(nn.Module):
 def from_spec(spec):
     """Builds the mirror of a seqtrain ModelSpec given as a dict (keys as in the config's model
     section: type, input_size, lookback, hidden, layers, bidirectional, dropout, output_size;
-    char_lstm / char_gru also take vocab_size (the vocabulary's size) and embed_size; gpt takes
-    nanoGPT's names vocab_size, block_size, n_layer, n_head, n_embd, dropout, bias)."""
+    char_lstm / char_gru also take vocab_size (the vocabulary's size) and embed_size).
+
+    gpt takes either nanoGPT's names (vocab_size, block_size, n_layer, n_head, n_embd, dropout,
+    bias) or seqtrain's ModelSpec names (vocab_size, lookback = block_size, layers = n_layer,
+    heads = n_head, hidden = n_embd, dropout, bias), so config.json's "model_spec" and "torch"
+    of a ``seqtrain export`` both work; a key given under both names must agree."""
     kind = spec.get("type", "lstm")
     common = dict(hidden=int(spec.get("hidden", 64)), layers=int(spec.get("layers", 1)),
                   dropout=float(spec.get("dropout", 0.0)), output_size=int(spec.get("output_size", 1)))
@@ -144,11 +149,46 @@ def from_spec(spec):
                       common["layers"], common["dropout"])
     if kind == "gpt":
         from .gpt import GPT, GPTConfig
-        return GPT(GPTConfig(block_size=int(spec["block_size"]), vocab_size=int(spec["vocab_size"]),
-                             n_layer=int(spec.get("n_layer", 1)), n_head=int(spec.get("n_head", 1)),
-                             n_embd=int(spec.get("n_embd", 32)), dropout=float(spec.get("dropout", 0.0)),
+        return GPT(GPTConfig(block_size=_gpt_key(spec, "block_size", "lookback", None),
+                             vocab_size=int(spec["vocab_size"]),
+                             n_layer=_gpt_key(spec, "n_layer", "layers", 1), n_head=_gpt_key(spec, "n_head", "heads", 1),
+                             n_embd=_gpt_key(spec, "n_embd", "hidden", 32), dropout=float(spec.get("dropout", 0.0)),
                              bias=_as_bool(spec.get("bias", True))))
     raise ValueError(f"unknown model type {kind!r}; expected lstm, gru, mlp, char_lstm, char_gru or gpt")
+
+
+def _gpt_key(spec, nano, seqtrain, default):
+    """A GPT size under nanoGPT's name or seqtrain's ModelSpec name (both: they must agree)."""
+    have = [k for k in (nano, seqtrain) if k in spec]
+    if len(have) == 2 and int(spec[nano]) != int(spec[seqtrain]):
+        raise ValueError(f"gpt spec gives {nano}={spec[nano]} and {seqtrain}={spec[seqtrain]}; "
+                         f"they name the same size, give one")
+    if not have:
+        if default is None:
+            raise ValueError(f"gpt spec needs {nano} (or seqtrain's {seqtrain})")
+        return default
+    return int(spec[have[0]])
+
+
+def load_exported(path):
+    """The PyTorch module of a ``seqtrain export`` directory: built from its config.json ("torch",
+    else "model_spec") with from_spec, model.safetensors loaded strict (load_seqtrain), in eval
+    mode. A text model's vocabulary is path/vocab.json (seqtrain.vocab JSON)."""
+    import json
+    import os
+
+    cfg_path = os.path.join(path, "config.json")
+    with open(cfg_path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    if not isinstance(cfg, dict) or cfg.get("format") != "seqtrain.export":
+        raise ValueError(f"{cfg_path}: not a seqtrain export (expected \"format\": \"seqtrain.export\"); "
+                         f"write one with `seqtrain export RUN --out DIR`")
+    spec = cfg.get("torch") or cfg.get("model_spec")
+    if not isinstance(spec, dict):
+        raise ValueError(f"{cfg_path}: has neither a \"torch\" nor a \"model_spec\" object")
+    module = from_spec(spec)
+    load_seqtrain(os.path.join(path, "model.safetensors"), module, strict=True)
+    return module.eval()
 
 
 def _as_bool(v):

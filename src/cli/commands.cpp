@@ -7,13 +7,13 @@
 #include <filesystem>
 
 #include "backend/cpu/dnnl_context.h"
-#include "cli/load_model.h"
 #include "config/config.h"
 #include "data/npy.h"
 #include "data/zscore_source.h"
 #include "io/atomic_dir.h"
 #include "train/checkpoint.h"
 #include "train/data_plan.h"
+#include "train/load_model.h"
 #include "train/stop_token.h"
 #include "train/trainer.h"
 

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <numeric>
 
-#include "cli/load_model.h"
 #include "models/registry.h"
+#include "train/load_model.h"
 
 namespace seqtrain {
 namespace fs = std::filesystem;

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/isa.h"
 #include "cli/commands.h"
+#include "cli/export.h"
 #include "cli/generate.h"
 #include "core/error.h"
 #include "train/trainer.h"
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
   info->add_option("dir", info_args.dir, "cache directory (default: the current directory)");
   GenerateArgs generate_args;
   auto* generate = add_generate_command(app, generate_args);
+  ExportArgs export_args;
+  auto* exporter = add_export_command(app, export_args);
 
   try {
     app.parse(argc, argv);
@@ -75,6 +78,7 @@ int main(int argc, char** argv) {
     if (cache->parsed()) return run_data_cache(cache_args);
     if (info->parsed()) return run_data_info(info_args);
     if (generate->parsed()) return run_generate(generate_args);
+    if (exporter->parsed()) return run_export(export_args);
   } catch (const Error& e) {
     std::fprintf(stderr, "seqtrain: error: %s\n", e.what());
     return 2;

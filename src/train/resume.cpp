@@ -7,7 +7,9 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "models/registry.h"
 #include "train/checkpoint.h"
+#include "train/load_model.h"
 
 namespace seqtrain {
 namespace fs = std::filesystem;
@@ -108,6 +110,23 @@ void check_resume_config(const nlohmann::json& st, const Config& config, const f
     if (!quiet) std::fprintf(stderr, "seqtrain: resuming with %s changed: %s -> %s\n", c.key.c_str(),
                              c.before.c_str(), c.after.c_str());
   }
+}
+
+void check_resume_spec(const nlohmann::json& st, const ModelSpec& spec, const fs::path& run, const std::string& ckpt) {
+  if (!st.is_object() || !st.contains("model_spec")) return;  // older checkpoint: see resume.h
+  // Read the way load_model reads it, so both agree on what the checkpoint holds.
+  const nlohmann::json saved = spec_to_json(checkpoint_spec(ckpt, st)), now = spec_to_json(spec);
+  std::string diffs;
+  for (const auto& [key, value] : now.items())
+    if (!saved.contains(key) || saved.at(key) != value)
+      diffs += fmt::format("{}{} is {} in the checkpoint but {} now", diffs.empty() ? "" : "; ", key,
+                           saved.contains(key) ? saved.at(key).dump() : "(absent)", value.dump());
+  if (diffs.empty()) return;
+  fail("{}: checkpoint '{}' was trained as another model than this config builds on this data: {} (the "
+       "checkpoint's is {}/state.json: model_spec). The data decides input_size, output_size and vocab_size, so a "
+       "data file that changed since the run started shows here. Resume with the original config and data, or "
+       "start a new run with another --out",
+       (run / "config.yaml").string(), ckpt, diffs, ckpt);
 }
 
 }  // namespace seqtrain

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "models/model.h"
 
 namespace seqtrain {
 
@@ -43,5 +44,15 @@ std::vector<ConfigChange> config_differences(const std::string& before_yaml, con
 // Prints each accepted change unless quiet.
 void check_resume_config(const nlohmann::json& st, const Config& config, const std::filesystem::path& run,
                          const std::string& ckpt, bool quiet);
+
+// Throws Error when checkpoint `ckpt` (state `st`) holds a "model_spec" other than `spec`, the
+// one this run's config resolves to on its data, naming each differing field with both values
+// and run/config.yaml. The config check above cannot see what the data decides (input_size,
+// output_size, vocab_size: a data file that changed shape), and without this the weights would
+// only fail to load, leaving "no checkpoint can be loaded". Checkpoints without "model_spec"
+// (older seqtrain) pass: their config was compared above and load_checkpoint checks every
+// weight's name and shape.
+void check_resume_spec(const nlohmann::json& st, const ModelSpec& spec, const std::filesystem::path& run,
+                       const std::string& ckpt);
 
 }  // namespace seqtrain

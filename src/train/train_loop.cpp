@@ -181,6 +181,7 @@ void TrainLoop::resume_from(const std::vector<ResumeCandidate>& candidates) {
   nlohmann::json st;
   for (const auto& c : candidates) {
     check_resume_config(c.state, config_, run_, c.dir, opt_.quiet);
+    check_resume_spec(c.state, spec_, run_, c.dir);  // what the data decides (resume.h)
     try {
       st = load_checkpoint(c.dir, model_->params(), &os);
       chosen = &c;

@@ -1,5 +1,5 @@
 // load_model and the checkpoint lookup it shares with the commands. See load_model.h.
-#include "cli/load_model.h"
+#include "train/load_model.h"
 
 #include <filesystem>
 
@@ -49,31 +49,45 @@ std::string describe(const ModelSpec& s) {
                      s.vocab_size);
 }
 
-// state.json's "model_spec", checked against the data the caller brings.
-ModelSpec stored_spec(const std::string& dir, const nlohmann::json& state, const std::optional<DataShape>& shape) {
-  ModelSpec s;
+// state.json's "model_spec", its parse errors naming the file.
+ModelSpec stored_spec(const std::string& dir, const nlohmann::json& state) {
   try {
-    s = spec_from_json(state.at("model_spec"));
+    return spec_from_json(state.at("model_spec"));
   } catch (const Error& e) {
     fail("{}/state.json: {}", dir, e.what());
   }
-  if (shape) {
-    const ModelSpec fit = refit_spec(s, *shape);
-    ST_CHECK(fit == s,
-             "the data does not fit the model in {}: it was trained for {} ({}/state.json: model_spec) but the data "
-             "gives {}; use data of the shape it was trained on",
-             dir, describe(s), dir, describe(fit));
-  }
-  return s;
 }
 
-// Where the spec comes from, in order: "model_spec"; the weights (when asked for); the config
-// with the caller's data shape or state.json's "io".
-ModelSpec pick_spec(const std::string& dir, const nlohmann::json& state, const LoadOptions& o, std::string* from) {
+// A stored spec must fit the data the caller brings: refit_spec gives what that data builds.
+void check_fits(const std::string& dir, const ModelSpec& s, const DataShape& shape) {
+  const ModelSpec fit = refit_spec(s, shape);
+  ST_CHECK(fit == s,
+           "the data does not fit the model in {}: it was trained for {} ({}/state.json: model_spec) but the data "
+           "gives {}; use data of the shape it was trained on",
+           dir, describe(s), dir, describe(fit));
+}
+}  // namespace
+
+CheckpointRef open_checkpoint(const std::string& path) {
+  CheckpointRef c;
+  c.dir = checkpoint_dir(path, false);
+  ST_CHECK(fs::exists(fs::path(c.dir) / "state.json"),
+           "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", path);
+  c.state = read_checkpoint_state(c.dir);
+  c.config = run_config(c.dir, c.state);
+  return c;
+}
+
+// In order: "model_spec"; the weights (when asked for); the config with the caller's data shape
+// or state.json's "io".
+ModelSpec checkpoint_spec(const std::string& dir, const nlohmann::json& state, const LoadOptions& o,
+                          std::string* from) {
+  std::string ignored;
+  if (!from) from = &ignored;
   const bool has_state = state.is_object();
   if (has_state && state.contains("model_spec")) {
     *from = "model_spec";
-    return stored_spec(dir, state, o.shape);
+    return stored_spec(dir, state);
   }
   const std::string weights = (fs::path(dir) / "model.safetensors").string();
   if (o.from_weights)
@@ -95,17 +109,6 @@ ModelSpec pick_spec(const std::string& dir, const nlohmann::json& state, const L
        "checkpoint was written by an older seqtrain; train the run again",
        dir);
 }
-}  // namespace
-
-CheckpointRef open_checkpoint(const std::string& path) {
-  CheckpointRef c;
-  c.dir = checkpoint_dir(path, false);
-  ST_CHECK(fs::exists(fs::path(c.dir) / "state.json"),
-           "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", path);
-  c.state = read_checkpoint_state(c.dir);
-  c.config = run_config(c.dir, c.state);
-  return c;
-}
 
 LoadedModel load_model(const std::string& path, const LoadOptions& o) {
   LoadedModel l;
@@ -120,7 +123,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& o) {
   else
     ST_CHECK(has_state, "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", path);
   if (has_state) l.state = read_checkpoint_state(l.dir);
-  l.spec = pick_spec(l.dir, l.state, o, &l.spec_from);
+  l.spec = checkpoint_spec(l.dir, l.state, o, &l.spec_from);
+  if (l.spec_from == "model_spec" && o.shape) check_fits(l.dir, l.spec, *o.shape);
   l.model = build_model(l.spec);
   // With state.json the checksums are verified; a bare directory has nothing to verify against.
   if (has_state)

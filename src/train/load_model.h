@@ -1,5 +1,7 @@
 // load_model: the one way from a run or checkpoint directory to a trained model, shared by
-// eval, predict and generate (and export to come). Each used to rebuild its model its own way;
+// eval, predict, generate and export; `train --resume` reads a checkpoint's spec through the
+// same checkpoint_spec. It lives in train/ because it needs only config, checkpoint and
+// registry, and train/ may be used by every command. Each used to rebuild its model its own way;
 // now the spec comes from state.json's "model_spec" (the spec the trainer resolved), the model
 // is built through the registry and the weights load with load_checkpoint's checksum checks.
 // Checkpoints written before "model_spec" existed fall back to what the commands did before:
@@ -46,5 +48,13 @@ struct LoadedModel {
 };
 
 LoadedModel load_model(const std::string& run_or_checkpoint, const LoadOptions& options = {});
+
+// The spec checkpoint `dir` (state.json parsed into `state`, null for a bare directory) was
+// trained as, the way load_model finds it: state.json's "model_spec"; else (options.from_weights)
+// the weight shapes; else the stored config with options.shape or state.json's "io". `from`
+// receives "model_spec", "weights" or "config". A "model_spec" is returned as stored, not yet
+// checked against options.shape (load_model does that; a resumed run compares it field by field).
+ModelSpec checkpoint_spec(const std::string& dir, const nlohmann::json& state, const LoadOptions& options = {},
+                          std::string* from = nullptr);
 
 }  // namespace seqtrain
