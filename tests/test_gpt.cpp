@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "config/config.h"
 #include "io/safetensors.h"
 #include "model_pass.h"
 #include "models/gpt.h"
@@ -278,6 +279,14 @@ TEST(Gpt, BadSpecsAndInputsAreClearErrors) {
                   "block size 4");
   EXPECT_CONTAINS(error_of([&] { ModelPass(m, arena, false).forward(Tensor(bad_ids.data(), {1, 3}, DType::i64)); }),
                   "token id 9");
+  // In a config the same mistake points at the key's line before any data is read.
+  TempDir dir;
+  const std::string cfg = write_file(dir, "gpt.yaml",
+                                     "train:\n  loss: cross_entropy\ndata:\n  source: text\n  path: t.txt\nmodel:\n  type: gpt\n  hidden: 10\n  heads: 4\n");
+  const std::string e = error_of([&] { load_config(cfg); });
+  EXPECT_CONTAINS(e, "gpt.yaml:9:");
+  EXPECT_CONTAINS(e, "model.heads");
+  EXPECT_CONTAINS(e, "divisors of 10");
   EXPECT_EQ(&family("gpt"), find_family("gpt"));
   EXPECT_TRUE(family("gpt").generates_text);
 }

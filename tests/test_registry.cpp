@@ -105,7 +105,7 @@ TEST(ModelRegistry, EveryFamilyBuildsFromTheSpecAConfigResolvesTo) {
     for (const std::string& name : f.names) {
       Config c;
       c.model.type = name;
-      c.model.hidden = 6;
+      c.model.hidden = 8;  // a multiple of the default model.heads (gpt)
       c.model.embed_size = 4;
       const DataShape d{3, 5, 2, f.is_language_model ? 7 : 0, 0};
       const ModelSpec s = spec_from_config(c, d);

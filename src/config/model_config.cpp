@@ -7,6 +7,13 @@ namespace seqtrain {
 
 std::optional<ConfigProblem> check_model_config(const Config& c) {
   const ModelFamily& f = family(c.model.type);
+  if (f.check_settings) {
+    ModelSpec settings;
+    settings.hidden = c.model.hidden;
+    settings.heads = c.model.heads;
+    settings.layers = c.model.layers;
+    if (auto p = f.check_settings(settings)) return ConfigProblem{p->first, p->second};
+  }
   if (c.data.source != "text" || f.reads_text()) return std::nullopt;
   return ConfigProblem{"model.type",
                        fmt::format("config key 'model.type' is {}, but data.source text needs the char LM ({})",

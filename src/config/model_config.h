@@ -18,7 +18,8 @@ struct ConfigProblem {
 };
 
 // The family checks of a config (config/load.cpp calls it after its own cross-key checks):
-// a family that cannot read text refused on data.source text.
+// a family that cannot read text refused on data.source text, and each family's own checks of
+// its settings (ModelFamily::check_settings; e.g. gpt's heads dividing hidden).
 std::optional<ConfigProblem> check_model_config(const Config& config);
 
 // The model a config builds for data of this shape.

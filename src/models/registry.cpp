@@ -1,6 +1,8 @@
 // The model families and the queries over them. See registry.h.
 #include "models/registry.h"
 
+#include <fmt/format.h>
+
 #include <type_traits>
 
 #include "models/char_lm.h"
@@ -55,6 +57,15 @@ std::optional<ModelSpec> char_lm_from_weights(const WeightShapes& w, const std::
   return s;
 }
 
+// hidden / heads is checked before the data is read, so the config error points at model.heads.
+std::optional<std::pair<std::string, std::string>> gpt_settings_problem(const ModelSpec& s) {
+  if (s.heads >= 1 && s.hidden % s.heads == 0) return std::nullopt;
+  return std::make_pair(std::string("model.heads"),
+                        fmt::format("config key 'model.heads' is {}, which does not divide model.hidden {} (n_embd): each "
+                                    "head takes hidden / heads channels; pick heads among the divisors of {}",
+                                    s.heads, s.hidden, s.hidden));
+}
+
 template <typename M>
 std::unique_ptr<Model> make(const ModelSpec& s, const ModelEnv& env) {
   if constexpr (std::is_constructible_v<M, const ModelSpec&, const ModelEnv&>) return std::make_unique<M>(s, env);
@@ -89,7 +100,8 @@ std::vector<ModelFamily> make_families() {
                .generates_text = true,
                .precision_covers = "its attention",
                .fit_shape = fit_tokens,
-               .build = make<Gpt>});
+               .build = make<Gpt>,
+               .check_settings = gpt_settings_problem});
   return f;
 }
 }  // namespace

@@ -47,6 +47,9 @@ struct ModelFamily {
   // Writes the spec fields that depend on the data (sizes of input, output, vocabulary).
   std::function<void(ModelSpec&, const DataShape&)> fit_shape{};
   std::function<std::unique_ptr<Model>(const ModelSpec&, const ModelEnv&)> build{};
+  // The checks a family adds to the settings a config gives it, before any data is read: the
+  // config key to point at and the message, or nullopt. May be empty.
+  std::function<std::optional<std::pair<std::string, std::string>>(const ModelSpec&)> check_settings{};
   // A spec from weight shapes alone, nullopt when the weights are not this family's; may be
   // empty. Lets generate read language models saved without a config (e.g. from PyTorch).
   std::function<std::optional<ModelSpec>(const WeightShapes&, const std::string& file)> from_weights{};
