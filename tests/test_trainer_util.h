@@ -106,6 +106,7 @@ inline std::vector<nlohmann::json> read_metrics(const std::string& path) {
 inline std::vector<nlohmann::json> timeless(std::vector<nlohmann::json> records) {
   for (auto& r : records) {
     r.erase("samples_per_s");
+    r.erase("tokens_per_s");
     r.erase("time_s");
     r.erase("data_wait_s");      // the "data" records' timings
     r.erase("data_wait_share");

@@ -1,8 +1,9 @@
 // Gpt's TextGenerator: one token at a time with a KV cache, in plain fp32 loops over the same
-// parameters as forward() (generation runs one position at a time, where kernel speed matters
-// little). When the context reaches the block size the oldest token is dropped and the cache
-// rebuilt from the last block - 1 tokens, which is what nanoGPT's generate does by cropping
-// idx to its last block_size tokens. See gpt.h.
+// parameters as forward() (one position at a time needs no GEMM). Once the context is longer
+// than the block size, nanoGPT's generate crops it to the last block_size tokens, and every
+// position then sees a different window: the cache cannot be reused, so each token runs the
+// batched forward() over its window instead (what nanoGPT computes, with the GEMM kernels).
+// See gpt.h.
 #include <cmath>
 
 #include "models/gpt.h"
@@ -12,8 +13,9 @@ namespace seqtrain {
 
 namespace {
 struct GptState : GenState {
-  std::vector<int64_t> tokens;           // the context the cache holds (at most the block size)
-  std::vector<std::vector<float>> k, v;  // per layer: [tokens.size(), C]
+  std::vector<int64_t> tokens;           // the context (at most the block size)
+  std::vector<std::vector<float>> k, v;  // per layer: [tokens.size(), C] while the context grows
+  Arena arena;                           // the windowed forward's activations
 };
 
 // y = W x (+ b): W [out, in] row-major.
@@ -100,11 +102,17 @@ void Gpt::next_logits(GenState& state, int64_t token, float* logits) {
   const int64_t C = spec_.hidden, V = spec_.vocab_size;
   ST_CHECK(token >= 0 && token < V, "gpt: token id {} is outside the vocabulary of {} ids", token, V);
   if (static_cast<int64_t>(s->tokens.size()) == spec_.lookback) {
-    // Full context: drop the oldest token and re-read the rest at their new positions.
-    std::vector<int64_t> keep(s->tokens.begin() + 1, s->tokens.end());
-    *s = *static_cast<GptState*>(begin().get());
-    std::vector<float> ignored(V);
-    for (int64_t t : keep) next_logits(*s, t, ignored.data());
+    // Cropped: the newest block_size tokens through the batched forward, the last row's logits.
+    s->k.assign(s->k.size(), {});
+    s->v.assign(s->v.size(), {});
+    s->tokens.erase(s->tokens.begin());
+    s->tokens.push_back(token);
+    s->arena.reset();
+    StepContext ctx(s->arena);
+    const int64_t T = spec_.lookback;
+    Tensor out = forward(batch_of(Tensor(s->tokens.data(), {1, T}, DType::i64)), ctx);
+    std::copy(out.f32() + (T - 1) * V, out.f32() + T * V, logits);
+    return;
   }
   const Weights W{params_};
   const int64_t pos = static_cast<int64_t>(s->tokens.size());

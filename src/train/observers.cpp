@@ -12,6 +12,7 @@ namespace seqtrain {
 void MetricsObserver::on_step(const StepEvent& e) {
   nlohmann::json rec{{"split", "train"}, {"step", e.updates}, {"epoch", e.epoch}, {"loss", e.loss}, {"lr", e.lr},
                      {"grad_norm", e.grad_norm}, {"samples_per_s", e.samples_per_s}, {"time_s", e.time_s}};
+  if (e.tokens_per_s) rec["tokens_per_s"] = *e.tokens_per_s;
   if (e.loss_scale) {
     rec["loss_scale"] = *e.loss_scale;
     rec["skipped_steps"] = e.skipped_since_last;
@@ -46,8 +47,9 @@ void ConsoleObserver::on_warning(const std::string& text) { std::fprintf(stderr,
 void ConsoleObserver::on_step(const StepEvent& e) {
   if (quiet_) return;
   const double eta = e.progress > 0 ? e.time_s * (1 - e.progress) / e.progress : 0;
-  std::fprintf(stderr, "%sepoch %ld step %ld loss %.5f lr %.2e %.0f samples/s ETA %.0fs%s", tty_ ? "\r" : "",
-               (long)e.epoch, (long)e.updates, e.loss, e.lr, e.samples_per_s, eta, tty_ ? "   " : "\n");
+  const std::string tokens = e.tokens_per_s ? fmt::format(" {:.0f} tokens/s", *e.tokens_per_s) : std::string();
+  std::fprintf(stderr, "%sepoch %ld step %ld loss %.5f lr %.2e %.0f samples/s%s ETA %.0fs%s", tty_ ? "\r" : "",
+               (long)e.epoch, (long)e.updates, e.loss, e.lr, e.samples_per_s, tokens.c_str(), eta, tty_ ? "   " : "\n");
 }
 
 void ConsoleObserver::on_epoch(const EpochEvent& e) {

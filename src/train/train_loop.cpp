@@ -305,6 +305,7 @@ void TrainLoop::after_update(const StepResult& r) {
     e.lr = r.lr;
     e.grad_norm = r.grad_norm;
     e.samples_per_s = log_samples_ / std::max(seconds_since(log_start_), 1e-9);
+    if (plan_.vocab > 0) e.tokens_per_s = e.samples_per_s * static_cast<double>(plan_.steps);
     e.time_s = time_s();
     e.progress = double(updates) / double(std::max<int64_t>(1, total_updates_));
     if (scaler_) {
@@ -453,7 +454,8 @@ double TrainLoop::time_s() const { return state_.time_s + seconds_since(start_);
 
 void TrainLoop::save_autotune_log() {
   Autotuner* tuner = tuner_.get();
-  if (!tuner || !primary()) return;
+  // A model without tunable layers (an MLP, a GPT) leaves the tuner empty: nothing to say.
+  if (!tuner || !primary() || tuner->decisions().empty()) return;
   save_autotune_cache(run_, *tuner);
   for (const auto& line : tuner->log_lines()) observers_.on_note(line);
   observers_.on_note(fmt::format("autotune: {} decision(s), {:.0f} ms spent timing candidates",
