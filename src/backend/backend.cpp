@@ -25,6 +25,7 @@ std::string_view backend_op_name(BackendOp op) {
     case BackendOp::scale: return "scale";
     case BackendOp::fill: return "fill";
     case BackendOp::copy: return "copy";
+    case BackendOp::activation: return "activation";
     case BackendOp::attention_f32: return "fp32 attention";
     case BackendOp::attention_bf16: return "bf16 attention";
   }

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/activation_kind.h"
 #include "backend/rnn_cell.h"
 #include "core/arena.h"
 #include "core/dtype.h"
@@ -37,6 +38,7 @@ enum class BackendOp : uint8_t {
   rnn_fp32, rnn_bf16, rnn_fp16,    // the recurrent layer by compute precision
   rnn_grad_checkpoint,             // the recurrent layer recomputing its saved state in backward
   adamw, sgd, norm, scale, fill, copy,
+  activation,                      // the elementwise activations (ActKind)
   attention_f32, attention_bf16,   // causal self-attention by product precision
 };
 std::string_view backend_op_name(BackendOp op);
@@ -185,6 +187,10 @@ class Backend {
   // dy [B, T, C] -> dqkv [B, T, 3C] (overwritten), from the forward's a.qkv, a.y, a.lse and the
   // same dropout and seed.
   virtual void attention_backward(const AttentionArgs& a, const float* dy, float* dqkv) = 0;
+  // y[i] = f(x[i]); dx[i] = dy[i] f'(x[i]) (ReLU, Tanh, Sigmoid read y; GELU reads x), as torch.
+  virtual void activation_forward(ActKind k, const float* x, float* y, int64_t n) = 0;
+  virtual void activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
+                                   int64_t n) = 0;
 };
 
 // The overrides of every operation above, for a concrete backend's class body: the list is
@@ -204,7 +210,9 @@ class Backend {
   void fill(float* x, size_t n, float v) override;                                                                   \
   void copy(const float* src, float* dst, size_t n) override;                                                        \
   void attention_forward(const AttentionArgs& a) override;                                                           \
-  void attention_backward(const AttentionArgs& a, const float* dy, float* dqkv) override;
+  void attention_backward(const AttentionArgs& a, const float* dy, float* dqkv) override;                            \
+  void activation_forward(ActKind k, const float* x, float* y, int64_t n) override;                                  \
+  void activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx, int64_t n) override;
 
 // The backends by runtime.backend name ("cpu", "reference"): one instance each for the process
 // (they hold no per-run state; per-layer state lives in what make_recurrent returns). Callers

@@ -33,7 +33,7 @@ GptBlock::GptBlock(ParamStore& params, const std::string& prefix, const GptBlock
                                        .resid_dropout = o.dropout, .precision = o.attention}),
       ln_2_(params, prefix + ".ln_2", o.n_embd, o.bias),
       c_fc_(params, prefix + ".mlp.c_fc", o.n_embd, 4 * o.n_embd, o.bias),
-      gelu_(ActKind::gelu),
+      gelu_(ActKind::gelu, &params.backend()),
       c_proj_(params, prefix + ".mlp.c_proj", 4 * o.n_embd, o.n_embd, o.bias),
       mlp_drop_(o.dropout) {}
 

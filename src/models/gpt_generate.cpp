@@ -83,7 +83,7 @@ void block_step(const Weights& W, const std::string& pre, GptState& s, size_t l,
   for (int64_t c = 0; c < C; ++c) x[c] += out[c];
   layer_norm(x, W(pre + "ln_2.weight"), W(pre + "ln_2.bias"), a.data(), C);
   matvec(W(pre + "mlp.c_fc.weight"), W(pre + "mlp.c_fc.bias"), a.data(), h.data(), 4 * C, C);
-  activation_forward(ActKind::gelu, h.data(), h.data(), 4 * C);
+  W.ps.backend().activation_forward(ActKind::gelu, h.data(), h.data(), 4 * C);
   matvec(W(pre + "mlp.c_proj.weight"), W(pre + "mlp.c_proj.bias"), h.data(), out.data(), C, 4 * C);
   for (int64_t c = 0; c < C; ++c) x[c] += out[c];
 }

@@ -2,18 +2,19 @@
 // GELU comes in both of torch's forms: ActKind::gelu is the exact 0.5 x (1 + erf(x / sqrt 2))
 // (torch.nn.GELU(), approximate='none'); ActKind::gelu_tanh is the tanh approximation
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (approximate='tanh', GPT-2's).
-// The raw-pointer kernels are public so fused layers (LSTM/GRU gates, MLP blocks) can call them
-// on their own buffers; the Activation struct is the layer form that saves x and y for backward.
+// They run on a Backend (its activation op: the CPU's GELU is a vector kernel per ISA level); the
+// raw-pointer forms are public so code with its own buffers (GPT generation) can call them; the
+// Activation struct is the layer form that saves x and y for backward.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "backend/activation_kind.h"
+#include "backend/backend.h"
 #include "core/arena.h"
 
 namespace seqtrain {
-
-enum class ActKind : uint8_t { relu, tanh, sigmoid, gelu, gelu_tanh };
 
 // Names: "relu", "tanh", "sigmoid", "gelu" (exact erf), "gelu_tanh"; anything else throws an
 // Error listing them.
@@ -21,19 +22,25 @@ ActKind parse_activation(const std::string& name);
 std::string_view activation_name(ActKind k);
 
 // y[i] = f(x[i]) for i < n.
-void activation_forward(ActKind k, const float* x, float* y, int64_t n);
+void activation_forward(ActKind k, const float* x, float* y, int64_t n, Backend& backend = default_backend());
 // dx[i] = dy[i] * f'(x[i]). ReLU, Tanh and Sigmoid read only y (f' from the output); GELU reads
 // only x. Pass both: which one is used is an implementation detail.
-void activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx, int64_t n);
+void activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx, int64_t n,
+                         Backend& backend = default_backend());
 
 struct Activation {
-  explicit Activation(ActKind k) : kind(k) {}
+  // backend: where it computes (a model passes its ParamStore's); null = default_backend().
+  explicit Activation(ActKind k, Backend* backend = nullptr) : kind(k), backend_(backend) {}
   // Saves views of x and y: both must stay alive until backward (true for arena activations).
   Tensor forward(const Tensor& x, Arena& arena);
   Tensor backward(const Tensor& dy, Arena& arena);
 
   ActKind kind;
   Tensor x_saved, y_saved;
+
+ private:
+  Backend& backend() const { return backend_ ? *backend_ : default_backend(); }
+  Backend* backend_ = nullptr;
 };
 
 struct ReLU : Activation { ReLU() : Activation(ActKind::relu) {} };

@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include "backend/activation_loops.h"
 #include "backend/attention_dropout.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_rnn.h"
@@ -181,6 +182,23 @@ void CpuBackend::attention_backward(const AttentionArgs& a, const float* dy, flo
   k.dqkv = dqkv;
   k.work = attention_work(k, true);
   cpu_kernels().attention_backward(k);
+}
+
+}  // namespace seqtrain
+
+namespace seqtrain {
+
+// GELU (exact) through the level's vector kernel; the other kinds as plain loops, which the
+// compiler vectorizes well enough (relu, and tanh/sigmoid that the models here barely use).
+void CpuBackend::activation_forward(ActKind k, const float* x, float* y, int64_t n) {
+  if (k == ActKind::gelu) return cpu_kernels().gelu_forward(x, y, n);
+  activation_forward_loop(k, x, y, n);
+}
+
+void CpuBackend::activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
+                                     int64_t n) {
+  if (k == ActKind::gelu) return cpu_kernels().gelu_backward(x, dy, dx, n);
+  activation_backward_loop(k, x, y, dy, dx, n);
 }
 
 }  // namespace seqtrain

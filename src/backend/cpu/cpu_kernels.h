@@ -68,6 +68,10 @@ struct CpuKernels {
   void (*attention_backward)(const AttentionKernelArgs& a);
   // The floats of one thread's workspace slice for forward (or backward).
   int64_t (*attention_work_floats)(const AttentionKernelArgs& a, bool backward);
+  // GELU, exact (erf) form: y = x Phi(x); dx = dy (Phi(x) + x phi(x)). Relative error of Phi
+  // below 2e-6 (kernels/fast_math.h).
+  void (*gelu_forward)(const float* x, float* y, int64_t n);
+  void (*gelu_backward)(const float* x, const float* dy, float* dx, int64_t n);
 };
 
 // The active level's kernels.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "backend/activation_loops.h"
 #include "backend/reference/reference_rnn.h"
 #include "core/error.h"
 
@@ -109,6 +110,19 @@ void ReferenceBackend::fill(float* x, size_t n, float v) {
 
 void ReferenceBackend::copy(const float* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+}  // namespace seqtrain
+
+namespace seqtrain {
+
+void ReferenceBackend::activation_forward(ActKind k, const float* x, float* y, int64_t n) {
+  activation_forward_loop(k, x, y, n);
+}
+
+void ReferenceBackend::activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
+                                           int64_t n) {
+  activation_backward_loop(k, x, y, dy, dx, n);
 }
 
 }  // namespace seqtrain

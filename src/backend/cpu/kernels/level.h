@@ -27,6 +27,8 @@ void f32_to_half(HalfType t, const float* src, uint16_t* dst, int64_t n);
 void half_to_f32(HalfType t, const uint16_t* src, float* dst, int64_t n);
 void adamw(const AdamWKernelArgs& a);
 void gate_fn(GateFn fn, const float* x, float* y, int64_t n);
+void gelu_forward(const float* x, float* y, int64_t n);
+void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
 void attention_forward(const AttentionKernelArgs& a);
 void attention_backward(const AttentionKernelArgs& a);
 int64_t attention_work_floats(const AttentionKernelArgs& a, bool backward);
