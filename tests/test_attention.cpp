@@ -148,8 +148,9 @@ TEST_P(GptAttentionMasked, PaddingKeysAndEmptyRowsGetExactZeros) {
     for (int64_t b = 0; b < c.B; ++b)
       for (int64_t t = 0; t < c.T; ++t) {
         const float* g = r.dqkv.data() + (b * c.T + t) * 3 * c.C;
-        if (c.pad != Pad::none && in.mask[b * c.T + t])
+        if (c.pad != Pad::none && in.mask[b * c.T + t]) {
           for (int64_t k = c.C; k < 3 * c.C; ++k) ASSERT_EQ(g[k], 0.f) << be->name() << " dk/dv of padding key " << t;
+        }
         bool sees_any = false;
         for (int64_t j = 0; j < (c.causal ? t + 1 : c.T); ++j) sees_any |= c.pad == Pad::none || !in.mask[b * c.T + j];
         if (sees_any) continue;

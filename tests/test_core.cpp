@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
+#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/recurrent_gemm.h"
 #include "core/arena.h"
 #include "core/rng.h"
-#include "backend/cpu/gemm_bf16.h"
 #include "models/forecaster.h"
 #include "models/gpt.h"
 #include "optim/optimizer.h"
