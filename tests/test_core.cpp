@@ -1,13 +1,17 @@
-// Core: the arena's no-allocation steady state, the RNG's documented stream, tensor views.
+// Core: the arena's no-allocation steady state (the LSTM forecaster and the GPT through
+// TrainStep), the RNG's documented stream, tensor views.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
+#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/recurrent_gemm.h"
 #include "core/arena.h"
 #include "core/rng.h"
 #include "models/forecaster.h"
+#include "models/gpt.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/step.h"
@@ -39,6 +43,45 @@ TEST(CoreArena, SteadyStateTrainingStepAllocatesNothing) {
   EXPECT_EQ(RecurrentGemm::primitives_created(), prims);
   EXPECT_EQ(step.arena().capacity(), cap);
   EXPECT_GT(step.arena().high_water(), 0u);
+}
+
+// The GPT through TrainStep: after two steps, further steps make no arena allocation — the
+// step's arena, gradient checkpointing's recompute arena and the attention kernels' per-thread
+// workspaces (arenas too, backend/cpu/cpu_backend.cpp) — with dropout on, T over one attention
+// tile, plain and checkpointed, fp32 and (on a CPU with native bf16) bf16 attention.
+TEST(CoreArena, GptSteadyStateTrainingStepAllocatesNothing) {
+  const int64_t V = 11, B = 3, T = 70;
+  for (const char* precision : {"fp32", "bf16"}) {
+    if (std::string(precision) == "bf16" && !cpu_has_native_bf16()) continue;
+    for (bool ckpt : {false, true}) {
+      ModelSpec spec;
+      spec.type = "gpt";
+      spec.vocab_size = V; spec.lookback = T; spec.output_size = T;
+      spec.layers = 2; spec.heads = 2; spec.hidden = 32;
+      spec.dropout = 0.1f;
+      spec.grad_checkpoint = ckpt;
+      spec.precision = precision;
+      Gpt model(spec);
+      Rng rng(2);
+      model.init(rng);
+      auto opt = make_optimizer(OptimizerOptions{});
+      auto sched = make_schedule(ScheduleOptions{});
+      TrainStep step(model, *opt, *sched, StepOptions{LossKind::cross_entropy, {}, 1.0, 1});
+      std::vector<int64_t> x(B * T), y(B * T);
+      for (auto& v : x) v = static_cast<int64_t>(rng.below(V));
+      for (auto& v : y) v = static_cast<int64_t>(rng.below(V));
+      auto run = [&](uint64_t seed) {
+        step.run(Tensor(x.data(), {B, T}, DType::i64), Tensor(y.data(), {B, T}, DType::i64), seed);
+      };
+      for (int i = 0; i < 2; ++i) run(i);
+      const uint64_t before = Arena::os_allocations();
+      const size_t cap = step.arena().capacity();
+      for (int i = 0; i < 5; ++i) run(10 + i);
+      EXPECT_EQ(Arena::os_allocations(), before) << precision << (ckpt ? " checkpointed" : "");
+      EXPECT_EQ(step.arena().capacity(), cap);
+      EXPECT_TRUE(std::isfinite(step.take_loss()));
+    }
+  }
 }
 
 TEST(CoreArena, GrowsIntoOneChunkAfterReset) {

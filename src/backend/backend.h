@@ -39,7 +39,7 @@ enum class BackendOp : uint8_t {
   rnn_grad_checkpoint,             // the recurrent layer recomputing its saved state in backward
   adamw, sgd, norm, scale, fill, copy,
   activation,                      // the elementwise activations (ActKind)
-  attention_f32, attention_bf16,   // causal self-attention by product precision
+  attention_f32, attention_bf16,   // self-attention (causal or not, key padding) by product precision
 };
 std::string_view backend_op_name(BackendOp op);
 
@@ -129,11 +129,19 @@ struct SgdUpdate {
   bool nesterov = false, first = false;
 };
 
-// Causal multi-head self-attention over nanoGPT's c_attn output, one call per layer (as a fused
+// Multi-head self-attention over nanoGPT's c_attn output, one call per layer (as a fused
 // attention kernel works: FlashAttention on a device, tiles with an online softmax on the CPU).
 //   qkv [B, T, 3C]: q = columns [0, C), k = [C, 2C), v = [2C, 3C), each H heads of D = C / H
-//   y   [B, T, C]:  softmax(q k^T / sqrt(D) + causal mask) v, heads merged (c_proj's input)
+//   y   [B, T, C]:  softmax(q k^T / sqrt(D) + mask) v, heads merged (c_proj's input)
 //   lse [B, H, T]:  each score row's logsumexp, written by forward, read by backward
+// The mask: causal (the default, GPT's: query i sees keys j <= i) or none (causal = false: an
+// encoder, masked pretraining), and on top of either an optional key-padding mask [B, T] of
+// bytes, nonzero = that key is padding and gets no attention weight from any query (torch's
+// key_padding_mask convention; padded *queries* are still computed, their rows are the caller's
+// to ignore). A row that sees no key at all (every visible key padding, e.g. a sequence of
+// padding only) has no softmax: by choice its output row is zeros, its lse -inf, and it passes
+// zero gradient to q, k and v (torch's masked_fill(-inf) + softmax would give NaN there; the
+// PyTorch parity script zeroes such rows the same way).
 // Attention dropout (training): probability p *inside* the op, kept entries scaled by 1/(1-p);
 // whether (b, h, i, j) is kept is attention_keep() of backend/attention_dropout.h, a pure
 // function of (seed, b, h, i, j), so backward regenerates the mask and no implementation's
@@ -145,6 +153,8 @@ struct AttentionArgs {
   DType compute = DType::f32;
   float dropout = 0.f;  // 0 outside training
   uint64_t seed = 0;
+  bool causal = true;                         // false: every query sees every (unpadded) key
+  const uint8_t* key_padding_mask = nullptr;  // [B, T], nonzero = padding key; null: none
   const float* qkv = nullptr;
   float* y = nullptr;    // forward writes it; backward reads it (for D_i = rowsum(dy_i * y_i))
   float* lse = nullptr;  // forward writes it; backward reads it
@@ -182,10 +192,10 @@ class Backend {
   virtual void fill(float* x, size_t n, float v) = 0;
   virtual void copy(const float* src, float* dst, size_t n) = 0;
 
-  // Causal self-attention (AttentionArgs above): forward writes a.y and a.lse.
+  // Self-attention (AttentionArgs above): forward writes a.y and a.lse.
   virtual void attention_forward(const AttentionArgs& a) = 0;
   // dy [B, T, C] -> dqkv [B, T, 3C] (overwritten), from the forward's a.qkv, a.y, a.lse and the
-  // same dropout and seed.
+  // same dropout, seed, causal flag and key-padding mask.
   virtual void attention_backward(const AttentionArgs& a, const float* dy, float* dqkv) = 0;
   // y[i] = f(x[i]); dx[i] = dy[i] f'(x[i]) (ReLU, Tanh, Sigmoid read y; GELU reads x), as torch.
   virtual void activation_forward(ActKind k, const float* x, float* y, int64_t n) = 0;

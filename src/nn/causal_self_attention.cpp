@@ -46,6 +46,7 @@ AttentionArgs CausalSelfAttention::attention_args() const {
   a.compute = options.precision;
   a.dropout = attn_p;
   a.seed = attn_seed;
+  a.causal = true;  // GPT's mask; no key padding (the op's other masks are for encoders)
   a.qkv = qkv.f32();
   a.y = y.f32();
   a.lse = lse.f32();

@@ -6,6 +6,9 @@ usage: gpt_layers_ref.py layernorm DIR   x, weight, [bias], dy -> y_ref, dx_ref,
                                          [c_attn.bias, c_proj.bias], attn_factor [B, H, T, T],
                                          resid_factor [B, T, C], dy
                                          -> y_ref, dx_ref, d<param>_ref for every parameter
+       gpt_layers_ref.py attention_op DIR  meta ([n_head, causal]), qkv [B, T, 3C], pad [B, T]
+                                         (1 = padding key), attn_factor [B, H, T, T], dy
+                                         -> y_ref, lse_ref, dqkv_ref (the bare op, tests/test_attention.cpp)
 The attention module is nanoGPT's CausalSelfAttention with the attention computed explicitly
 (q @ k^T * scale, causal mask, softmax, @ v: torch 1.13 has no usable flash path), loaded
 through load_state_dict(strict=True) from the names seqtrain registered. Dropout is applied as
@@ -87,12 +90,40 @@ def attention(d):
         save(d, "d" + n, params[n].grad)
 
 
+def attention_op(d):
+    """The Backend's attention op written out: masked_fill(-inf) of the hidden keys (padding,
+    and above the diagonal when causal), softmax, dropout factors, @ v. A row that sees no key
+    is NaN under torch's softmax; seqtrain defines it as zeros with zero gradients (backend.h),
+    so here such rows are left unmasked for the softmax and multiplied by 0."""
+    n_head, causal = [int(v) for v in np.load(os.path.join(d, "meta.npy"))]
+    qkv = load(d, "qkv").requires_grad_(True)
+    pad = load(d, "pad", torch.int64).bool()
+    B, T, C3 = qkv.shape
+    C, D = C3 // 3, C3 // 3 // n_head
+    q, k, v = (t.view(B, T, n_head, D).transpose(1, 2) for t in qkv.split(C, dim=2))
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+    hidden = pad[:, None, None, :].expand(B, n_head, T, T)
+    if causal:
+        hidden = hidden | ~torch.tril(torch.ones(T, T, dtype=torch.bool))
+    empty = hidden.all(dim=-1, keepdim=True)
+    lse = torch.logsumexp(att.masked_fill(hidden, float("-inf")), dim=-1)
+    att = F.softmax(att.masked_fill(hidden & ~empty, float("-inf")), dim=-1) * (~empty)
+    att = att * load(d, "attn_factor")
+    y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+    y.backward(load(d, "dy"))
+    save(d, "y", y)
+    save(d, "lse", lse)
+    save(d, "dqkv", qkv.grad)
+
+
 def main(argv):
     torch.set_num_threads(1)
     if argv[0] == "layernorm":
         layernorm(argv[1])
     elif argv[0] == "attention":
         attention(argv[1])
+    elif argv[0] == "attention_op":
+        attention_op(argv[1])
     else:
         sys.exit("unknown case " + argv[0])
 

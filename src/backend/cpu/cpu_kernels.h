@@ -26,7 +26,7 @@ struct AdamWKernelArgs {
   bool parallel = false;
 };
 
-// One causal self-attention call (backend.h's AttentionArgs, resolved by cpu_backend.cpp):
+// One self-attention call (backend.h's AttentionArgs, resolved by cpu_backend.cpp):
 // backend/cpu/kernels/attention.cpp's tiled kernels. Forward writes y and lse; backward reads
 // qkv, y, lse, dy and overwrites dqkv.
 struct AttentionKernelArgs {
@@ -36,6 +36,8 @@ struct AttentionKernelArgs {
   uint32_t keep_threshold = 0;
   float keep_scale = 1.f;      // 1 / (1 - p) (0 when p = 1)
   uint64_t seed = 0;
+  bool causal = true;                         // false: no causal mask, no tiles skipped for it
+  const uint8_t* key_padding_mask = nullptr;  // [B, T], nonzero = padding key (backend.h)
   const float* qkv = nullptr; float* y = nullptr; float* lse = nullptr;
   const float* dy = nullptr; float* dqkv = nullptr;
   // omp_get_max_threads() slices of attention_work_floats() floats each, one per thread.

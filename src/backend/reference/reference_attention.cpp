@@ -1,6 +1,7 @@
-// The reference backend's causal self-attention: the definition, written out per (b, h) with the
-// whole T x T probability matrix in double, no tiling, no online softmax, no threads. It is the
-// oracle of the CPU flash kernels (tests/test_gpt_layers.cpp). Backward recomputes everything it
+// The reference backend's self-attention (causal or not, with an optional key-padding mask): the
+// definition, written out per (b, h) with the whole T x T probability matrix in double (zero
+// where the mask hides a key), no tiling, no online softmax, no threads. It is the oracle of the
+// CPU flash kernels (tests/test_gpt_layers.cpp, tests/test_attention.cpp). Backward recomputes everything it
 // needs in double from qkv (it checks but does not use the forward's y and lse): its gradient is
 // the exact gradient of its own forward, D_i included (rowsum of dropped p times dP, which is
 // rowsum(dy_i * y_i) with y in double).
@@ -31,7 +32,14 @@ HeadView head_view(const AttentionArgs& a, int64_t b, int64_t h) {
   return {base, base + C, base + 2 * C, ld, a.seq, D};
 }
 
-// p[i][j] (softmax, before dropout) and the dropout factors kf[i][j] of head (b, h), j <= i.
+// Whether query i of batch row b attends to key j: causal order, then the key-padding mask.
+bool visible(const AttentionArgs& a, int64_t b, int64_t i, int64_t j) {
+  if (a.causal && j > i) return false;
+  return !(a.key_padding_mask && a.key_padding_mask[b * a.seq + j]);
+}
+
+// p[i][j] (softmax, before dropout; 0 where the key is not visible) and the dropout factors
+// kf[i][j] of head (b, h). A row with no visible key keeps p = 0 and gets lse -inf (backend.h).
 void probabilities(const AttentionArgs& a, const HeadView& hv, int64_t b, int64_t h, std::vector<double>& p,
                    std::vector<double>& kf, std::vector<double>* lse) {
   const int64_t T = hv.T;
@@ -40,15 +48,16 @@ void probabilities(const AttentionArgs& a, const HeadView& hv, int64_t b, int64_
   p.assign(T * T, 0.0);
   kf.assign(T * T, 0.0);
   for (int64_t i = 0; i < T; ++i) {
-    double m = -INFINITY;
-    for (int64_t j = 0; j <= i; ++j) m = std::max(m, p[i * T + j] = scale * hv.qk(i, j));
-    double l = 0;
-    for (int64_t j = 0; j <= i; ++j) l += p[i * T + j] = std::exp(p[i * T + j] - m);
-    for (int64_t j = 0; j <= i; ++j) {
-      p[i * T + j] /= l;
+    double m = -INFINITY, l = 0;
+    for (int64_t j = 0; j < T; ++j)
+      if (visible(a, b, i, j)) m = std::max(m, p[i * T + j] = scale * hv.qk(i, j));
+    for (int64_t j = 0; j < T; ++j)
+      if (visible(a, b, i, j)) l += p[i * T + j] = std::exp(p[i * T + j] - m);
+    for (int64_t j = 0; j < T; ++j) {
+      if (l > 0) p[i * T + j] /= l;
       kf[i * T + j] = a.dropout == 0.f ? 1.0 : attention_keep(a.seed, b, h, i, j, a.dropout) ? keep_scale : 0.0;
     }
-    if (lse) (*lse)[i] = m + std::log(l);
+    if (lse) (*lse)[i] = l > 0 ? m + std::log(l) : -INFINITY;
   }
 }
 
@@ -67,7 +76,7 @@ void ReferenceBackend::attention_forward(const AttentionArgs& a) {
         a.lse[(b * a.heads + h) * T + i] = static_cast<float>(lse[i]);
         for (int64_t d = 0; d < hv.D; ++d) {
           double s = 0;
-          for (int64_t j = 0; j <= i; ++j) s += p[i * T + j] * kf[i * T + j] * hv.v[j * hv.ld + d];
+          for (int64_t j = 0; j < T; ++j) s += p[i * T + j] * kf[i * T + j] * hv.v[j * hv.ld + d];
           a.y[(b * T + i) * C + h * hv.D + d] = static_cast<float>(s);
         }
       }
@@ -89,15 +98,15 @@ void ReferenceBackend::attention_backward(const AttentionArgs& a, const float* d
       probabilities(a, hv, b, h, p, kf, nullptr);
       dq.assign(T * D, 0.0); dk.assign(T * D, 0.0); dv.assign(T * D, 0.0);
       for (int64_t i = 0; i < T; ++i) {
-        std::vector<double> dp(i + 1);  // dL/dp[i][j] through the dropout
+        std::vector<double> dp(T);  // dL/dp[i][j] through the dropout (p = 0 where hidden)
         double Di = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < T; ++j) {
           double s = 0;
           for (int64_t d = 0; d < D; ++d) s += static_cast<double>(g[i * C + d]) * hv.v[j * ld + d];
           dp[j] = s * kf[i * T + j];
           Di += dp[j] * p[i * T + j];
         }
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = 0; j < T; ++j) {
           const double ds = p[i * T + j] * (dp[j] - Di) * scale, pd = p[i * T + j] * kf[i * T + j];
           for (int64_t d = 0; d < D; ++d) {
             dq[i * D + d] += ds * hv.k[j * ld + d];

@@ -1,13 +1,17 @@
-// Causal self-attention on the CPU in FlashAttention's scheme (Dao et al. 2022; the backward in
+// Self-attention on the CPU in FlashAttention's scheme (Dao et al. 2022; the backward in
 // FlashAttention-2's loop order): tiles of kTile queries x kTile keys, an online softmax (running
-// max and sum per query row), the T x T score matrix never stored, tiles wholly above the causal
-// diagonal skipped. Backward recomputes each probability tile from the saved logsumexp.
+// max and sum per query row), the T x T score matrix never stored. Causal: tiles wholly above
+// the diagonal are skipped; non-causal: every key tile is visited. A key-padding mask excludes
+// its keys inside the online softmax (their lanes are masked like those above the diagonal), and
+// key tiles holding only padding are skipped (exactly: they would add nothing). A row that sees
+// no key at all ends with sum 0: its output is zeros and its lse -inf (backend.h's choice).
+// Backward recomputes each probability tile from the saved logsumexp.
 //
 // Every product is one register-blocked micro-kernel (mk4: 4 rows of C, two vectors of columns
 // at a time, an FMA per A element broadcast against a row of B), on per-head copies of q, k, v
 // repacked contiguous and zero-padded (rows to the tile, columns to the vector width), K and V
 // also transposed where a product wants keys along the vector. Padding is harmless: padded keys
-// sit above the diagonal of every real query (masked), padded columns are zero.
+// (rows past T) are masked as keys (key_flags), padded columns are zero.
 //
 // Threads: forward runs one task per (b, h, query tile); backward one per (b, h), which owns
 // that head's dq, dk and dv columns outright and walks key tiles then query tiles serially, so
@@ -118,11 +122,28 @@ void keep_row(const AttentionKernelArgs& a, int64_t b, int64_t h, int64_t i, int
   }
 }
 
-// Lane k of the vector starting at column v holds column j0 + v + k: valid (causal) iff <= i.
-inline vf valid_lanes(int64_t j0, int64_t v, int64_t i) {
+// kv[j] for j < n: 1 where key j of batch row b is real (j < T) and not padding, else 0. The
+// per-key half of the mask, made once per task; valid_lanes adds the causal half per row.
+void key_flags(const AttentionKernelArgs& a, int64_t b, int64_t n, float* kv) {
+  const uint8_t* pad = a.key_padding_mask ? a.key_padding_mask + b * a.T : nullptr;
+  for (int64_t j = 0; j < n; ++j) kv[j] = j < a.T && !(pad && pad[j]) ? 1.f : 0.f;
+}
+
+// Whether the kTile keys from kv hold any real one: a tile of padding only is skipped.
+inline bool any_key(const float* kv) {
+  for (int64_t k = 0; k < kTile; ++k)
+    if (kv[k] != 0.f) return true;
+  return false;
+}
+
+// Lane k of the vector starting at column v holds key j0 + v + k: 1 where row i may attend to
+// it (a real, unpadded key, and j <= i when causal), else 0.
+inline vf valid_lanes(const float* kv, bool causal, int64_t j0, int64_t v, int64_t i) {
+  const vf ok = vload(kv + j0 + v);
+  if (!causal) return ok;
   vf lane;
   for (int64_t k = 0; k < kLanes; ++k) lane[k] = static_cast<float>(k);
-  return lane + static_cast<float>(j0 + v) <= static_cast<float>(i) ? splat(1.f) : splat(0.f);
+  return lane + static_cast<float>(j0 + v) <= static_cast<float>(i) ? ok : splat(0.f);
 }
 
 struct Dims {
@@ -149,22 +170,24 @@ inline float hsum(vf v) {
 // (times the dropout factors kf when given, rounded to bf16 when asked; zero above the
 // diagonal) and returns alpha = e^(m_old - m_new), the factor the row's output accumulator
 // must be rescaled by. l sums the probabilities before dropout: dropout scales the output, not
-// the softmax's normalizer.
-float softmax_row(const Dims& d, const float* s, float* p, const float* kf, bool bf16, int64_t j0, int64_t i,
-                  float& m, float& l) {
+// the softmax's normalizer. kv: the task's key flags (key_flags).
+float softmax_row(const Dims& d, const float* s, float* p, const float* kf, const float* kv, bool causal, bool bf16,
+                  int64_t j0, int64_t i, float& m, float& l) {
   vf vmax = splat(-__builtin_inff());
   for (int64_t v = 0; v < kTile; v += kLanes) {
     const vf x = vload(s + v) * d.scale;
-    vmax = (valid_lanes(j0, v, i) > 0.f) & (x > vmax) ? x : vmax;
+    vmax = (valid_lanes(kv, causal, j0, v, i) > 0.f) & (x > vmax) ? x : vmax;
   }
   float mx = -__builtin_inff();
   for (int64_t k = 0; k < kLanes; ++k) mx = fmaxf_(mx, vmax[k]);
   const float m_new = fmaxf_(m, mx);
-  const float alpha = __builtin_expf(m - m_new);  // 0 at the first tile (m = -inf)
+  // 0 at the row's first live tile (m = -inf); 1 while the row has seen no key at all (both
+  // -inf: exp(-inf + inf) would be NaN; the accumulator and sum are still 0 then).
+  const float alpha = m_new == -__builtin_inff() ? 1.f : __builtin_expf(m - m_new);
   vf vsum = splat(0.f);
   for (int64_t v = 0; v < kTile; v += kLanes) {
     vf e = exp(vload(s + v) * d.scale - m_new);
-    e = valid_lanes(j0, v, i) > 0.f ? e : splat(0.f);  // drops inf from masked lanes too
+    e = valid_lanes(kv, causal, j0, v, i) > 0.f ? e : splat(0.f);  // drops inf from masked lanes too
     vsum += e;
     if (kf) e *= vload(kf + v);
     if (bf16) e = round_bf16(e);
@@ -177,9 +200,9 @@ float softmax_row(const Dims& d, const float* s, float* p, const float* kf, bool
 
 // The per-thread workspace of a forward task: the query tile, the keys (transposed) and values
 // up to the tile's last query, a 4-row score and probability tile, the output accumulator, the
-// running max and sum, one row of dropout factors.
+// running max and sum, one row of dropout factors, the key flags.
 struct ForwardWork {
-  float *Q, *Kt, *V, *S, *P, *O, *m, *l, *kf;
+  float *Q, *Kt, *V, *S, *P, *O, *m, *l, *kf, *kv;
 };
 ForwardWork forward_work(const Dims& d, int64_t Tp, float* w) {
   ForwardWork f;
@@ -192,42 +215,49 @@ ForwardWork forward_work(const Dims& d, int64_t Tp, float* w) {
   f.m = f.O + kTile * d.Dp;
   f.l = f.m + kTile;
   f.kf = f.l + kTile;
+  f.kv = f.kf + kTile;
   return f;
 }
-int64_t forward_floats(const Dims& d, int64_t Tp) { return 2 * kTile * d.Dp + d.D * Tp + Tp * d.Dp + 11 * kTile; }
+int64_t forward_floats(const Dims& d, int64_t Tp) {
+  return 2 * kTile * d.Dp + d.D * Tp + Tp * d.Dp + 11 * kTile + Tp;
+}
 
 // Queries [q0, q0 + kTile) of head (b, h): y rows and their logsumexp.
 void forward_tile(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, int64_t q0, float* w) {
-  const int64_t nq = imin(kTile, d.T - q0), kend = q0 + nq, kp = round_up(kend, kTile), Dp = d.Dp;
+  // Keys [0, kend): up to the tile's last query when causal, all of them otherwise.
+  const int64_t nq = imin(kTile, d.T - q0), kend = a.causal ? q0 + nq : d.T, kp = round_up(kend, kTile);
+  const int64_t Dp = d.Dp;
   const ForwardWork f = forward_work(d, round_up(d.T, kTile), w);
   const float* head = a.qkv + b * d.T * d.ld + h * d.D;
   pack_rows(head + q0 * d.ld, d.ld, nq, d.D, kTile, Dp, a.bf16, f.Q);
   pack_transposed(head + d.C, d.ld, kend, d.D, kp, a.bf16, f.Kt);
   pack_rows(head + 2 * d.C, d.ld, kend, d.D, kp, Dp, a.bf16, f.V);
+  key_flags(a, b, kp, f.kv);
   std::memset(f.O, 0, sizeof(float) * kTile * Dp);
   for (int64_t r = 0; r < kTile; ++r) { f.m[r] = -__builtin_inff(); f.l[r] = 0.f; }
   for (int64_t rb = 0; rb < nq; rb += 4) {
-    const int64_t i0 = q0 + rb;
-    // Key tiles up to the block's last row: the ones above the diagonal are never visited.
-    for (int64_t j0 = 0; j0 <= i0 + 3 && j0 < kend; j0 += kTile) {
+    const int64_t i0 = q0 + rb, jend = a.causal ? imin(i0 + 4, kend) : kend;
+    // Causal: key tiles up to the block's last row, the ones above the diagonal never visited.
+    for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
+      if (!any_key(f.kv + j0)) continue;
       mk4(f.Q + rb * Dp, Dp, f.Kt + j0, kp, d.D, f.S, kTile, kTile / kLanes, false);
       for (int64_t r = 0; r < 4; ++r) {
         if (a.dropout) keep_row(a, b, h, i0 + r, j0, f.kf);
-        const float alpha = softmax_row(d, f.S + r * kTile, f.P + r * kTile, a.dropout ? f.kf : nullptr, a.bf16,
-                                        j0, i0 + r, f.m[rb + r], f.l[rb + r]);
+        const float alpha = softmax_row(d, f.S + r * kTile, f.P + r * kTile, a.dropout ? f.kf : nullptr, f.kv,
+                                        a.causal, a.bf16, j0, i0 + r, f.m[rb + r], f.l[rb + r]);
         float* o = f.O + (rb + r) * Dp;
         for (int64_t v = 0; v < Dp; v += kLanes) vstore(o + v, vload(o + v) * alpha);
       }
-      const int64_t keys = imin(kTile, i0 + 4 - j0);  // past them every row's p is 0
+      const int64_t keys = imin(kTile, jend - j0);  // past them every row's p is 0
       mk4(f.P, kTile, f.V + j0 * Dp, Dp, keys, f.O + rb * Dp, Dp, Dp / kLanes, true);
     }
   }
   for (int64_t r = 0; r < nq; ++r) {
     const int64_t i = q0 + r;
-    const float inv = 1.f / f.l[r];
+    const float l = f.l[r], inv = l > 0.f ? 1.f / l : 0.f;  // l = 0: the row saw no key (zeros)
     float* y = a.y + (b * d.T + i) * d.C + h * d.D;
     for (int64_t k = 0; k < d.D; ++k) y[k] = f.O[r * Dp + k] * inv;
-    a.lse[(b * d.H + h) * d.T + i] = f.m[r] + __builtin_logf(f.l[r]);
+    a.lse[(b * d.H + h) * d.T + i] = l > 0.f ? f.m[r] + __builtin_logf(l) : -__builtin_inff();
   }
 }
 
@@ -249,9 +279,10 @@ namespace {
 
 // The per-thread workspace of a backward task (one head): q, k, dy rows and k, v transposed,
 // all zero-padded to Tp rows; dq for the head; dk and dv of one key tile; a query tile's
-// dropped probabilities and dS, row-major and transposed; D_i; one row of dropout factors.
+// dropped probabilities and dS, row-major and transposed; D_i; one row of dropout factors; the
+// key flags.
 struct BackwardWork {
-  float *Q, *K, *dY, *Kt, *Vt, *dQ, *dK, *dV, *S, *dP, *P, *dS, *PT, *dST, *Di, *kf;
+  float *Q, *K, *dY, *Kt, *Vt, *dQ, *dK, *dV, *S, *dP, *P, *dS, *PT, *dST, *Di, *kf, *kv;
 };
 BackwardWork backward_work(const Dims& d, int64_t Tp, float* w) {
   BackwardWork g;
@@ -261,11 +292,11 @@ BackwardWork backward_work(const Dims& d, int64_t Tp, float* w) {
   g.dK = g.Vt + cols; g.dV = g.dK + tile;
   g.S = g.dV + tile; g.dP = g.S + 4 * kTile;
   g.P = g.dP + 4 * kTile; g.dS = g.P + sq; g.PT = g.dS + sq; g.dST = g.PT + sq;
-  g.Di = g.dST + sq; g.kf = g.Di + Tp;
+  g.Di = g.dST + sq; g.kf = g.Di + Tp; g.kv = g.kf + kTile;
   return g;
 }
 int64_t backward_floats(const Dims& d, int64_t Tp) {
-  return 4 * Tp * d.Dp + 2 * d.D * Tp + 2 * kTile * d.Dp + 8 * kTile + 4 * kTile * kTile + Tp + kTile;
+  return 4 * Tp * d.Dp + 2 * d.D * Tp + 2 * kTile * d.Dp + 8 * kTile + 4 * kTile * kTile + 2 * Tp + kTile;
 }
 
 // Rows [i0, i0 + 4) of a (query tile x key tile) block: recompute p from lse, then
@@ -277,13 +308,14 @@ void backward_rows(const AttentionKernelArgs& a, const Dims& d, const BackwardWo
   const float* lse = a.lse + (b * d.H + h) * d.T;
   for (int64_t r = 0; r < 4; ++r) {
     const int64_t i = i0 + r;
-    // Padded query rows (i >= T) get p = 0: their lse is not real.
+    // Padded query rows (i >= T) get p = 0: their lse is not real. A row that saw no key has
+    // lse -inf and every lane masked: its p is 0 (the select drops the inf).
     const float row_lse = i < d.T ? lse[i] : 0.f, Di = g.Di[i];
     const vf live = splat(i < d.T ? 1.f : 0.f);
     if (a.dropout) keep_row(a, b, h, i, j0, g.kf);
     for (int64_t v = 0; v < kTile; v += kLanes) {
       vf p = exp(vload(g.S + r * kTile + v) * d.scale - row_lse);
-      p = valid_lanes(j0, v, i) * live > 0.f ? p : splat(0.f);
+      p = valid_lanes(g.kv, a.causal, j0, v, i) * live > 0.f ? p : splat(0.f);
       vf dp = vload(g.dP + r * kTile + v), pd = p;
       if (a.dropout) {
         const vf kf = vload(g.kf + v);
@@ -305,14 +337,16 @@ void transpose_tile(const float* src, int64_t rows, float* dst) {
     for (int64_t j = 0; j < kTile; ++j) dst[j * kTile + r] = src[r * kTile + j];
 }
 
-// Key tile [j0, j0 + kTile) against every query tile at or below it (FlashAttention-2's order):
-// dv and dk of the key tile accumulate over query tiles, dq of each query tile over key tiles.
+// Key tile [j0, j0 + kTile) against every query tile at or below it when causal, every query
+// tile otherwise (FlashAttention-2's order): dv and dk of the key tile accumulate over query
+// tiles, dq of each query tile over key tiles. A tile of padding keys only gets dk = dv = 0.
 void backward_key_tile(const AttentionKernelArgs& a, const Dims& d, const BackwardWork& g, int64_t b, int64_t h,
                        int64_t Tp, int64_t j0) {
   const int64_t Dp = d.Dp, nvd = Dp / kLanes;
   std::memset(g.dK, 0, sizeof(float) * kTile * Dp);
   std::memset(g.dV, 0, sizeof(float) * kTile * Dp);
-  for (int64_t q0 = j0; q0 < d.T; q0 += kTile) {
+  const int64_t first_q = !any_key(g.kv + j0) ? d.T : a.causal ? j0 : 0;
+  for (int64_t q0 = first_q; q0 < d.T; q0 += kTile) {
     const int64_t rows = round_up(imin(kTile, d.T - q0), 4);
     for (int64_t rb = 0; rb < rows; rb += 4)
       backward_rows(a, d, g, b, h, Tp, q0 + rb, j0, g.P + rb * kTile, g.dS + rb * kTile);
@@ -323,7 +357,7 @@ void backward_key_tile(const AttentionKernelArgs& a, const Dims& d, const Backwa
       mk4(g.dST + jb * kTile, kTile, g.Q + q0 * Dp, Dp, rows, g.dK + jb * Dp, Dp, nvd, true);   // dk += dS^T q
     }
     for (int64_t rb = 0; rb < rows; rb += 4) {
-      const int64_t keys = imin(kTile, q0 + rb + 4 - j0);
+      const int64_t keys = imin(kTile, (a.causal ? q0 + rb + 4 : d.T) - j0);
       mk4(g.dS + rb * kTile, kTile, g.K + j0 * Dp, Dp, keys, g.dQ + (q0 + rb) * Dp, Dp, nvd, true);  // dq += dS k
     }
   }
@@ -347,6 +381,7 @@ void backward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64
   pack_transposed(head + d.C, d.ld, d.T, d.D, Tp, a.bf16, g.Kt);
   pack_transposed(head + 2 * d.C, d.ld, d.T, d.D, Tp, a.bf16, g.Vt);
   std::memset(g.dQ, 0, sizeof(float) * Tp * Dp);
+  key_flags(a, b, Tp, g.kv);
   // D_i = rowsum(dy_i * y_i) = rowsum(dP_i * P_i) (with dropout too): from the fp32 values.
   for (int64_t i = 0; i < Tp; ++i) {
     float s = 0.f;
