@@ -343,7 +343,7 @@ TEST(TextGeneration, GenerateOnAForecasterRunNamesTheModelType) {
   const std::string e = error_of([&] { load_generator(run); });
   EXPECT_CONTAINS(e, "model.type 'lstm'");
   EXPECT_CONTAINS(e, "does not generate text");
-  EXPECT_CONTAINS(e, "char_lstm or char_gru");
+  EXPECT_CONTAINS(e, "char_lstm, char_gru or gpt");
   Result r = run_seqtrain("generate " + run + " --prompt ab");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_CONTAINS(r.out, "model.type 'lstm'");

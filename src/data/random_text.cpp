@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/text.h"
 
 namespace seqtrain {
 
@@ -12,18 +13,10 @@ RandomTextSource::RandomTextSource(std::shared_ptr<const std::vector<int32_t>> t
                                    int64_t samples_per_epoch, uint64_t seed, int64_t begin, int64_t end,
                                    std::string where)
     : tokens_(std::move(tokens)), block_(block_size), begin_(begin), seed_(seed) {
-  ST_CHECK(tokens_ != nullptr, "RandomTextSource: no tokens");
-  end_ = end < 0 ? static_cast<int64_t>(tokens_->size()) : end;
-  ST_CHECK(block_ >= 1, "data.block_size must be at least 1, got {}", block_);
   ST_CHECK(samples_per_epoch >= 0, "data.samples_per_epoch must be >= 0 (0 = tokens / block_size), got {}",
            samples_per_epoch);
-  ST_CHECK(0 <= begin_ && begin_ <= end_ && end_ <= static_cast<int64_t>(tokens_->size()),
-           "RandomTextSource: token range [{}, {}) outside the {} tokens", begin_, end_, tokens_->size());
-  const int64_t n = end_ - begin_;
-  ST_CHECK(n >= block_ + 1,
-           "{}: {} tokens, but one sample needs data.block_size + 1 = {} (block_size inputs and the next-token "
-           "target); use a longer file or lower data.block_size", where, n, block_ + 1);
-  samples_ = samples_per_epoch > 0 ? samples_per_epoch : std::max<int64_t>(1, n / block_);
+  end_ = checked_token_range(tokens_.get(), block_, begin_, end, "RandomTextSource", where);
+  samples_ = samples_per_epoch > 0 ? samples_per_epoch : std::max<int64_t>(1, (end_ - begin_) / block_);
 }
 
 int64_t RandomTextSource::offset(int64_t epoch, int64_t sample) const {

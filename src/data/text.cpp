@@ -217,17 +217,22 @@ TextData load_text(const std::string& path, VocabKind kind, const Vocab* vocab) 
 TextSource::TextSource(std::shared_ptr<const std::vector<int32_t>> tokens, int64_t block_size, int64_t stride,
                        int64_t begin, int64_t end, std::string where)
     : tokens_(std::move(tokens)), block_(block_size), stride_(stride == 0 ? block_size : stride), begin_(begin) {
-  ST_CHECK(tokens_ != nullptr, "TextSource: no tokens");
-  end_ = end < 0 ? static_cast<int64_t>(tokens_->size()) : end;
-  ST_CHECK(block_ >= 1, "data.block_size must be at least 1, got {}", block_);
   ST_CHECK(stride_ >= 1, "data.stride must be at least 1, got {}", stride_);
-  ST_CHECK(0 <= begin_ && begin_ <= end_ && end_ <= static_cast<int64_t>(tokens_->size()),
-           "TextSource: token range [{}, {}) outside the {} tokens", begin_, end_, tokens_->size());
-  const int64_t n = end_ - begin_;
-  ST_CHECK(n >= block_ + 1,
+  end_ = checked_token_range(tokens_.get(), block_, begin_, end, "TextSource", where);
+  n_ = (end_ - begin_ - block_ - 1) / stride_ + 1;
+}
+
+int64_t checked_token_range(const std::vector<int32_t>* tokens, int64_t block, int64_t begin, int64_t end,
+                            const char* source, const std::string& where) {
+  ST_CHECK(tokens != nullptr, "{}: no tokens", source);
+  end = end < 0 ? static_cast<int64_t>(tokens->size()) : end;
+  ST_CHECK(block >= 1, "data.block_size must be at least 1, got {}", block);
+  ST_CHECK(0 <= begin && begin <= end && end <= static_cast<int64_t>(tokens->size()),
+           "{}: token range [{}, {}) outside the {} tokens", source, begin, end, tokens->size());
+  ST_CHECK(end - begin >= block + 1,
            "{}: {} tokens, but one sample needs data.block_size + 1 = {} (block_size inputs and the next-token "
-           "target); use a longer file or lower data.block_size", where, n, block_ + 1);
-  n_ = (n - block_ - 1) / stride_ + 1;
+           "target); use a longer file or lower data.block_size", where, end - begin, block + 1);
+  return end;
 }
 
 void TextSource::fill(std::span<const int64_t> idx, int64_t, float* x, float* y) const {

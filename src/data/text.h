@@ -81,6 +81,13 @@ struct TextData {
 // the file (training); with one, that vocabulary is used (validation, resume).
 TextData load_text(const std::string& path, VocabKind kind, const Vocab* vocab = nullptr);
 
+// The checks both text sources make of their token range [begin, end) (end < 0: every token):
+// tokens present, block_size >= 1, the range inside the tokens and holding one sample (block_size
+// inputs + the next-token target); `source` names the class, `where` the file for the user.
+// Returns the resolved end.
+int64_t checked_token_range(const std::vector<int32_t>* tokens, int64_t block_size, int64_t begin, int64_t end,
+                            const char* source, const std::string& where);
+
 // Samples over tokens [begin, end): sample k has x = tokens[begin + k*stride, ... + block_size)
 // and y = the same window one token later (next-token targets), both as floats holding the
 // integer ids (exact below 2^24). Throws Error when the range is shorter than block_size + 1.
