@@ -3,7 +3,7 @@
 // int64 class labels / next tokens), and the optional lengths, key-padding mask and loss mask
 // that variable-length sequences, padding and masked pretraining need (empty tensors when a
 // source has none). It lives in core/ because every layer passes it: data/ fills it
-// (data/batch.h, data/loader.h), train/ steps on it, models/ read it.
+// (data/batch_layout.h, data/loader.h), train/ steps on it, models/ read it.
 #pragma once
 #include <cstdint>
 #include <span>

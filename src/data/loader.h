@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/batch.h"
+#include "data/batch_layout.h"
 #include "data/window_dataset.h"
 
 namespace seqtrain {
@@ -77,7 +77,7 @@ struct LoaderOptions {
   SampleLayout layout{};  // how x and y become the batch's typed inputs and targets
 };
 
-// One batch (data/batch.h), valid from next() until release(). x: [count, x_size], y: [count,
+// One batch (data/batch_layout.h), valid from next() until release(). x: [count, x_size], y: [count,
 // y_size]; inputs/targets the same data typed and shaped as LoaderOptions::layout says.
 
 class Loader {

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "backend/backend.h"
-#include "models/registry.h"
 #include "models/token_ids.h"
 
 namespace seqtrain {

@@ -1,5 +1,5 @@
 // Typed tensors of a batch: see batch.h.
-#include "data/batch.h"
+#include "data/batch_layout.h"
 
 #include <cmath>
 
