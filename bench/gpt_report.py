@@ -70,6 +70,9 @@ def main():
                 own = runs.get((shape, "fp32", engine))
                 bf = f"{own['ms_per_step'] / d['ms_per_step']:.2f}x" if prec == "bf16" and own else "—"
                 comp = f"{d['compile_s']:.1f}" if d.get("compile_s") is not None else "—"
+                t1 = os.path.join(raw, "runs", f"{shape}.{prec}.{engine}.try1")
+                if d.get("compile_s") is not None and os.path.exists(t1) and d["_guard"][0] != "1":
+                    comp = f"{json.load(open(t1))['compile_s']:.1f} (warm {d['compile_s']:.1f})"
                 sw = (d.get("step") or d).get("involuntary_switches", "?")
                 g = d["_guard"]
                 print("| " + " | ".join([
