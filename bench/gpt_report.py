@@ -50,9 +50,9 @@ def main():
     print("FLOPs/step = tokens * (6 * (12 L C^2 + V C) + 12 L T C) (nanoGPT's estimate_mfu convention, "
           "attention over the full T x T). Guard: tries = runs made (a run that saw other work on the "
           "machine is repeated), busy = 1-s samples of the kept run that saw a foreign compiler or "
-          "runnable process, wait = seconds waited for other compilers to finish first.\n")
+          "runnable process (as busy/total where recorded), wait = seconds waited for other compilers to finish first.\n")
     hdr = ["shape", "prec", "engine", "steps", "ms/step", "tokens/s", "GFLOP/s", "% of f32 peak", "compile s",
-           "peak RSS MB", "ctx sw", "guard tries/busy/wait", "seqtrain speedup", "bf16 / own fp32"]
+           "peak RSS MB", "ctx sw", "guard: tries, busy samples, wait", "seqtrain speedup", "bf16 / own fp32"]
     print("| " + " | ".join(hdr) + " |")
     print("|" + "---|" * len(hdr))
     shapes = [s for s in ("cpu", "gpu") if any(k[0] == s for k in runs)]
@@ -78,7 +78,7 @@ def main():
                 print("| " + " | ".join([
                     label, prec, name(engine, d), f"{d['steps']}+{d['warmup']}", f"{d['ms_per_step']:.1f}",
                     f"{d['tokens_per_s']:.0f}", f"{d['gflops']:.1f}", f"{100 * d['gflops'] / peak:.1f}", comp,
-                    f"{d['peak_rss_mb']:.0f}", str(sw), f"{g[0]}/{g[1]}/{g[2]}", speed, bf]) + " |")
+                    f"{d['peak_rss_mb']:.0f}", str(sw), f"{g[0]}, {g[1]}, {g[2]} s", speed, bf]) + " |")
 
     print("\n## Where seqtrain's step goes (per phase, median ms of the profile steps; forward + backward)\n")
     print("The model rebuilt from its layers as models/gpt.cpp wires them, a clock around each call "
