@@ -2,13 +2,15 @@
 // forward and backward, at the nanoGPT CPU recipe's shape (B 12, T 64, C 128, H 4) and at a
 // larger one (B 64, T 256, C 384, H 6), fp32 and bf16, without and with attention dropout.
 //
-//   bench_attention [--repeats R] [--threads P] [--noncausal 1]
+//   bench_attention [--repeats R] [--threads P] [--noncausal 1] [--peak-gflops G]
 //
 // --noncausal 1: the encoder's mask (AttentionArgs::causal = false, every key tile visited).
 // Printed per case: best and median wall ms of forward, of backward, of both, and GFLOP/s of
 // both at the best time. FLOPs count the causal half only (T (T + 1) / 2 score entries per
 // head; all T^2 when non-causal): forward 2 products (q k^T, p v), backward 5 (recomputed q k^T, dy v^T, p^T dy,
 // dS^T q, dS k), each 2 D flops per entry; the recompute is counted, softmax and exp are not.
+// With --peak-gflops G (the f32 matmul peak bench_step --workload peak measures; bench/gpt.sh
+// passes it) each line also gives that GFLOP/s as a share of G.
 #include <omp.h>
 
 #include <algorithm>
@@ -34,7 +36,7 @@ struct Case {
   int64_t B, T, C, H;
 };
 
-void run_case(const Case& c, DType dt, float p, int repeats, bool causal) {
+void run_case(const Case& c, DType dt, float p, int repeats, bool causal, double peak) {
   Backend& be = backend_named("cpu");
   Rng rng(1);
   std::vector<float> qkv(c.B * c.T * 3 * c.C), dy(c.B * c.T * c.C), y(dy.size()), lse(c.B * c.H * c.T),
@@ -64,10 +66,13 @@ void run_case(const Case& c, DType dt, float p, int repeats, bool causal) {
   const double entries = static_cast<double>(c.B) * c.H * c.T * (causal ? (c.T + 1) / 2.0 : c.T);
   const double flops = entries * 2.0 * D * (2 + 5);
   std::printf("B%-3lld T%-4lld C%-4lld H%-2lld %-4s p=%.1f  fwd %7.3f (med %7.3f) ms  bwd %7.3f (med %7.3f) ms  "
-              "fwd+bwd %7.3f (med %7.3f) ms  %6.1f GFLOP/s\n",
+              "fwd+bwd %7.3f (med %7.3f) ms  %6.1f GFLOP/s",
               static_cast<long long>(c.B), static_cast<long long>(c.T), static_cast<long long>(c.C),
               static_cast<long long>(c.H), dt == DType::bf16 ? "bf16" : "fp32", p, fwd[0], fwd[fwd.size() / 2], bwd[0],
               bwd[bwd.size() / 2], both[0], both[both.size() / 2], flops / (both[0] * 1e6));
+  if (peak > 0) std::printf("  %5.1f%% of peak (%.1f); median %5.1f%%", 100.0 * flops / (both[0] * 1e6) / peak, peak,
+                            100.0 * flops / (both[both.size() / 2] * 1e6) / peak);
+  std::printf("\n");
 }
 
 }  // namespace
@@ -75,16 +80,18 @@ void run_case(const Case& c, DType dt, float p, int repeats, bool causal) {
 int main(int argc, char** argv) {
   int repeats = 20;
   bool causal = true;
+  double peak = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--repeats") repeats = std::atoi(argv[i + 1]);
     else if (k == "--threads") omp_set_num_threads(std::atoi(argv[i + 1]));
     else if (k == "--noncausal") causal = std::atoi(argv[i + 1]) == 0;
+    else if (k == "--peak-gflops") peak = std::atof(argv[i + 1]);
     else { std::fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
   }
   std::printf("threads %d, repeats %d, %s\n", omp_get_max_threads(), repeats, causal ? "causal" : "non-causal");
   for (const Case& c : {Case{12, 64, 128, 4}, Case{64, 256, 384, 6}})
     for (DType dt : {DType::f32, DType::bf16})
-      for (float p : {0.f, 0.1f}) run_case(c, dt, p, repeats, causal);
+      for (float p : {0.f, 0.1f}) run_case(c, dt, p, repeats, causal, peak);
   return 0;
 }

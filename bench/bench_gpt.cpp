@@ -1,0 +1,506 @@
+// bench_gpt: how fast seqtrain's full training step of `model.type: gpt` is, and where its time goes.
+//
+//   bench_gpt --shape cpu|gpu [--batch B] [--precision fp32|bf16] [--threads N] [--steps S]
+//             [--warmup K] [--profile-steps P] [--peak-gflops G] [--vocab V] [--rev REV] [--json OUT]
+//
+// Shapes (nanoGPT's shakespeare_char recipes; vocabulary 85 = <unk> + the 84 characters of
+// data/shakespeare.txt, as examples/shakespeare_gpt.yaml builds it; bias on, dropout 0):
+//   cpu   4 layers, 4 heads, n_embd 128, block 64,  batch 12
+//   gpu   6 layers, 6 heads, n_embd 384, block 256, batch 64 (--batch lowers it on small CPUs)
+// Step: seqtrain::TrainStep::run as the training loop runs it: forward, cross-entropy over every
+// position, backward, global-norm clipping at 1.0, AdamW (lr 1e-3, betas (0.9, 0.99), eps 1e-8,
+// weight decay 0.1 on the 2-D tensors: train.optimizer.decay 2d, nanoGPT's groups), on fixed
+// random token ids. K warm-up steps, then S timed ones; ms/step is the median.
+// --precision bf16 is runtime.precision bf16: the attention products in bf16 with fp32
+// accumulation; every Linear, the head and everything else stay fp32 (models/gpt.h).
+//
+// FLOPs per step (multiply-add = 2), nanoGPT's estimate_mfu convention with N counted exactly:
+//   tokens * (6 * N_mm + 12 * L * T * C)
+//   N_mm = 12 * L * C^2 + V * C    the weights that enter a matrix product: per block c_attn 3C^2,
+//                                  attn.c_proj C^2, mlp.c_fc 4C^2, mlp.c_proj 4C^2; the tied head
+//                                  V*C once (embedding lookups, biases and LayerNorms are not GEMMs)
+//   12 * L * T * C                 attention's q k^T and p v, forward 4 T C per token and layer,
+//                                  backward twice that, over the FULL T x T score matrix (as
+//                                  nanoGPT/PaLM count it); a causal kernel computes about half of it.
+// LayerNorm, GELU, softmax, the loss and AdamW are memory-bound and not counted.
+//
+// Then a per-phase profile of the same model, rebuilt from its layers over a ParamStore exactly
+// as models/gpt.cpp and models/gpt_block.cpp wire them (the same Embedding, LayerNorm, Linear,
+// Activation layers and the Backend's attention op), with a clock around each call:
+//   embed      wte + wpe lookups and their add; backward: wte scatter-add, the wpe row sums
+//   layernorm  ln_1, ln_2, ln_f forward and backward
+//   attention  the flash-attention kernel alone (attention_forward / attention_backward)
+//   linear     c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj forward and backward (GEMMs + bias)
+//   gelu       the exact GELU forward and backward
+//   residual   the residual adds of forward and the gradient adds of backward
+//   head       logits = ln_f(x) wte^T and its two backward GEMMs
+//   loss       cross-entropy forward (loss sum) and backward (dlogits)
+//   clip, optimizer, zero_grad
+// The profile's sum is reported next to the real step's median so any gap is visible.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "backend/backend.h"
+#include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/isa.h"
+#include "core/arena.h"
+#include "core/rng.h"
+#include "models/model.h"
+#include "nn/activation.h"
+#include "nn/embedding.h"
+#include "nn/layer_norm.h"
+#include "nn/linear.h"
+#include "nn/params.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "train/objective.h"
+#include "train/step.h"
+
+using namespace seqtrain;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string shape = "cpu";
+  int64_t batch = 0;  // 0: the shape's own
+  std::string precision = "fp32";
+  int threads = 2;
+  int steps = 10;
+  int warmup = 2;
+  int profile_steps = -1;
+  double peak_gflops = 0;
+  int64_t vocab = 85;
+  std::string rev = "unknown";
+  std::string json_out;
+};
+
+struct GptShape {
+  int64_t layers, heads, embd, block, batch;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::cerr << "bench_gpt: " << why << "\n"
+            << "usage: bench_gpt --shape cpu|gpu [--batch B] [--precision fp32|bf16] [--threads N] [--steps S]\n"
+            << "                 [--warmup K] [--profile-steps P] [--peak-gflops G] [--vocab V] [--rev REV] [--json OUT]\n";
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (i + 1 >= argc) usage("missing value after " + k);
+    std::string v = argv[++i];
+    try {
+      if (k == "--shape") a.shape = v;
+      else if (k == "--batch") a.batch = std::stoll(v);
+      else if (k == "--precision") a.precision = v;
+      else if (k == "--threads") a.threads = std::stoi(v);
+      else if (k == "--steps") a.steps = std::stoi(v);
+      else if (k == "--warmup") a.warmup = std::stoi(v);
+      else if (k == "--profile-steps") a.profile_steps = std::stoi(v);
+      else if (k == "--peak-gflops") a.peak_gflops = std::stod(v);
+      else if (k == "--vocab") a.vocab = std::stoll(v);
+      else if (k == "--rev") a.rev = v;
+      else if (k == "--json") a.json_out = v;
+      else usage("unknown option " + k);
+    } catch (const std::logic_error&) {
+      usage("bad number '" + v + "' for " + k);
+    }
+  }
+  if (a.shape != "cpu" && a.shape != "gpu") usage("--shape takes cpu or gpu");
+  if (a.precision != "fp32" && a.precision != "bf16") usage("--precision takes fp32 or bf16");
+  if (a.threads < 1 || a.steps < 1 || a.warmup < 0 || a.batch < 0) usage("threads, steps >= 1; warmup, batch >= 0");
+  if (a.profile_steps < 0) a.profile_steps = a.steps;
+  return a;
+}
+
+GptShape shape_of(const Args& a) {
+  GptShape s = a.shape == "cpu" ? GptShape{4, 4, 128, 64, 12} : GptShape{6, 6, 384, 256, 64};
+  if (a.batch > 0) s.batch = a.batch;
+  return s;
+}
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
+long involuntary_switches() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_nivcsw;
+}
+
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string x, y, z;
+  f >> x >> y >> z;
+  return x + " " + y + " " + z;
+}
+
+ModelSpec gpt_spec(const GptShape& s, const Args& a) {
+  ModelSpec m;
+  m.type = "gpt";
+  m.vocab_size = a.vocab;
+  m.lookback = s.block;
+  m.layers = s.layers;
+  m.heads = s.heads;
+  m.hidden = s.embd;
+  m.bias = true;
+  m.dropout = 0.f;
+  m.input_size = 1;
+  m.output_size = s.block;
+  m.precision = a.precision;
+  m.decay = "2d";
+  return m;
+}
+
+OptimizerOptions adamw() {
+  return OptimizerOptions{.name = "adamw", .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
+}
+
+struct Data {
+  std::vector<int64_t> x, y;
+  Tensor xt, yt;
+};
+
+Data make_data(const GptShape& s, int64_t vocab) {
+  Data d;
+  d.x.resize(s.batch * s.block);
+  d.y.resize(s.batch * s.block);
+  Rng rng(1234);
+  for (auto& v : d.x) v = static_cast<int64_t>(rng.below(static_cast<uint64_t>(vocab - 1))) + 1;
+  for (size_t i = 0; i + 1 < d.x.size(); ++i) d.y[i] = d.x[i + 1];
+  d.y.back() = d.x.front();
+  d.xt = Tensor(d.x.data(), {s.batch, s.block}, DType::i64);
+  d.yt = Tensor(d.y.data(), {s.batch, s.block}, DType::i64);
+  return d;
+}
+
+double step_flops(const GptShape& s, int64_t V) {
+  const double L = s.layers, C = s.embd, T = s.block, tokens = static_cast<double>(s.batch * s.block);
+  const double n_mm = 12.0 * L * C * C + static_cast<double>(V) * C;
+  return tokens * (6.0 * n_mm + 12.0 * L * T * C);
+}
+
+// ---- the full TrainStep ------------------------------------------------------------------------
+
+json bench_full_step(const GptShape& s, const Args& a, const Data& d) {
+  auto model = make_model(gpt_spec(s, a));
+  Rng rng(42);
+  model->init(rng);
+  auto opt = make_optimizer(adamw(), model->params().backend());
+  opt->set_decay_mask(model->params().decay_mask());
+  auto sched = make_schedule(ScheduleOptions{.name = "constant", .base_lr = 1e-3});
+  StepOptions so;
+  so.loss = LossKind::cross_entropy;
+  so.grad_clip = 1.0;
+  TrainStep step(*model, *opt, *sched, so);
+  std::vector<double> ms;
+  double first_ms = 0;
+  long switches = 0;
+  for (int i = 0; i < a.warmup + a.steps; ++i) {
+    if (i == a.warmup) switches = involuntary_switches();
+    auto t0 = Clock::now();
+    step.run(d.xt, d.yt, static_cast<uint64_t>(i));
+    const double t = ms_since(t0);
+    if (i == 0) first_ms = t;
+    if (i >= a.warmup) ms.push_back(t);
+  }
+  switches = involuntary_switches() - switches;
+  return {{"ms_median", median(ms)},
+          {"ms_min", *std::min_element(ms.begin(), ms.end())},
+          {"ms_all", ms},
+          {"first_step_ms", first_ms},
+          {"involuntary_switches", switches},
+          {"mean_loss", step.take_loss()},
+          {"params", model->params().size()},
+          {"activation_mb", step.activation_bytes() / 1048576.0}};
+}
+
+// ---- per-phase profile: the model rebuilt from its layers --------------------------------------
+
+struct ProfBlock {
+  LayerNorm ln_1;
+  Linear c_attn, attn_proj;
+  LayerNorm ln_2;
+  Linear c_fc;
+  Activation gelu{ActKind::gelu};
+  Linear mlp_proj;
+  Tensor qkv, y, lse;
+  ProfBlock(ParamStore& ps, const std::string& p, int64_t C, bool bias)
+      : ln_1(ps, p + ".ln_1", C, bias),
+        c_attn(ps, p + ".attn.c_attn", C, 3 * C, bias),
+        attn_proj(ps, p + ".attn.c_proj", C, C, bias),
+        ln_2(ps, p + ".ln_2", C, bias),
+        c_fc(ps, p + ".mlp.c_fc", C, 4 * C, bias),
+        mlp_proj(ps, p + ".mlp.c_proj", 4 * C, C, bias) {}
+};
+
+Tensor add(const Tensor& a, const Tensor& b, Arena& arena) {  // as gpt_block.cpp's
+  Tensor out = arena.tensor(a.shape);
+  const float* pa = a.f32();
+  const float* pb = b.f32();
+  float* po = out.f32();
+  const int64_t n = a.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+  return out;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+const char* kPhases[] = {"embed", "layernorm", "attention", "linear", "gelu", "residual",
+                         "head", "loss", "clip", "optimizer", "zero_grad"};
+
+json bench_profile(const GptShape& s, const Args& a, const Data& d) {
+  const int64_t B = s.batch, T = s.block, C = s.embd, V = a.vocab, H = s.heads;
+  const DType adt = a.precision == "bf16" ? DType::bf16 : DType::f32;
+  ParamStore ps;
+  ps.set_backend(backend_named("cpu"));
+  Backend& be = ps.backend();
+  Embedding wte(ps, "transformer.wte", V, C), wpe(ps, "transformer.wpe", T, C);
+  std::vector<std::unique_ptr<ProfBlock>> blocks;
+  for (int64_t l = 0; l < s.layers; ++l)
+    blocks.push_back(std::make_unique<ProfBlock>(ps, "transformer.h." + std::to_string(l), C, true));
+  LayerNorm ln_f(ps, "transformer.ln_f", C, true);
+  ps.finalize();
+  apply_decay_policy(ps, "2d");
+  {  // nanoGPT's init, as Gpt::init
+    Rng rng(42);
+    const float sp = 0.02f / std::sqrt(2.f * static_cast<float>(s.layers));
+    for (size_t i = 0; i < ps.entries().size(); ++i) {
+      const ParamEntry& e = ps.entries()[i];
+      float* p = ps.param(i).f32();
+      const int64_t n = numel_of(e.shape);
+      const bool lnw = e.name.find(".ln_") != std::string::npos || e.name.find("ln_f.") != std::string::npos;
+      if (ends_with(e.name, ".bias")) std::fill(p, p + n, 0.f);
+      else if (lnw) std::fill(p, p + n, 1.f);
+      else
+        for (int64_t k = 0; k < n; ++k) p[k] = (ends_with(e.name, "c_proj.weight") ? sp : 0.02f) * rng.normal();
+    }
+  }
+  auto opt = make_optimizer(adamw(), be);
+  opt->set_decay_mask(ps.decay_mask());
+  auto objective = make_objective(LossKind::cross_entropy, LossOptions{}, ObjectiveTask::classify);
+  Arena arena;
+  constexpr int P = sizeof(kPhases) / sizeof(kPhases[0]);
+  enum { EMBED, LN, ATT, LIN, GELU, RES, HEAD, LOSS, CLIP, OPT, ZERO };
+  std::vector<std::vector<double>> fwd_t(P), bwd_t(P), all_t(P);
+  std::vector<double> total;
+  auto attn_args = [&](ProfBlock& b) {
+    AttentionArgs x;
+    x.batch = B; x.seq = T; x.heads = H; x.channels = C;
+    x.compute = adt;
+    x.qkv = b.qkv.f32(); x.y = b.y.f32(); x.lse = b.lse.f32();
+    return x;
+  };
+  for (int it = 0; it < a.warmup + a.profile_steps; ++it) {
+    double f[P] = {}, g[P] = {};
+    auto tick = [](Clock::time_point& t0) {
+      const double ms = ms_since(t0);
+      t0 = Clock::now();
+      return ms;
+    };
+    arena.reset();
+    auto t0 = Clock::now();
+    // forward
+    Tensor pos = arena.tensor({T}, DType::i64);
+    for (int64_t t = 0; t < T; ++t) pos.data<int64_t>()[t] = t;
+    Tensor tok = wte.forward(d.xt, arena);
+    Tensor pe = wpe.forward(pos, arena);
+    Tensor x = arena.tensor({B, T, C});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < T * C; ++i) x.f32()[b * T * C + i] = tok.f32()[b * T * C + i] + pe.f32()[i];
+    f[EMBED] += tick(t0);
+    for (auto& bp : blocks) {
+      ProfBlock& b = *bp;
+      Tensor h1 = b.ln_1.forward(x, arena);
+      f[LN] += tick(t0);
+      b.qkv = b.c_attn.forward(h1, arena);
+      f[LIN] += tick(t0);
+      b.y = arena.tensor({B, T, C});
+      b.lse = arena.tensor({B, H, T});
+      be.attention_forward(attn_args(b));
+      f[ATT] += tick(t0);
+      Tensor ao = b.attn_proj.forward(b.y, arena);
+      f[LIN] += tick(t0);
+      Tensor x1 = add(x, ao, arena);
+      f[RES] += tick(t0);
+      Tensor h2 = b.ln_2.forward(x1, arena);
+      f[LN] += tick(t0);
+      Tensor u = b.c_fc.forward(h2, arena);
+      f[LIN] += tick(t0);
+      Tensor gu = b.gelu.forward(u, arena);
+      f[GELU] += tick(t0);
+      Tensor m = b.mlp_proj.forward(gu, arena);
+      f[LIN] += tick(t0);
+      x = add(x1, m, arena);
+      f[RES] += tick(t0);
+    }
+    Tensor hin = ln_f.forward(x, arena);
+    f[LN] += tick(t0);
+    const int64_t N = B * T;
+    Tensor logits = arena.tensor({B, T, V});
+    be.gemm(DType::f32, false, true, N, V, C, 1.f, hin.f32(), C, ps.param(wte.weight).f32(), C, 0.f, logits.f32(), V);
+    f[HEAD] += tick(t0);
+    const ObjectiveSum sum = objective->forward(logits, d.yt);
+    Tensor dlogits = arena.tensor(logits.shape);
+    objective->backward(logits, d.yt, dlogits, 1.0 / static_cast<double>(sum.count));
+    f[LOSS] += tick(t0);
+    // backward
+    Tensor dx = arena.tensor({B, T, C});
+    be.gemm(DType::f32, false, false, N, C, V, 1.f, dlogits.f32(), V, ps.param(wte.weight).f32(), C, 0.f, dx.f32(), C);
+    be.gemm(DType::f32, true, false, V, C, N, 1.f, dlogits.f32(), V, hin.f32(), C, 1.f, ps.grad(wte.weight).f32(), C);
+    g[HEAD] += tick(t0);
+    dx = ln_f.backward(dx, arena);
+    g[LN] += tick(t0);
+    for (size_t l = blocks.size(); l-- > 0;) {
+      ProfBlock& b = *blocks[l];
+      Tensor dgu = b.mlp_proj.backward(dx, arena);
+      g[LIN] += tick(t0);
+      Tensor du = b.gelu.backward(dgu, arena);
+      g[GELU] += tick(t0);
+      Tensor dh2 = b.c_fc.backward(du, arena);
+      g[LIN] += tick(t0);
+      Tensor dl2 = b.ln_2.backward(dh2, arena);
+      g[LN] += tick(t0);
+      Tensor dx1 = add(dx, dl2, arena);
+      g[RES] += tick(t0);
+      Tensor dy = b.attn_proj.backward(dx1, arena);
+      g[LIN] += tick(t0);
+      Tensor dqkv = arena.tensor(b.qkv.shape);
+      be.attention_backward(attn_args(b), dy.f32(), dqkv.f32());
+      g[ATT] += tick(t0);
+      Tensor dh1 = b.c_attn.backward(dqkv, arena);
+      g[LIN] += tick(t0);
+      Tensor dl1 = b.ln_1.backward(dh1, arena);
+      g[LN] += tick(t0);
+      dx = add(dx1, dl1, arena);
+      g[RES] += tick(t0);
+    }
+    wte.backward(dx, arena);
+    Tensor dpos = arena.zeros({T, C});
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < T * C; ++i) dpos.f32()[i] += dx.f32()[b * T * C + i];
+    wpe.backward(dpos, arena);
+    g[EMBED] += tick(t0);
+    clip_grad_norm(be, ps.grads(), ps.size(), 1.0);
+    g[CLIP] += tick(t0);
+    opt->step(ps.params(), ps.grads(), ps.size(), 1e-3);
+    g[OPT] += tick(t0);
+    ps.zero_grad();
+    g[ZERO] += tick(t0);
+    if (it < a.warmup) continue;
+    double sum_ms = 0;
+    for (int p = 0; p < P; ++p) {
+      fwd_t[p].push_back(f[p]);
+      bwd_t[p].push_back(g[p]);
+      all_t[p].push_back(f[p] + g[p]);
+      sum_ms += f[p] + g[p];
+    }
+    total.push_back(sum_ms);
+  }
+  json phases = json::object();
+  for (int p = 0; p < P; ++p)
+    phases[kPhases[p]] = {{"forward_ms", median(fwd_t[p])}, {"backward_ms", median(bwd_t[p])},
+                          {"ms", median(all_t[p])}};
+  // FLOPs of the GEMM phases, for their own GFLOP/s (same convention as the step's).
+  const double tokens = static_cast<double>(B * T), L = s.layers;
+  const double lin_flops = tokens * 6.0 * 12.0 * L * C * C, head_flops = tokens * 6.0 * V * C;
+  const double att_flops_full = tokens * 12.0 * L * T * C;
+  return {{"phases", phases},
+          {"sum_ms_median", median(total)},
+          {"linear_flops", lin_flops},
+          {"head_flops", head_flops},
+          {"attention_flops_full_T", att_flops_full},
+          {"attention_flops_causal", att_flops_full * (T + 1) / (2.0 * T)}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  const GptShape s = shape_of(a);
+  set_cpu_threads(a.threads);
+  json out;
+  out["engine"] = "seqtrain";
+  out["version"] = a.rev;
+  const dnnl_version_t* v = dnnl_version();
+  out["onednn"] = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  out["isa"] = isa_summary();
+  out["shape_name"] = a.shape;
+  out["shape"] = {{"layers", s.layers}, {"heads", s.heads}, {"n_embd", s.embd}, {"block", s.block},
+                  {"batch", s.batch}, {"vocab", a.vocab}};
+  out["precision"] = a.precision;
+  out["mode"] = "seqtrain";
+  out["threads"] = a.threads;
+  out["steps"] = a.steps;
+  out["warmup"] = a.warmup;
+  out["load_before"] = loadavg();
+  out["peak_gflops"] = a.peak_gflops;
+  try {
+    const Data d = make_data(s, a.vocab);
+    const double rss0 = peak_rss_mb();
+    json step = bench_full_step(s, a, d);
+    out["rss_start_mb"] = rss0;
+    out["peak_rss_mb"] = peak_rss_mb();
+    const double ms = step["ms_median"].get<double>(), flops = step_flops(s, a.vocab);
+    out["step"] = step;
+    out["ms_per_step"] = ms;
+    out["tokens_per_s"] = static_cast<double>(s.batch * s.block) / (ms / 1e3);
+    out["flops_per_step"] = flops;
+    out["gflops"] = flops / ms / 1e6;
+    out["pct_peak"] = a.peak_gflops > 0 ? json(100.0 * flops / ms / 1e6 / a.peak_gflops) : json(nullptr);
+    if (a.profile_steps > 0) out["profile"] = bench_profile(s, a, d);
+  } catch (const std::exception& e) {
+    std::cerr << "bench_gpt: " << e.what() << "\n";
+    return 1;
+  }
+  out["load_after"] = loadavg();
+  const std::string text = out.dump(2);
+  std::cout << text << "\n";
+  std::cerr << std::fixed << std::setprecision(1) << "bench_gpt: " << a.shape << " batch " << s.batch << " "
+            << a.precision << ": " << out["ms_per_step"].get<double>() << " ms/step, "
+            << out["tokens_per_s"].get<double>() << " tokens/s, " << out["gflops"].get<double>() << " GFLOP/s\n";
+  if (!a.json_out.empty()) {
+    std::ofstream f(a.json_out);
+    f << text << "\n";
+    if (!f) {
+      std::cerr << "bench_gpt: cannot write " << a.json_out << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
