@@ -69,7 +69,7 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string type = "lstm";   // lstm | gru | mlp | char_lstm | char_gru
+  std::string type = "lstm";   // lstm | gru | mlp | char_lstm | char_gru | gpt (models/registry.h)
   int64_t hidden = 64;         // >= 1
   int64_t layers = 1;          // >= 1
   bool bidirectional = false;

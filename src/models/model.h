@@ -21,7 +21,7 @@
 namespace seqtrain {
 
 struct ModelSpec {
-  std::string type = "lstm";  // lstm | gru | mlp | char_lstm | char_gru
+  std::string type = "lstm";  // lstm | gru | mlp | char_lstm | char_gru | gpt (models/registry.h)
   int64_t input_size = 1;     // features per time step
   int64_t lookback = 1;       // time steps per window (the MLP flattens them)
   int64_t hidden = 64;
@@ -37,7 +37,7 @@ struct ModelSpec {
   std::string precision = "fp32";
   bool grad_checkpoint = false;  // recompute each RNN layer's saved state inside backward
   bool autotune = false;         // time fused vs oneDNN per RNN layer shape at the first step
-  // Character language models (char_lstm / char_gru) only; the forecasters ignore both.
+  // Language models: vocab_size (char_lstm, char_gru, gpt); embed_size (char_lstm / char_gru only).
   int64_t vocab_size = 0;        // from the text source's vocabulary, not from the config
   int64_t embed_size = 32;       // model.embed_size
   // Transformers (gpt) only: attention heads (divide hidden) and whether Linear and LayerNorm
