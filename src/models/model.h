@@ -35,7 +35,7 @@ struct ModelSpec {
   // optimizer state, gate math, cell state, loss and reductions stay fp32. Fused kernels only.
   // fp16 needs loss scaling (optim/loss_scaler.h), which the trainer adds.
   std::string precision = "fp32";
-  bool grad_checkpoint = false;  // recompute each RNN layer's saved state inside backward
+  bool grad_checkpoint = false;  // recompute each RNN layer's saved state (gpt: each block) inside backward
   bool autotune = false;         // time fused vs oneDNN per RNN layer shape at the first step
   // Language models: vocab_size (char_lstm, char_gru, gpt); embed_size (char_lstm / char_gru only).
   int64_t vocab_size = 0;        // from the text source's vocabulary, not from the config
