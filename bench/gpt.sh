@@ -12,7 +12,7 @@
 #   OUT_DIR=bench/results/gpt-<date> bench/gpt.sh   continue an interrupted run: rows whose JSON
 #                                        exists there are kept, the rest are run
 #
-# Peers: PyPI torch 2.x (TORCH_PY, default /work/main/bench/.venv/bin/python, else
+# Peers: PyPI torch 2.x (TORCH_PY, default bench/.venv/bin/python, made by
 # bench/.venv/bin/python) eager and torch.compile (compile time reported apart), fp32 and bf16
 # autocast; Debian's /usr/bin/python3 (torch 1.13, no torch.compile, no SDPA) eager fp32 on the
 # cpu shape only: it runs its GEMMs on the reference (netlib) BLAS here, about 1 GFLOP/s, two
@@ -36,7 +36,7 @@ RETRIES=${RETRIES:-2}
 QUIET_MAX=${QUIET_MAX:-1200}
 TORCH_PY=${TORCH_PY:-}
 if [ -z "$TORCH_PY" ]; then
-  for c in /work/main/bench/.venv/bin/python bench/.venv/bin/python; do [ -x "$c" ] && { TORCH_PY=$c; break; }; done
+  for c in bench/.venv/bin/python; do [ -x "$c" ] && { TORCH_PY=$c; break; }; done
 fi
 
 stamp=$(date +%Y%m%d-%H%M%S)

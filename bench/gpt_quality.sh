@@ -18,7 +18,7 @@ THREADS=${THREADS:-2}
 BUILD_DIR=${BUILD_DIR:-build}
 TORCH_PY=${TORCH_PY:-}
 if [ -z "$TORCH_PY" ]; then
-  for c in /work/main/bench/.venv/bin/python bench/.venv/bin/python; do [ -x "$c" ] && { TORCH_PY=$c; break; }; done
+  for c in bench/.venv/bin/python; do [ -x "$c" ] && { TORCH_PY=$c; break; }; done
 fi
 [ -f data/shakespeare.txt ] || bash scripts/fetch_shakespeare.sh
 if [ "${NO_BUILD:-0}" != 1 ]; then
