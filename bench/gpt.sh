@@ -13,7 +13,7 @@
 #                                        exists there are kept, the rest are run
 #
 # Peers: PyPI torch 2.x (TORCH_PY, default bench/.venv/bin/python, made by
-# bench/.venv/bin/python) eager and torch.compile (compile time reported apart), fp32 and bf16
+# bench/setup_venv.sh) eager and torch.compile (compile time reported apart), fp32 and bf16
 # autocast; Debian's /usr/bin/python3 (torch 1.13, no torch.compile, no SDPA) eager fp32 on the
 # cpu shape only: it runs its GEMMs on the reference (netlib) BLAS here, about 1 GFLOP/s, two
 # minutes a gpu-shape step (DEBIAN_GPU=1 adds that shape, DEBIAN_BF16=1 its bf16 autocast).
