@@ -60,6 +60,7 @@
 #include "backend/cpu/isa.h"
 #include "core/arena.h"
 #include "core/rng.h"
+#include "models/gpt.h"
 #include "models/model.h"
 #include "nn/activation.h"
 #include "nn/embedding.h"
@@ -70,11 +71,13 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/objective.h"
+#include "bench_util.h"
 #include "train/step.h"
 
 using namespace seqtrain;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+using namespace seqtrain::bench;
 
 namespace {
 
@@ -139,34 +142,6 @@ GptShape shape_of(const Args& a) {
   return s;
 }
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double peak_rss_mb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss / 1024.0;
-}
-
-long involuntary_switches() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_nivcsw;
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string x, y, z;
-  f >> x >> y >> z;
-  return x + " " + y + " " + z;
-}
-
 ModelSpec gpt_spec(const GptShape& s, const Args& a) {
   ModelSpec m;
   m.type = "gpt";
@@ -225,23 +200,12 @@ json bench_full_step(const GptShape& s, const Args& a, const Data& d) {
   so.loss = LossKind::cross_entropy;
   so.grad_clip = 1.0;
   TrainStep step(*model, *opt, *sched, so);
-  std::vector<double> ms;
-  double first_ms = 0;
-  long switches = 0;
-  for (int i = 0; i < a.warmup + a.steps; ++i) {
-    if (i == a.warmup) switches = involuntary_switches();
-    auto t0 = Clock::now();
-    step.run(d.xt, d.yt, static_cast<uint64_t>(i));
-    const double t = ms_since(t0);
-    if (i == 0) first_ms = t;
-    if (i >= a.warmup) ms.push_back(t);
-  }
-  switches = involuntary_switches() - switches;
-  return {{"ms_median", median(ms)},
-          {"ms_min", *std::min_element(ms.begin(), ms.end())},
-          {"ms_all", ms},
-          {"first_step_ms", first_ms},
-          {"involuntary_switches", switches},
+  const StepTimes t = time_steps(step, d.xt, d.yt, a.warmup, a.steps);
+  return {{"ms_median", median(t.ms)},
+          {"ms_min", *std::min_element(t.ms.begin(), t.ms.end())},
+          {"ms_all", t.ms},
+          {"first_step_ms", t.first_ms},
+          {"involuntary_switches", t.switches},
           {"mean_loss", step.take_loss()},
           {"params", model->params().size()},
           {"activation_mb", step.activation_bytes() / 1048576.0}};
@@ -266,21 +230,6 @@ struct ProfBlock {
         mlp_proj(ps, p + ".mlp.c_proj", 4 * C, C, bias) {}
 };
 
-Tensor add(const Tensor& a, const Tensor& b, Arena& arena) {  // as gpt_block.cpp's
-  Tensor out = arena.tensor(a.shape);
-  const float* pa = a.f32();
-  const float* pb = b.f32();
-  float* po = out.f32();
-  const int64_t n = a.numel();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
-  return out;
-}
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 const char* kPhases[] = {"embed", "layernorm", "attention", "linear", "gelu", "residual",
                          "head", "loss", "clip", "optimizer", "zero_grad"};
 
@@ -297,19 +246,9 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
   LayerNorm ln_f(ps, "transformer.ln_f", C, true);
   ps.finalize();
   apply_decay_policy(ps, "2d");
-  {  // nanoGPT's init, as Gpt::init
+  {
     Rng rng(42);
-    const float sp = 0.02f / std::sqrt(2.f * static_cast<float>(s.layers));
-    for (size_t i = 0; i < ps.entries().size(); ++i) {
-      const ParamEntry& e = ps.entries()[i];
-      float* p = ps.param(i).f32();
-      const int64_t n = numel_of(e.shape);
-      const bool lnw = e.name.find(".ln_") != std::string::npos || e.name.find("ln_f.") != std::string::npos;
-      if (ends_with(e.name, ".bias")) std::fill(p, p + n, 0.f);
-      else if (lnw) std::fill(p, p + n, 1.f);
-      else
-        for (int64_t k = 0; k < n; ++k) p[k] = (ends_with(e.name, "c_proj.weight") ? sp : 0.02f) * rng.normal();
-    }
+    init_nanogpt(ps, s.layers, rng);
   }
   auto opt = make_optimizer(adamw(), be);
   opt->set_decay_mask(ps.decay_mask());
@@ -356,7 +295,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       f[ATT] += tick(t0);
       Tensor ao = b.attn_proj.forward(b.y, arena);
       f[LIN] += tick(t0);
-      Tensor x1 = add(x, ao, arena);
+      Tensor x1 = residual_add(x, ao, arena);
       f[RES] += tick(t0);
       Tensor h2 = b.ln_2.forward(x1, arena);
       f[LN] += tick(t0);
@@ -366,7 +305,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       f[GELU] += tick(t0);
       Tensor m = b.mlp_proj.forward(gu, arena);
       f[LIN] += tick(t0);
-      x = add(x1, m, arena);
+      x = residual_add(x1, m, arena);
       f[RES] += tick(t0);
     }
     Tensor hin = ln_f.forward(x, arena);
@@ -396,7 +335,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       g[LIN] += tick(t0);
       Tensor dl2 = b.ln_2.backward(dh2, arena);
       g[LN] += tick(t0);
-      Tensor dx1 = add(dx, dl2, arena);
+      Tensor dx1 = residual_add(dx, dl2, arena);
       g[RES] += tick(t0);
       Tensor dy = b.attn_proj.backward(dx1, arena);
       g[LIN] += tick(t0);
@@ -407,7 +346,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       g[LIN] += tick(t0);
       Tensor dl1 = b.ln_1.backward(dh1, arena);
       g[LN] += tick(t0);
-      dx = add(dx1, dl1, arena);
+      dx = residual_add(dx1, dl1, arena);
       g[RES] += tick(t0);
     }
     wte.backward(dx, arena);

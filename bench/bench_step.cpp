@@ -65,6 +65,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "bench_model.h"
+#include "bench_util.h"
 #include "backend/cpu/autotune.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/dnnl_context.h"
@@ -86,6 +87,7 @@
 using namespace seqtrain;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+using namespace seqtrain::bench;
 
 namespace {
 
@@ -157,38 +159,6 @@ Workload workload(const std::string& name) {
   if (name == "W1GRU") return {name, RnnCell::gru, 256, 150, 8, 128, 2, 1};
   if (name == "W2") return {name, RnnCell::lstm, 32, 256, 128, 512, 2, 1};
   usage("unknown workload " + name + " (W1, W2, W1GRU or peak)");
-}
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double peak_rss_mb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss / 1024.0;  // Linux reports kilobytes
-}
-
-// Involuntary context switches so far: how often other processes took our cores (a sign
-// that a measurement was disturbed; a quiet machine shows a handful).
-long involuntary_switches() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_nivcsw;
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
 }
 
 void fill(std::vector<float>& v, Rng& rng, float scale) {
@@ -335,28 +305,17 @@ json bench_full_step(const Workload& w, const Args& a, const Data& d) {
   Model* model = b.model.get();
   TrainStep& step = *b.step;
 
-  std::vector<double> ms;
-  double first_ms = 0;
-  long switches = 0;
-  for (int i = 0; i < a.warmup + a.steps; ++i) {
-    if (i == a.warmup) switches = involuntary_switches();
-    auto t0 = Clock::now();
-    step.run(d.xt, d.yt, static_cast<uint64_t>(i));
-    const double t = ms_since(t0);
-    if (i == 0) first_ms = t;
-    if (i >= a.warmup) ms.push_back(t);
-  }
-  switches = involuntary_switches() - switches;
+  const StepTimes t = time_steps(step, d.xt, d.yt, a.warmup, a.steps);
   const double loss = step.take_loss();
   json tuned = json::array();
-  if (Autotuner* t = b.tuner.get())
-    for (const auto& line : t->log_lines()) tuned.push_back(line);
-  return {{"ms_median", median(ms)},
+  if (Autotuner* tuner = b.tuner.get())
+    for (const auto& line : tuner->log_lines()) tuned.push_back(line);
+  return {{"ms_median", median(t.ms)},
           {"autotune", tuned},
-          {"involuntary_switches", switches},
-          {"ms_min", *std::min_element(ms.begin(), ms.end())},
-          {"ms_all", ms},
-          {"first_step_ms", first_ms},
+          {"involuntary_switches", t.switches},
+          {"ms_min", *std::min_element(t.ms.begin(), t.ms.end())},
+          {"ms_all", t.ms},
+          {"first_step_ms", t.first_ms},
           {"mean_loss", loss},
           {"params", model->params().size()},
           {"arena_high_water_mb", step.arena().high_water() / 1048576.0},

@@ -67,11 +67,11 @@ Gpt::Gpt(const ModelSpec& spec)
   finish_params();
 }
 
-void Gpt::init(Rng& rng) {
-  const float std_all = 0.02f, std_proj = 0.02f / std::sqrt(2.f * static_cast<float>(spec_.layers));
-  for (size_t i = 0; i < params_.entries().size(); ++i) {
-    const ParamEntry& e = params_.entries()[i];
-    float* p = params_.param(i).f32();
+void init_nanogpt(ParamStore& params, int64_t n_layer, Rng& rng) {
+  const float std_all = 0.02f, std_proj = 0.02f / std::sqrt(2.f * static_cast<float>(n_layer));
+  for (size_t i = 0; i < params.entries().size(); ++i) {
+    const ParamEntry& e = params.entries()[i];
+    float* p = params.param(i).f32();
     const int64_t n = numel_of(e.shape);
     const bool layer_norm = e.name.find(".ln_") != std::string::npos || e.name.find("ln_f.") != std::string::npos;
     if (ends_with(e.name, ".bias")) std::fill(p, p + n, 0.f);
@@ -82,6 +82,8 @@ void Gpt::init(Rng& rng) {
     }
   }
 }
+
+void Gpt::init(Rng& rng) { init_nanogpt(params_, spec_.layers, rng); }
 
 Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
   Arena& arena = ctx.arena;

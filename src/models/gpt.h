@@ -59,6 +59,10 @@ class Gpt : public Model, public TextGenerator {
   int64_t B_ = 0, T_ = 0;
 };
 
+// nanoGPT's initialisation of a ParamStore with its names (see the top): Gpt::init, and the
+// benchmark that rebuilds the model from its layers.
+void init_nanogpt(ParamStore& params, int64_t n_layer, Rng& rng);
+
 // The spec checks a GPT adds (heads divide hidden, a vocabulary, no fp16), before anything is
 // built; errors name the config key and the fix.
 void check_gpt_spec(const ModelSpec& spec);

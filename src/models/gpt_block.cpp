@@ -5,9 +5,7 @@
 
 namespace seqtrain {
 
-namespace {
-// out = a + b, elementwise (the residual adds), in the arena.
-Tensor add(const Tensor& a, const Tensor& b, Arena& arena) {
+Tensor residual_add(const Tensor& a, const Tensor& b, Arena& arena) {
   Tensor out = arena.tensor(a.shape);
   const float* pa = a.f32();
   const float* pb = b.f32();
@@ -18,6 +16,7 @@ Tensor add(const Tensor& a, const Tensor& b, Arena& arena) {
   return out;
 }
 
+namespace {
 Tensor copy_to(const Tensor& x, Arena& arena) {
   Tensor out = arena.tensor(x.shape);
   std::memcpy(out.ptr, x.ptr, x.nbytes());
@@ -39,18 +38,18 @@ GptBlock::GptBlock(ParamStore& params, const std::string& prefix, const GptBlock
 
 Tensor GptBlock::forward_layers(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
   Tensor h = attn_.forward(ln_1_.forward(x, arena), arena, training, mix_seed(seed, 1));
-  Tensor x1 = add(x, h, arena);
+  Tensor x1 = residual_add(x, h, arena);
   Tensor m = c_proj_.forward(gelu_.forward(c_fc_.forward(ln_2_.forward(x1, arena), arena), arena), arena);
   m = mlp_drop_.forward(m, arena, training, mix_seed(seed, 2));
-  return add(x1, m, arena);
+  return residual_add(x1, m, arena);
 }
 
 Tensor GptBlock::backward_layers(const Tensor& dy, Arena& arena) {
   // dy flows unchanged through both residual adds; each branch's input gradient joins it.
   Tensor dm = c_fc_.backward(gelu_.backward(c_proj_.backward(mlp_drop_.backward(dy, arena), arena), arena), arena);
-  Tensor dx1 = add(dy, ln_2_.backward(dm, arena), arena);
+  Tensor dx1 = residual_add(dy, ln_2_.backward(dm, arena), arena);
   Tensor da = attn_.backward(dx1, arena);
-  return add(dx1, ln_1_.backward(da, arena), arena);
+  return residual_add(dx1, ln_1_.backward(da, arena), arena);
 }
 
 Tensor GptBlock::forward(const Tensor& x, Arena& arena, Arena& scratch, bool training, uint64_t seed) {

@@ -22,6 +22,9 @@
 
 namespace seqtrain {
 
+// out = a + b elementwise, in the arena: the blocks' residual adds.
+Tensor residual_add(const Tensor& a, const Tensor& b, Arena& arena);
+
 struct GptBlockOptions {
   int64_t n_embd = 0, n_head = 1;
   bool bias = true;
