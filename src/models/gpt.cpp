@@ -2,6 +2,8 @@
 // with the KV cache is in gpt_generate.cpp.
 #include "models/gpt.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "backend/backend.h"
@@ -9,13 +11,19 @@
 
 namespace seqtrain {
 
+std::optional<std::pair<std::string, std::string>> gpt_settings_problem(const ModelSpec& s) {
+  if (s.heads >= 1 && s.hidden % s.heads == 0) return std::nullopt;
+  return std::make_pair(std::string("model.heads"),
+                        fmt::format("config key 'model.heads' is {}, which does not divide model.hidden {} (n_embd): each "
+                                    "head takes hidden / heads channels; pick heads among the divisors of {}",
+                                    s.heads, s.hidden, s.hidden));
+}
+
 void check_gpt_spec(const ModelSpec& s) {
+  if (auto p = gpt_settings_problem(s)) fail("{}", p->second);
   ST_CHECK(s.vocab_size > 0,
            "model.type gpt needs a vocabulary: it is taken from a text data source (data.source: text), got "
            "vocab_size {}", s.vocab_size);
-  ST_CHECK(s.heads >= 1 && s.hidden % s.heads == 0,
-           "model.hidden ({}, nanoGPT's n_embd) must be a multiple of model.heads ({}): each head takes "
-           "hidden / heads channels; pick heads among the divisors of {}", s.hidden, s.heads, s.hidden);
   ST_CHECK(s.lookback >= 1, "model.type gpt needs a block size (data.block_size) of at least 1, got {}", s.lookback);
   ST_CHECK(!s.bidirectional,
            "model.bidirectional: true cannot be used with model.type gpt: its attention is causal; set "

@@ -23,6 +23,9 @@
 // the same arithmetic as the full forward, checked against it in tests/test_gpt.cpp.
 #pragma once
 #include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "models/gpt_block.h"
@@ -63,7 +66,11 @@ class Gpt : public Model, public TextGenerator {
 // benchmark that rebuilds the model from its layers.
 void init_nanogpt(ParamStore& params, int64_t n_layer, Rng& rng);
 
-// The spec checks a GPT adds (heads divide hidden, a vocabulary, no fp16), before anything is
+// The setting a config can get wrong before any data is read: model.heads must divide
+// model.hidden. The config key and the message, or nullopt (the registry's check_settings).
+std::optional<std::pair<std::string, std::string>> gpt_settings_problem(const ModelSpec& spec);
+
+// The spec checks a GPT adds (the settings above, a vocabulary, no fp16), before anything is
 // built; errors name the config key and the fix.
 void check_gpt_spec(const ModelSpec& spec);
 

@@ -1,8 +1,6 @@
 // The model families and the queries over them. See registry.h.
 #include "models/registry.h"
 
-#include <fmt/format.h>
-
 #include <type_traits>
 
 #include "models/char_lm.h"
@@ -55,15 +53,6 @@ std::optional<ModelSpec> char_lm_from_weights(const WeightShapes& w, const std::
   while (w.count("rnn.weight_hh_l" + std::to_string(s.layers))) ++s.layers;
   ST_CHECK(!w.count("rnn.weight_hh_l0_reverse"), "{}: a bidirectional RNN cannot be a language model", file);
   return s;
-}
-
-// hidden / heads is checked before the data is read, so the config error points at model.heads.
-std::optional<std::pair<std::string, std::string>> gpt_settings_problem(const ModelSpec& s) {
-  if (s.heads >= 1 && s.hidden % s.heads == 0) return std::nullopt;
-  return std::make_pair(std::string("model.heads"),
-                        fmt::format("config key 'model.heads' is {}, which does not divide model.hidden {} (n_embd): each "
-                                    "head takes hidden / heads channels; pick heads among the divisors of {}",
-                                    s.heads, s.hidden, s.hidden));
 }
 
 template <typename M>
