@@ -11,8 +11,9 @@
 // position, backward, global-norm clipping at 1.0, AdamW (lr 1e-3, betas (0.9, 0.99), eps 1e-8,
 // weight decay 0.1 on the 2-D tensors: train.optimizer.decay 2d, nanoGPT's groups), on fixed
 // random token ids. K warm-up steps, then S timed ones; ms/step is the median.
-// --precision bf16 is runtime.precision bf16: the attention products in bf16 with fp32
-// accumulation; every Linear, the head and everything else stay fp32 (models/gpt.h).
+// --precision bf16 is runtime.precision bf16 (the run's policy, backend/precision.h): every matrix
+// product — the four Linears of each block, the attention op, the tied head — on bf16 operands with
+// fp32 accumulation; weights, LayerNorm, GELU, softmax, the loss and AdamW stay fp32 (models/gpt.h).
 //
 // FLOPs per step (multiply-add = 2), nanoGPT's estimate_mfu convention with N counted exactly:
 //   tokens * (6 * N_mm + 12 * L * T * C)
@@ -30,10 +31,11 @@
 //   embed      wte + wpe lookups and their add; backward: wte scatter-add, the wpe row sums
 //   layernorm  ln_1, ln_2, ln_f forward and backward
 //   attention  the flash-attention kernel alone (attention_forward / attention_backward)
-//   linear     c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj forward and backward (GEMMs + bias)
+//   linear     c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj forward and backward (GEMMs + bias; under
+//              bf16 also the roundings of x, W and dy to bf16)
 //   gelu       the exact GELU forward and backward
 //   residual   the residual adds of forward and the gradient adds of backward
-//   head       logits = ln_f(x) wte^T and its two backward GEMMs
+//   head       logits = ln_f(x) wte^T and its two backward GEMMs (the same WeightProduct as the model)
 //   loss       cross-entropy forward (loss sum) and backward (dlogits)
 //   clip, optimizer, zero_grad
 // The profile's sum is reported next to the real step's median so any gap is visible.
@@ -154,7 +156,6 @@ ModelSpec gpt_spec(const GptShape& s, const Args& a) {
   m.dropout = 0.f;
   m.input_size = 1;
   m.output_size = s.block;
-  m.precision = a.precision;
   m.decay = "2d";
   return m;
 }
@@ -190,7 +191,7 @@ double step_flops(const GptShape& s, int64_t V) {
 // ---- the full TrainStep ------------------------------------------------------------------------
 
 json bench_full_step(const GptShape& s, const Args& a, const Data& d) {
-  auto model = make_model(gpt_spec(s, a));
+  auto model = make_model(gpt_spec(s, a), ModelEnv{.precision = resolve_precision(a.precision)});
   Rng rng(42);
   model->init(rng);
   auto opt = make_optimizer(adamw(), model->params().backend());
@@ -221,13 +222,13 @@ struct ProfBlock {
   Activation gelu{ActKind::gelu};
   Linear mlp_proj;
   Tensor qkv, y, lse;
-  ProfBlock(ParamStore& ps, const std::string& p, int64_t C, bool bias)
+  ProfBlock(ParamStore& ps, const std::string& p, int64_t C, bool bias, DType compute)
       : ln_1(ps, p + ".ln_1", C, bias),
-        c_attn(ps, p + ".attn.c_attn", C, 3 * C, bias),
-        attn_proj(ps, p + ".attn.c_proj", C, C, bias),
+        c_attn(ps, p + ".attn.c_attn", C, 3 * C, bias, compute),
+        attn_proj(ps, p + ".attn.c_proj", C, C, bias, compute),
         ln_2(ps, p + ".ln_2", C, bias),
-        c_fc(ps, p + ".mlp.c_fc", C, 4 * C, bias),
-        mlp_proj(ps, p + ".mlp.c_proj", 4 * C, C, bias) {}
+        c_fc(ps, p + ".mlp.c_fc", C, 4 * C, bias, compute),
+        mlp_proj(ps, p + ".mlp.c_proj", 4 * C, C, bias, compute) {}
 };
 
 const char* kPhases[] = {"embed", "layernorm", "attention", "linear", "gelu", "residual",
@@ -242,8 +243,9 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
   Embedding wte(ps, "transformer.wte", V, C), wpe(ps, "transformer.wpe", T, C);
   std::vector<std::unique_ptr<ProfBlock>> blocks;
   for (int64_t l = 0; l < s.layers; ++l)
-    blocks.push_back(std::make_unique<ProfBlock>(ps, "transformer.h." + std::to_string(l), C, true));
+    blocks.push_back(std::make_unique<ProfBlock>(ps, "transformer.h." + std::to_string(l), C, true, adt));
   LayerNorm ln_f(ps, "transformer.ln_f", C, true);
+  WeightProduct head(be, adt, "head");
   ps.finalize();
   apply_decay_policy(ps, "2d");
   {
@@ -310,9 +312,8 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
     }
     Tensor hin = ln_f.forward(x, arena);
     f[LN] += tick(t0);
-    const int64_t N = B * T;
     Tensor logits = arena.tensor({B, T, V});
-    be.gemm(DType::f32, false, true, N, V, C, 1.f, hin.f32(), C, ps.param(wte.weight).f32(), C, 0.f, logits.f32(), V);
+    head.forward(hin, ps.param(wte.weight).f32(), V, false, logits.f32(), arena);
     f[HEAD] += tick(t0);
     const ObjectiveSum sum = objective->forward(logits, d.yt);
     Tensor dlogits = arena.tensor(logits.shape);
@@ -320,8 +321,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
     f[LOSS] += tick(t0);
     // backward
     Tensor dx = arena.tensor({B, T, C});
-    be.gemm(DType::f32, false, false, N, C, V, 1.f, dlogits.f32(), V, ps.param(wte.weight).f32(), C, 0.f, dx.f32(), C);
-    be.gemm(DType::f32, true, false, V, C, N, 1.f, dlogits.f32(), V, hin.f32(), C, 1.f, ps.grad(wte.weight).f32(), C);
+    head.backward(dlogits.f32(), ps.param(wte.weight).f32(), ps.grad(wte.weight).f32(), dx.f32(), arena);
     g[HEAD] += tick(t0);
     dx = ln_f.backward(dx, arena);
     g[LN] += tick(t0);

@@ -1,6 +1,6 @@
 // The benchmarks' training step: a model from a ModelSpec, initialised from Rng(42), with
-// AdamW (lr 1e-3, constant schedule), MSE and global-norm clipping at 1 — what bench_step
-// times and what bench_loader feeds. The members are declared in the order they must be
+// AdamW (lr 1e-3, constant schedule), MSE and global-norm clipping at 1, in a given precision
+// policy (fp32 by default) — what bench_step times and what bench_loader feeds. The members are declared in the order they must be
 // built: the step refers to the model, optimizer and schedule.
 #pragma once
 #include <memory>
@@ -21,9 +21,9 @@ struct BenchModel {
   std::unique_ptr<LrSchedule> sched;
   std::unique_ptr<TrainStep> step;
 
-  explicit BenchModel(const ModelSpec& spec)
+  explicit BenchModel(const ModelSpec& spec, const Precision& precision = {})
       : tuner(spec.autotune ? std::make_shared<Autotuner>() : nullptr),
-        model(make_model(spec, ModelEnv{tuner})),
+        model(make_model(spec, ModelEnv{tuner, precision})),
         opt(make_optimizer(OptimizerOptions{.name = "adamw", .lr = 1e-3})),
         sched(make_schedule(ScheduleOptions{.name = "constant", .base_lr = 1e-3})) {
     Rng rng(42);

@@ -18,8 +18,8 @@
 //     gemm_bf16 (the mixed-precision kernels' GEMM): the ceiling of bf16's gain over f32.
 //  2. step: seqtrain::TrainStep::run, the whole step, K warm-up steps then S timed ones;
 //     ms/step is the median. Peak RSS (getrusage ru_maxrss) is read right after this phase.
-// --rnn-impl and --precision set ModelSpec::rnn_impl / precision (defaults: the model's own
-// defaults, fused kernels in fp32) for the step and the profile alike. --autotune on|off
+// --rnn-impl and --precision set ModelSpec::rnn_impl and the precision policy (ModelEnv;
+// defaults: fused kernels in fp32) for the step and the profile alike. --autotune on|off
 // (default: on, as `seqtrain train`'s runtime.autotune, unless --rnn-impl names the kernels)
 // times the candidate kernels per layer shape in the first warm-up step and keeps the fastest;
 // the decisions go into the JSON ("autotune"), with the ISA level the kernels ran at ("isa").
@@ -101,7 +101,8 @@ struct Args {
   std::string rev = "unknown";
   std::string rnn_impl;   // empty: ModelSpec's default
   std::string autotune;   // "on" | "off"; empty: on unless rnn_impl is set
-  std::string precision;  // empty: ModelSpec's default
+  std::string precision;  // empty: fp32
+  std::string precision_word() const { return precision.empty() ? "fp32" : precision; }
   std::string json_out;
   bool grad_checkpoint = false;
 };
@@ -285,7 +286,6 @@ ModelSpec bench_spec(const Workload& w, const Args& a) {
   spec.layers = w.layers;
   spec.output_size = w.outputs;
   if (!a.rnn_impl.empty()) spec.rnn_impl = a.rnn_impl;
-  if (!a.precision.empty()) spec.precision = a.precision;
   spec.grad_checkpoint = a.grad_checkpoint;
   spec.autotune = a.autotune == "on";
   return spec;
@@ -295,13 +295,13 @@ ModelSpec bench_spec(const Workload& w, const Args& a) {
 // steps, the second on the sized arenas.
 size_t activation_bytes_with(const Workload& w, Args a, const Data& d, bool ckpt) {
   a.grad_checkpoint = ckpt;
-  bench::BenchModel b(bench_spec(w, a));
+  bench::BenchModel b(bench_spec(w, a), resolve_precision(a.precision_word()));
   for (uint64_t i = 0; i < 2; ++i) b.step->run(d.xt, d.yt, i);
   return b.step->activation_bytes();
 }
 
 json bench_full_step(const Workload& w, const Args& a, const Data& d) {
-  bench::BenchModel b(bench_spec(w, a));
+  bench::BenchModel b(bench_spec(w, a), resolve_precision(a.precision_word()));
   Model* model = b.model.get();
   TrainStep& step = *b.step;
 
@@ -331,7 +331,7 @@ json bench_profile(const Workload& w, const Args& a, const Data& d) {
   ro.grad_checkpoint = a.grad_checkpoint;
   ro.autotune = a.autotune == "on";
   ro.impl = parse_rnn_impl(a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl);
-  ro.precision = rnn_precision(a.precision.empty() ? defaults.precision : a.precision);
+  ro.precision = resolve_precision(a.precision_word());
   RnnStack rnn(ps, "rnn", w.cell, w.features, w.hidden, w.layers, false, 0.f, ro);
   Linear head(ps, "head", rnn.output_size(), w.outputs);
   ps.finalize();
@@ -456,7 +456,7 @@ int main(int argc, char** argv) {
   {
     const ModelSpec defaults;
     out["rnn_impl"] = a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl;
-    out["precision"] = a.precision.empty() ? defaults.precision : a.precision;
+    out["precision"] = a.precision_word();
   }
   out["grad_checkpoint"] = a.grad_checkpoint;
   out["autotune_on"] = a.autotune == "on";

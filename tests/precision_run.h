@@ -44,9 +44,7 @@ struct PrecisionProblem {
   // 300 steps in `precision`; every step's loss into *losses; returns the mean loss of the last
   // 50 (one step's loss depends on which batch it saw). scaler: dynamic loss scaling (fp16).
   double train_300(const std::string& precision, std::vector<double>* losses, LossScaler* scaler = nullptr) const {
-    ModelSpec s = spec();
-    s.precision = precision;
-    Forecaster model(s);
+    Forecaster model(spec(), ModelEnv{.precision = resolve_precision(precision)});
     std::memcpy(model.params().params(), init.data(), init.size() * sizeof(float));
     auto opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 3e-3});
     ScheduleOptions so;

@@ -215,11 +215,11 @@ TEST(Backend, ReferenceRefusesWhatItLacksByName) {
   const std::string hf = error_of([&] { ref().gemm(DType::f16, false, false, 2, 2, 2, 1.f, a.data(), 2, a.data(), 2, 0.f, c.data(), 2); });
   EXPECT_CONTAINS(hf, "reference backend has no fp16 GEMM");
   RecurrentSpec spec{RnnCell::lstm, 4, 1, {3}, {}};
-  spec.options.precision = RnnPrecision::bf16;
+  spec.options.precision = Precision{.compute = DType::bf16};
   EXPECT_CONTAINS(error_of([&] { ref().make_recurrent(spec); }), "reference backend has no bf16 recurrent layer");
-  spec.options.precision = RnnPrecision::fp16;
+  spec.options.precision = Precision{.compute = DType::f16, .loss_scaling = true};
   EXPECT_CONTAINS(error_of([&] { ref().make_recurrent(spec); }), "reference backend has no fp16 recurrent layer");
-  spec.options.precision = RnnPrecision::fp32;
+  spec.options.precision = Precision{};
   spec.options.grad_checkpoint = true;
   EXPECT_CONTAINS(error_of([&] { ref().make_recurrent(spec); }), "train.grad_checkpoint");
 }

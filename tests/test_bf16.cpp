@@ -107,13 +107,13 @@ TEST(Bf16, GemmMatchesF32GemmOnBf16RoundedInputsForEveryTransposeAndCachesPrimit
 
 TEST(Bf16, PrecisionNamesResolve) {
   std::string why;
-  EXPECT_EQ(rnn_precision("fp32", &why), RnnPrecision::fp32);
-  EXPECT_EQ(rnn_precision("auto", &why), cpu_has_native_bf16() ? RnnPrecision::bf16 : RnnPrecision::fp32);
+  EXPECT_EQ(resolve_precision("fp32", &why).compute, DType::f32);
+  EXPECT_EQ(resolve_precision("auto", &why).compute, cpu_has_native_bf16() ? DType::bf16 : DType::f32);
   EXPECT_NE(why.find("auto"), std::string::npos);
   // fp16 is never auto's pick; asked for, it runs emulated and the log says so.
-  EXPECT_EQ(rnn_precision("fp16", &why), RnnPrecision::fp16);
+  EXPECT_EQ(resolve_precision("fp16", &why).compute, DType::f16);
   EXPECT_CONTAINS(why, "emulated");
-  EXPECT_THROW(rnn_precision("bf32"), Error);
+  EXPECT_THROW(resolve_precision("bf32"), Error);
 }
 
 struct Bf16Case { const char* type; int64_t layers; bool bidir; };
@@ -127,8 +127,7 @@ TEST_P(Bf16Grad, EveryLayerWithinTwoPercentOfFp32) {
   const int64_t N = 32, T = 30, C = 8, H = 32, OUT = 2;
   ModelSpec spec{c.type, C, T, H, c.layers, c.bidir, 0.f, OUT};
   Forecaster f32(spec);
-  spec.precision = "bf16";
-  Forecaster bf(spec);
+  Forecaster bf(spec, ModelEnv{.precision = resolve_precision("bf16")});
   Rng rng(21);
   f32.init(rng);
   std::memcpy(bf.params().params(), f32.params().params(), f32.params().size() * sizeof(float));

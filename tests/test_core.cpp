@@ -60,8 +60,7 @@ TEST(CoreArena, GptSteadyStateTrainingStepAllocatesNothing) {
       spec.layers = 2; spec.heads = 2; spec.hidden = 32;
       spec.dropout = 0.1f;
       spec.grad_checkpoint = ckpt;
-      spec.precision = precision;
-      Gpt model(spec);
+      Gpt model(spec, ModelEnv{.precision = resolve_precision(precision)});
       Rng rng(2);
       model.init(rng);
       auto opt = make_optimizer(OptimizerOptions{});

@@ -138,8 +138,7 @@ void grads_fp32_fp16(const Fp16Case& c, float dy_mag, float scale, std::vector<s
   const int64_t N = 32, T = 30, C = 8, H = 32, OUT = 2;
   ModelSpec spec{c.type, C, T, H, c.layers, c.bidir, 0.f, OUT};
   Forecaster f32(spec);
-  spec.precision = "fp16";
-  Forecaster h(spec);
+  Forecaster h(spec, ModelEnv{.precision = resolve_precision("fp16")});
   Rng rng(21);
   f32.init(rng);
   std::memcpy(h.params().params(), f32.params().params(), f32.params().size() * sizeof(float));

@@ -269,9 +269,9 @@ TEST(Gpt, NanoGptInitAndDecayGroups) {
 TEST(Gpt, BadSpecsAndInputsAreClearErrors) {
   EXPECT_CONTAINS(error_of([] { Gpt m(gpt_spec(5, 4, 1, 3, 8)); }), "model.heads");
   EXPECT_CONTAINS(error_of([] { Gpt m(gpt_spec(0, 4, 1, 1, 8)); }), "needs a vocabulary");
-  ModelSpec fp16 = gpt_spec(5, 4, 1, 1, 8);
-  fp16.precision = "fp16";
-  EXPECT_CONTAINS(error_of([&] { Gpt m(fp16); }), "runtime.precision fp16");
+  const ModelSpec fp16 = gpt_spec(5, 4, 1, 1, 8);
+  EXPECT_CONTAINS(error_of([&] { Gpt m(fp16, ModelEnv{.precision = resolve_precision("fp16")}); }),
+                  "runtime.precision fp16");
   Gpt m(gpt_spec(5, 4, 1, 1, 8));
   Arena arena;
   std::vector<int64_t> long_ids(6, 1), bad_ids{1, 2, 9};

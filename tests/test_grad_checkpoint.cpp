@@ -20,9 +20,9 @@ class GradCheckpoint : public ::testing::TestWithParam<CkptCase> {};
 
 struct StepOut { std::vector<float> y, grads; size_t arena_bytes = 0, extra_bytes = 0; };
 
-StepOut one_step(const ModelSpec& spec, const std::vector<float>& init, const std::vector<float>& x,
-                 const std::vector<float>& dy, int64_t N, int repeats = 2) {
-  Forecaster m(spec);
+StepOut one_step(const ModelSpec& spec, const ModelEnv& env, const std::vector<float>& init,
+                 const std::vector<float>& x, const std::vector<float>& dy, int64_t N, int repeats = 2) {
+  Forecaster m(spec, env);
   std::memcpy(m.params().params(), init.data(), init.size() * sizeof(float));
   Arena arena;
   StepOut out;
@@ -49,8 +49,8 @@ TEST_P(GradCheckpoint, SameGradientsLessMemory) {
   const int64_t N = 64, T = 80, C = 5, H = 24, OUT = 3;
   ASSERT_EQ(fused_rnn_backward_chunk(N, T), 32);
   ModelSpec spec{c.type, C, T, H, c.layers, c.bidir, c.dropout, OUT};
-  spec.precision = c.precision;
-  Forecaster init_model(spec);
+  const ModelEnv env{.precision = resolve_precision(c.precision)};
+  Forecaster init_model(spec, env);
   Rng rng(17);
   init_model.init(rng);
   std::vector<float> init(init_model.params().params(), init_model.params().params() + init_model.params().size());
@@ -58,9 +58,9 @@ TEST_P(GradCheckpoint, SameGradientsLessMemory) {
   for (auto& v : x) v = rng.normal();
   for (auto& v : dy) v = rng.normal();
 
-  StepOut plain = one_step(spec, init, x, dy, N);
+  StepOut plain = one_step(spec, env, init, x, dy, N);
   spec.grad_checkpoint = true;
-  StepOut ckpt = one_step(spec, init, x, dy, N);
+  StepOut ckpt = one_step(spec, env, init, x, dy, N);
   EXPECT_LT(rel_err(ckpt.y, plain.y), 1e-6);
   for (const auto& e : init_model.params().entries()) {
     std::vector<float> a(ckpt.grads.begin() + e.offset, ckpt.grads.begin() + e.offset + numel_of(e.shape));

@@ -141,8 +141,7 @@ struct Fp16Job {
   std::unique_ptr<TrainStep> step;
   std::vector<float> x, y_ok, y_huge;
   explicit Fp16Job(LossScalerOptions so) : scaler(so) {
-    spec.precision = "fp16";
-    model = std::make_unique<Forecaster>(spec);
+    model = std::make_unique<Forecaster>(spec, ModelEnv{.precision = resolve_precision("fp16")});
     Rng rng(11);
     model->init(rng);
     opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 1e-3});

@@ -68,7 +68,6 @@ ModelSpec every_field_set() {
   s.dropout = 0.3f;
   s.output_size = 9;
   s.rnn_impl = "onednn";
-  s.precision = "bf16";
   s.grad_checkpoint = true;
   s.autotune = true;
   s.vocab_size = 41;

@@ -1,9 +1,8 @@
-// The device-neutral part of the seam: op and policy names, runtime.precision's resolution and
-// the lookup of a backend by its runtime.backend name.
+// The device-neutral part of the seam: op and policy names and the lookup of a backend by its
+// runtime.backend name (runtime.precision's resolution is backend/precision.cpp).
 #include "backend/backend.h"
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/gemm_bf16.h"
 #include "backend/reference/reference_backend.h"
 #include "core/error.h"
 
@@ -59,35 +58,6 @@ RnnImpl parse_rnn_impl(const std::string& name) {
 }
 
 const char* rnn_impl_name(RnnImpl impl) { return impl == RnnImpl::fused ? "fused" : "onednn"; }
-
-const char* rnn_precision_name(RnnPrecision p) {
-  return p == RnnPrecision::bf16 ? "bf16" : p == RnnPrecision::fp16 ? "fp16" : "fp32";
-}
-
-RnnPrecision rnn_precision(const std::string& precision, std::string* why) {
-  auto say = [&](const std::string& w) { if (why) *why = w; };
-  if (precision == "fp32") { say("precision fp32: as configured"); return RnnPrecision::fp32; }
-  if (precision == "bf16") {
-    ST_CHECK(cpu_has_native_bf16(),
-             "precision bf16 needs a CPU with AVX512-BF16, which this one lacks: use precision fp32 (or auto)");
-    say("precision bf16: as configured (CPU has native bf16)");
-    return RnnPrecision::bf16;
-  }
-  if (precision == "fp16") {
-    say(std::string("precision fp16: as configured, with dynamic loss scaling; fp16 is emulated on this CPU "
-                    "(oneDNN has no fp16 matmul without AVX512-FP16): fp16's numerics, not its speed, slower than "
-                    "fp32 here") +
-        (cpu_has_native_bf16() ? "; bf16 is the fast choice on this CPU" : ""));
-    return RnnPrecision::fp16;
-  }
-  if (precision == "auto") {
-    const bool bf = cpu_has_native_bf16();
-    say(bf ? "precision auto -> bf16: the CPU has native bf16 dot products (AVX512-BF16)"
-           : "precision auto -> fp32: the CPU has no native bf16 (AVX512-BF16)");
-    return bf ? RnnPrecision::bf16 : RnnPrecision::fp32;
-  }
-  fail("precision '{}' is not known: use fp32, bf16, fp16 or auto", precision);
-}
 
 Backend& backend_named(std::string_view name) {
   static CpuBackend cpu;

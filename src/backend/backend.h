@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/activation_kind.h"
+#include "backend/precision.h"
 #include "backend/rnn_cell.h"
 #include "core/arena.h"
 #include "core/dtype.h"
@@ -49,19 +50,11 @@ enum class RnnImpl { fused, onednn };
 RnnImpl parse_rnn_impl(const std::string& name);
 const char* rnn_impl_name(RnnImpl impl);
 
-// The compute precision of the recurrent layers' matrix products: a policy of the run
-// (runtime.precision). fp32 master weights, gradients, gate math and state in every case; bf16
-// and fp16 round the GEMM operands to 16 bits and accumulate in fp32.
-enum class RnnPrecision { fp32, bf16, fp16 };
-const char* rnn_precision_name(RnnPrecision p);
-// Resolves runtime.precision ("fp32" | "bf16" | "fp16" | "auto") on this machine. "auto" is bf16
-// exactly when the CPU has native bf16 dot products, fp32 otherwise; *why (when given) says which
-// and why, for the log. Unknown names, and bf16 on a CPU without AVX512-BF16, are an Error.
-RnnPrecision rnn_precision(const std::string& precision, std::string* why = nullptr);
-
 struct RnnOptions {
   RnnImpl impl = RnnImpl::fused;
-  RnnPrecision precision = RnnPrecision::fp32;
+  // The run's policy (backend/precision.h): its compute type is the GEMM operands' (fp32 gate
+  // math, state and master weights in every case).
+  Precision precision;
   // Keep only each layer's input in forward; recompute the layer inside backward.
   bool grad_checkpoint = false;
   // CPU: at the first training forward of each layer shape, time the candidate kernels (fused at
@@ -177,6 +170,12 @@ class Backend {
   // alpha = 1 and beta in {0, 1} are allowed (the CPU's 16-bit GEMMs accumulate or overwrite).
   virtual void gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
                     int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc) = 0;
+  // dst[i] = src[i] converted, n elements: f32 -> bf16 / f16 rounds to nearest even (NaN stays
+  // NaN, fp16 overflows to inf), bf16 / f16 -> f32 widens exactly; 16-bit values are raw bits.
+  // What a layer hands a 16-bit GEMM (nn/linear.h). Every backend converts both ways for bf16 and
+  // f16, also one without their GEMM (the reference: tests round operands through it to build a
+  // 16-bit GEMM's oracle); other pairs are an Error.
+  virtual void convert(DType from, const void* src, DType to, void* dst, size_t n) = 0;
   // y[i, j] = b[j] for rows x cols (Linear seeds its output with the bias, then the GEMM adds).
   virtual void bias_rows(const float* b, float* y, int64_t rows, int64_t cols) = 0;
   // db[j] += sum over rows i of dy[i, j].
@@ -210,6 +209,7 @@ class Backend {
   bool supports(BackendOp op) const override;                                                                        \
   void gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A, int64_t lda,     \
             const void* B, int64_t ldb, float beta, float* C, int64_t ldc) override;                                 \
+  void convert(DType from, const void* src, DType to, void* dst, size_t n) override;                                \
   void bias_rows(const float* b, float* y, int64_t rows, int64_t cols) override;                                     \
   void bias_grad(const float* dy, float* db, int64_t rows, int64_t cols) override;                                   \
   std::unique_ptr<RecurrentLayers> make_recurrent(const RecurrentSpec& spec) override;                               \

@@ -19,10 +19,10 @@ namespace seqtrain {
 namespace fs = std::filesystem;
 
 namespace {
-// The ModelSpec fields that choose how seqtrain computes (kernels, precision, device, training
-// policy), not what the module is: left out of "torch", so a new architecture field reaches
-// from_spec without touching this list.
-const char* kComputeOnlyFields[] = {"rnn_impl", "precision", "grad_checkpoint", "autotune", "decay", "backend"};
+// The ModelSpec fields that choose how seqtrain computes (kernels, device, training policy), not
+// what the module is: left out of "torch", so a new architecture field reaches from_spec without
+// touching this list. (The precision is no ModelSpec field: it is the run's policy.)
+const char* kComputeOnlyFields[] = {"rnn_impl", "grad_checkpoint", "autotune", "decay", "backend"};
 
 nlohmann::json torch_kwargs(const ModelSpec& spec) {
   nlohmann::json j = spec_to_json(spec);

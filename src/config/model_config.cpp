@@ -28,7 +28,6 @@ ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
   s.bidirectional = c.model.bidirectional;
   s.dropout = static_cast<float>(c.model.dropout);
   s.rnn_impl = c.runtime.rnn_impl;
-  s.precision = c.runtime.precision;
   s.backend = c.runtime.backend;
   s.grad_checkpoint = c.train.grad_checkpoint;
   // Timing-based choices can differ between two runs of the same config: a deterministic run

@@ -7,6 +7,9 @@
 // dimension split off, so nn/loss's cross-entropy reads it as B*T rows of V classes
 // (F.cross_entropy(logits.view(-1, V), y.view(-1)) in PyTorch).
 // A causal LM must not see the future, so a bidirectional RNN is refused.
+// runtime.precision (ModelEnv::precision) applies to the RNN layers; the head stays fp32, as the
+// forecasters' (models/forecaster.h): the recurrent GEMMs are the step, the head's one product
+// [B*T, H] x [H, V] is a small share of it, and fp32 logits keep the bf16 tolerance tests' bounds.
 //
 // step() is the incremental forward generation needs: one token, with the RNN state carried
 // in a CharLmState. It is a plain fp32 loop over the same parameters (generation runs one

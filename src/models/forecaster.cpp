@@ -7,7 +7,7 @@
 namespace seqtrain {
 
 Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
-    : Model(spec),
+    : Model(spec, env.precision),
       rnn_(params_, "rnn", rnn_cell(spec.type), spec.input_size, spec.hidden,
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, env)),
       drop_(spec.dropout),

@@ -19,7 +19,7 @@ std::optional<std::pair<std::string, std::string>> gpt_settings_problem(const Mo
                                     s.heads, s.hidden, s.hidden));
 }
 
-void check_gpt_spec(const ModelSpec& s) {
+void check_gpt_spec(const ModelSpec& s, const Precision& precision) {
   if (auto p = gpt_settings_problem(s)) fail("{}", p->second);
   ST_CHECK(s.vocab_size > 0,
            "model.type gpt needs a vocabulary: it is taken from a text data source (data.source: text), got "
@@ -28,34 +28,34 @@ void check_gpt_spec(const ModelSpec& s) {
   ST_CHECK(!s.bidirectional,
            "model.bidirectional: true cannot be used with model.type gpt: its attention is causal; set "
            "model.bidirectional: false");
-  ST_CHECK(rnn_precision(s.precision) != RnnPrecision::fp16,
+  ST_CHECK(precision.compute != DType::f16,
            "runtime.precision fp16 is not supported by model.type gpt (its attention runs in fp32 or bf16); use "
            "bf16, auto or fp32");
 }
 
 namespace {
-const ModelSpec& checked(const ModelSpec& s) {
-  check_gpt_spec(s);
+const ModelSpec& checked(const ModelSpec& s, const Precision& precision) {
+  check_gpt_spec(s, precision);
   return s;
 }
 
-GptBlockOptions block_options(const ModelSpec& s) {
+GptBlockOptions block_options(const ModelSpec& s, const Precision& precision) {
   GptBlockOptions o;
   o.n_embd = s.hidden;
   o.n_head = s.heads;
   o.bias = s.bias;
   o.dropout = s.dropout;
-  o.attention = rnn_precision(s.precision) == RnnPrecision::bf16 ? DType::bf16 : DType::f32;
+  o.compute = precision.compute;
   o.checkpoint = s.grad_checkpoint;
   return o;
 }
 
 // The blocks, built in the member initialisers between wpe and ln_f so the parameters register in
 // nanoGPT's state_dict order (wte, wpe, h.*, ln_f): the model file then has that order too.
-std::vector<std::unique_ptr<GptBlock>> make_blocks(ParamStore& params, const ModelSpec& s) {
+std::vector<std::unique_ptr<GptBlock>> make_blocks(ParamStore& params, const ModelSpec& s, const Precision& p) {
   std::vector<std::unique_ptr<GptBlock>> blocks;
   for (int64_t i = 0; i < s.layers; ++i)
-    blocks.push_back(std::make_unique<GptBlock>(params, "transformer.h." + std::to_string(i), block_options(s)));
+    blocks.push_back(std::make_unique<GptBlock>(params, "transformer.h." + std::to_string(i), block_options(s, p)));
   return blocks;
 }
 
@@ -64,13 +64,14 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 }  // namespace
 
-Gpt::Gpt(const ModelSpec& spec)
-    : Model(checked(spec)),
+Gpt::Gpt(const ModelSpec& spec, const ModelEnv& env)
+    : Model(checked(spec, env.precision), env.precision),
       wte_(params_, "transformer.wte", spec.vocab_size, spec.hidden),
       wpe_(params_, "transformer.wpe", spec.lookback, spec.hidden),
       drop_(spec.dropout),
-      blocks_(make_blocks(params_, spec)),
-      ln_f_(params_, "transformer.ln_f", spec.hidden, spec.bias) {
+      blocks_(make_blocks(params_, spec, env.precision)),
+      ln_f_(params_, "transformer.ln_f", spec.hidden, spec.bias),
+      head_(params_.backend(), env.precision.compute, "gpt head (lm_head = transformer.wte)") {
   params_.add_alias("lm_head.weight", wte_.weight);
   finish_params();
 }
@@ -111,8 +112,7 @@ Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
   x = drop_.forward(x, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
   for (size_t l = 0; l < blocks_.size(); ++l)
     x = blocks_[l]->forward(x, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l));
-  head_in_ = ln_f_.forward(x, arena);
-  return head_forward(head_in_, arena);
+  return head_forward(ln_f_.forward(x, arena), arena);
 }
 
 void Gpt::backward(StepContext& ctx) {
@@ -135,22 +135,15 @@ void Gpt::backward(StepContext& ctx) {
 
 // logits[N, V] = x[N, C] wte[V, C]^T, N = B*T.
 Tensor Gpt::head_forward(const Tensor& x, Arena& arena) {
-  const int64_t N = B_ * T_, C = spec_.hidden, V = spec_.vocab_size;
-  Tensor logits = arena.tensor({B_, T_, V});
-  params_.backend().gemm(DType::f32, false, true, N, V, C, 1.f, x.f32(), C, params_.param(wte_.weight).f32(), C, 0.f,
-                         logits.f32(), V);
+  Tensor logits = arena.tensor({B_, T_, spec_.vocab_size});
+  head_.forward(x, params_.param(wte_.weight).f32(), spec_.vocab_size, false, logits.f32(), arena);
   return logits;
 }
 
 // dx[N, C] = dlogits[N, V] wte; dwte[V, C] += dlogits^T x (added to the embedding's own gradient).
 Tensor Gpt::head_backward(const Tensor& dlogits, Arena& arena) {
-  const int64_t N = B_ * T_, C = spec_.hidden, V = spec_.vocab_size;
-  Backend& be = params_.backend();
-  Tensor dx = arena.tensor({B_, T_, C});
-  be.gemm(DType::f32, false, false, N, C, V, 1.f, dlogits.f32(), V, params_.param(wte_.weight).f32(), C, 0.f, dx.f32(),
-          C);
-  be.gemm(DType::f32, true, false, V, C, N, 1.f, dlogits.f32(), V, head_in_.f32(), C, 1.f,
-          params_.grad(wte_.weight).f32(), C);
+  Tensor dx = arena.tensor({B_, T_, spec_.hidden});
+  head_.backward(dlogits.f32(), params_.param(wte_.weight).f32(), params_.grad(wte_.weight).f32(), dx.f32(), arena);
   return dx;
 }
 

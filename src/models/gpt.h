@@ -14,8 +14,11 @@
 // residual projections (attn.c_proj, mlp.c_proj) with std 0.02 / sqrt(2 n_layer), zero biases,
 // LayerNorm weight 1. The draws are seqtrain's, so the values differ from torch's for a seed.
 //
-// runtime.precision bf16 (or auto on a bf16 CPU) runs the attention products in bf16 with fp32
-// accumulation; the Linear layers and everything else stay fp32. fp16 is refused by name.
+// The run's precision policy (ModelEnv::precision; runtime.precision bf16, or auto on a bf16 CPU)
+// runs every matrix product in bf16 with fp32 accumulation, as torch.autocast does: the four
+// Linears of each block, the attention op and the tied head (x and wte rounded, fp32 logits).
+// Master weights, embeddings, LayerNorm, GELU, softmax, residuals, the loss and the optimizer stay
+// fp32. fp16 is refused by name.
 // train.grad_checkpoint recomputes each block inside backward (gpt_block.h).
 //
 // Generation (TextGenerator) keeps a KV cache per layer: each new token runs the blocks on one
@@ -39,7 +42,7 @@ namespace seqtrain {
 
 class Gpt : public Model, public TextGenerator {
  public:
-  explicit Gpt(const ModelSpec& spec);
+  explicit Gpt(const ModelSpec& spec, const ModelEnv& env = {});
   Tensor forward(const Batch& batch, StepContext& ctx) override;
   void backward(StepContext& ctx) override;
   void init(Rng& rng) override;
@@ -51,14 +54,14 @@ class Gpt : public Model, public TextGenerator {
 
  private:
   Tensor head_forward(const Tensor& x, Arena& arena);   // [B, T, C] -> [B, T, V], tied to wte
-  Tensor head_backward(const Tensor& dlogits, Arena& arena);
+  Tensor head_backward(const Tensor& dlogits, Arena& arena);  // -> dx [B, T, C]; adds into wte's gradient
 
   Embedding wte_, wpe_;
   Dropout drop_;
   std::vector<std::unique_ptr<GptBlock>> blocks_;
   LayerNorm ln_f_;
+  WeightProduct head_;   // logits = ln_f(x) wte^T in the policy's precision (it keeps its input)
   Arena scratch_;        // gradient checkpointing's per-block recompute arena
-  Tensor head_in_;       // ln_f's output, the head's input (a view into the step's arena)
   int64_t B_ = 0, T_ = 0;
 };
 
@@ -70,8 +73,8 @@ void init_nanogpt(ParamStore& params, int64_t n_layer, Rng& rng);
 // model.hidden. The config key and the message, or nullopt (the registry's check_settings).
 std::optional<std::pair<std::string, std::string>> gpt_settings_problem(const ModelSpec& spec);
 
-// The spec checks a GPT adds (the settings above, a vocabulary, no fp16), before anything is
+// The checks a GPT adds (the settings above, a vocabulary; no fp16 policy), before anything is
 // built; errors name the config key and the fix.
-void check_gpt_spec(const ModelSpec& spec);
+void check_gpt_spec(const ModelSpec& spec, const Precision& precision = {});
 
 }  // namespace seqtrain

@@ -29,11 +29,11 @@ GptBlock::GptBlock(ParamStore& params, const std::string& prefix, const GptBlock
       ln_1_(params, prefix + ".ln_1", o.n_embd, o.bias),
       attn_(params, prefix + ".attn", o.n_embd,
             CausalSelfAttentionOptions{.n_head = o.n_head, .bias = o.bias, .attn_dropout = o.dropout,
-                                       .resid_dropout = o.dropout, .precision = o.attention}),
+                                       .resid_dropout = o.dropout, .precision = o.compute}),
       ln_2_(params, prefix + ".ln_2", o.n_embd, o.bias),
-      c_fc_(params, prefix + ".mlp.c_fc", o.n_embd, 4 * o.n_embd, o.bias),
+      c_fc_(params, prefix + ".mlp.c_fc", o.n_embd, 4 * o.n_embd, o.bias, o.compute),
       gelu_(ActKind::gelu, &params.backend()),
-      c_proj_(params, prefix + ".mlp.c_proj", 4 * o.n_embd, o.n_embd, o.bias),
+      c_proj_(params, prefix + ".mlp.c_proj", 4 * o.n_embd, o.n_embd, o.bias, o.compute),
       mlp_drop_(o.dropout) {}
 
 Tensor GptBlock::forward_layers(const Tensor& x, Arena& arena, bool training, uint64_t seed) {

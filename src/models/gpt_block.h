@@ -29,7 +29,7 @@ struct GptBlockOptions {
   int64_t n_embd = 0, n_head = 1;
   bool bias = true;
   float dropout = 0.f;             // attention, residual and MLP dropout (nanoGPT's one `dropout`)
-  DType attention = DType::f32;    // the attention products' precision
+  DType compute = DType::f32;      // every product's operands (the four Linears, attention): f32 or bf16
   bool checkpoint = false;         // recompute the block inside backward
 };
 

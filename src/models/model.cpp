@@ -7,7 +7,7 @@ namespace seqtrain {
 RnnOptions rnn_options(const ModelSpec& spec, const ModelEnv& env) {
   RnnOptions o;
   o.impl = parse_rnn_impl(spec.rnn_impl);
-  o.precision = rnn_precision(spec.precision);
+  o.precision = env.precision;
   o.grad_checkpoint = spec.grad_checkpoint;
   o.autotune = spec.autotune;
   if (spec.autotune) o.autotuner = env.autotuner;

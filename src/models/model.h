@@ -5,8 +5,8 @@
 // between forward() and backward(). What a model reads of the batch is its family's business
 // (inputs always; lengths or masks where it uses them); what is done with its result is the
 // Objective's (train/objective.h). Kernel tuning, activation-memory and precision reporting are
-// not part of a model: the caller lends the tuner at build time (ModelEnv), layers report
-// memory into the StepContext, and the precision is the run's policy (backend.h).
+// not part of a model: the caller lends the tuner and the run's precision policy at build time
+// (ModelEnv), and layers report memory into the StepContext.
 #pragma once
 #include <memory>
 #include <string>
@@ -15,6 +15,7 @@
 #include "core/batch.h"
 #include "core/rng.h"
 #include "backend/backend.h"
+#include "backend/precision.h"
 #include "nn/params.h"
 #include "models/step_context.h"
 
@@ -30,11 +31,9 @@ struct ModelSpec {
   float dropout = 0.f;        // between RNN layers and before the head, training only
   int64_t output_size = 1;    // horizon * targets
   std::string rnn_impl = "fused";  // fused | onednn: which kernels run the RNN layers
-  // Mixed precision of the RNN layers: fp32 | bf16 | fp16 | auto (bf16 where the CPU has native
-  // bf16). bf16/fp16 = 16-bit GEMM inputs with fp32 accumulation; master weights, gradients,
-  // optimizer state, gate math, cell state, loss and reductions stay fp32. Fused kernels only.
-  // fp16 needs loss scaling (optim/loss_scaler.h), which the trainer adds.
-  std::string precision = "fp32";
+  // No precision here: runtime.precision is the run's policy (backend/precision.h), lent to the
+  // model at build time in ModelEnv. (state.json's model_spec of older versions has a
+  // "precision" field; spec_from_json ignores it.)
   bool grad_checkpoint = false;  // recompute each RNN layer's saved state (gpt: each block) inside backward
   bool autotune = false;         // time fused vs oneDNN per RNN layer shape at the first step
   // Language models: vocab_size (char_lstm, char_gru, gpt); embed_size (char_lstm / char_gru only).
@@ -56,12 +55,17 @@ struct ModelSpec {
 
 class TextGenerator;
 
-// What the caller lends a model at build time beyond its spec. The training loop owns the
-// kernel tuner (it reads and writes its cache in the run directory and logs its decisions);
-// models with tunable layers hand it to them. Null: the layers tune on their own when the spec
-// asks for it, and nobody reads their decisions.
+// What the caller lends a model at build time beyond its spec: how the run computes, which the
+// spec (what the model is) does not say.
+// - autotuner: the training loop owns the kernel tuner (it reads and writes its cache in the run
+//   directory and logs its decisions); models with tunable layers hand it to them. Null: the
+//   layers tune on their own when the spec asks for it, and nobody reads their decisions.
+// - precision: runtime.precision resolved once (backend/precision.h). The model hands it to the
+//   layers that follow it (its registry entry's precision_covers says which); the training step's
+//   loss scaling follows the same value. Default fp32.
 struct ModelEnv {
-  std::shared_ptr<Autotuner> autotuner;
+  std::shared_ptr<Autotuner> autotuner{};
+  Precision precision{};
 };
 
 class Model {
@@ -81,14 +85,20 @@ class Model {
 
   ParamStore& params() { return params_; }
   const ModelSpec& spec() const { return spec_; }
+  // The precision policy the model was built with (ModelEnv::precision).
+  const Precision& precision() const { return precision_; }
 
  protected:
   // Sets the ParamStore's backend before the derived model builds its layers.
-  explicit Model(ModelSpec spec) : spec_(std::move(spec)) { params_.set_backend(backend_named(spec_.backend)); }
+  explicit Model(ModelSpec spec, const Precision& precision = {})
+      : spec_(std::move(spec)), precision_(precision) {
+    params_.set_backend(backend_named(spec_.backend));
+  }
   // Ends parameter registration: finalizes the store and sets each entry's `decay` from
   // spec_.decay. Every model's constructor calls it once its layers are built.
   void finish_params();
   ModelSpec spec_;
+  Precision precision_;
   ParamStore params_;
 };
 
@@ -96,8 +106,8 @@ class Model {
 // when spec.type is none of them.
 std::unique_ptr<Model> make_model(const ModelSpec& spec, const ModelEnv& env = {});
 
-// The RNN layers' options a spec asks for (kernels, precision, checkpointing, autotune with the
-// env's tuner), shared by every model with an RnnStack.
+// The RNN layers' options a spec and env ask for (kernels, checkpointing, autotune with the env's
+// tuner, the env's precision), shared by every model with an RnnStack.
 RnnOptions rnn_options(const ModelSpec& spec, const ModelEnv& env);
 
 // Sets every entry's `decay` by the policy: "all" decays everything, "2d" every entry of 2+

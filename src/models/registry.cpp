@@ -87,7 +87,7 @@ std::vector<ModelFamily> make_families() {
                .names = {"gpt"},
                .is_language_model = true,
                .generates_text = true,
-               .precision_covers = "its attention",
+               .precision_covers = "every matrix product: its Linear layers, attention and tied head",
                .fit_shape = fit_tokens,
                .build = make<Gpt>,
                .check_settings = gpt_settings_problem});
@@ -171,7 +171,6 @@ void visit_spec(M& s, V&& v) {
   v("dropout", s.dropout);
   v("output_size", s.output_size);
   v("rnn_impl", s.rnn_impl);
-  v("precision", s.precision);
   v("grad_checkpoint", s.grad_checkpoint);
   v("autotune", s.autotune);
   v("vocab_size", s.vocab_size);
@@ -189,7 +188,9 @@ nlohmann::json spec_to_json(const ModelSpec& s) {
   return j;
 }
 
-// Missing fields keep ModelSpec's defaults, so specs written before a field existed still load.
+// Missing fields keep ModelSpec's defaults, so specs written before a field existed still load;
+// fields no longer in ModelSpec are ignored ("precision": older versions wrote runtime.precision
+// here, which is now the run's policy, backend/precision.h, read from the run's config).
 ModelSpec spec_from_json(const nlohmann::json& j) {
   ST_CHECK(j.is_object() && j.contains("type") && j.at("type").is_string(),
            "model_spec must be an object with a \"type\" string, got {}", j.dump());

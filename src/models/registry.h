@@ -40,7 +40,8 @@ struct ModelFamily {
   bool is_language_model = false;    // reads token ids and needs a vocabulary
   bool generates_text = false;       // its models implement TextGenerator
   bool text_becomes_lm = false;      // on text data, names[i] means the language model of cells[i]
-  // Which of its layers follow runtime.precision (for the log); empty: it always runs in fp32.
+  // Which of its layers follow the run's precision policy (ModelEnv::precision), for the log; empty:
+  // it always runs in fp32.
   std::string precision_covers{};
   // Whether it can train on text data (config/model_config.cpp refuses the others there).
   bool reads_text() const { return is_language_model || text_becomes_lm; }

@@ -18,6 +18,17 @@ int64_t qkv_width(const std::string& prefix, int64_t n_embd, int64_t n_head) {
   return 3 * n_embd;
 }
 
+// The module's product precision, checked before its Linear layers are built (so a backend
+// without bf16 attention is named for that, not for its GEMM).
+DType checked_precision(const ParamStore& p, const std::string& prefix, const CausalSelfAttentionOptions& o) {
+  ST_CHECK(o.precision == DType::f32 || o.precision == DType::bf16,
+           "CausalSelfAttention '{}': attention precision {} is not supported: use f32 or bf16", prefix,
+           dtype_name(o.precision));
+  p.backend().require(o.precision == DType::bf16 ? BackendOp::attention_bf16 : BackendOp::attention_f32,
+                      "(CausalSelfAttention " + prefix + ")");
+  return o.precision;
+}
+
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(ParamStore& p, const std::string& prefix, int64_t n_embd_,
@@ -25,16 +36,12 @@ CausalSelfAttention::CausalSelfAttention(ParamStore& p, const std::string& prefi
     : params(p),
       n_embd(n_embd_),
       options(o),
-      c_attn(p, prefix + ".c_attn", n_embd_, qkv_width(prefix, n_embd_, o.n_head), o.bias),
-      c_proj(p, prefix + ".c_proj", n_embd_, n_embd_, o.bias),
+      c_attn(p, prefix + ".c_attn", n_embd_, qkv_width(prefix, n_embd_, o.n_head), o.bias,
+             checked_precision(p, prefix, o)),
+      c_proj(p, prefix + ".c_proj", n_embd_, n_embd_, o.bias, o.precision),
       resid_drop(o.resid_dropout) {
-  ST_CHECK(o.precision == DType::f32 || o.precision == DType::bf16,
-           "CausalSelfAttention '{}': attention precision {} is not supported: use f32 or bf16", prefix,
-           dtype_name(o.precision));
   ST_CHECK(o.attn_dropout >= 0.f && o.attn_dropout <= 1.f, "CausalSelfAttention '{}': attention dropout must be in "
            "[0, 1], got {}", prefix, o.attn_dropout);
-  params.backend().require(o.precision == DType::bf16 ? BackendOp::attention_bf16 : BackendOp::attention_f32,
-                           "(CausalSelfAttention " + prefix + ")");
 }
 
 AttentionArgs CausalSelfAttention::attention_args() const {

@@ -7,7 +7,8 @@
 //   <prefix>.c_attn.weight [3C, C], <prefix>.c_attn.bias [3C]  (bias only with options.bias)
 //   <prefix>.c_proj.weight [C, C],  <prefix>.c_proj.bias [C]   (idem)
 // The attention runs on params.backend() (backend.h's attention_forward / attention_backward);
-// options.precision picks its products' precision (f32, or bf16 with fp32 accumulation).
+// options.precision is the operand type of all three products (c_attn, the attention op, c_proj):
+// f32, or bf16 with fp32 accumulation and softmax (the run's policy, backend/precision.h).
 // The dropout masks are pure functions of the seed given to each forward (as nn/dropout.h):
 // pass a fresh one per step (e.g. mix_seed(run_seed, step * n_layer + layer)) and a run
 // replays exactly; attention dropout uses mix_seed(seed, 0), residual dropout mix_seed(seed, 1).
@@ -34,7 +35,7 @@ struct CausalSelfAttentionOptions {
   bool bias = true;             // nanoGPT's config.bias: c_attn and c_proj biases
   float attn_dropout = 0.f;     // on the attention probabilities (nanoGPT's attn_dropout)
   float resid_dropout = 0.f;    // after c_proj (nanoGPT's resid_dropout)
-  DType precision = DType::f32; // the attention op's products: f32 or bf16
+  DType precision = DType::f32; // c_attn's, the attention op's and c_proj's products: f32 or bf16
 };
 
 struct CausalSelfAttention {

@@ -40,7 +40,7 @@ class RnnStack {
   // at a time) instead of the caller's: its high-water mark in bytes. Activation memory of a
   // step = caller's Arena::high_water() + this (0 without checkpointing).
   size_t checkpoint_scratch_bytes() const { return impl_->scratch_bytes(); }
-  RnnPrecision precision() const { return precision_; }
+  const Precision& precision() const { return precision_; }
   bool grad_checkpoint() const { return ckpt_; }
   // Which implementation layer k runs now (after autotuning, the chosen one).
   RnnImpl layer_impl(size_t k) const { return impl_->layer_impl(k); }
@@ -56,7 +56,7 @@ class RnnStack {
 
   ParamStore& params_;
   int64_t hidden_, dirs_;
-  RnnPrecision precision_;
+  Precision precision_;
   bool ckpt_ = false;
   std::vector<Layer> layers_;
   std::unique_ptr<RecurrentLayers> impl_;  // the backend's layers: kernels and saved state

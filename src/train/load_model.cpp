@@ -1,6 +1,8 @@
 // load_model and the checkpoint lookup it shares with the commands. See load_model.h.
 #include "train/load_model.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <filesystem>
 
 #include "config/model_config.h"
@@ -55,6 +57,24 @@ ModelSpec stored_spec(const std::string& dir, const nlohmann::json& state) {
     return spec_from_json(state.at("model_spec"));
   } catch (const Error& e) {
     fail("{}/state.json: {}", dir, e.what());
+  }
+}
+
+// The runtime.precision a checkpoint's run trained with, which eval, predict and generate run it
+// in as before the precision became the run's policy: the model_spec of versions that still kept
+// it there, else the run's config (read for that one key, so a config of an older version with
+// keys since renamed still serves), else fp32 (a bare directory, no config).
+std::string trained_precision(const std::string& dir, const nlohmann::json& state) {
+  if (!state.is_object()) return "fp32";
+  const nlohmann::json& spec = state.value("model_spec", nlohmann::json::object());
+  if (spec.is_object() && spec.contains("precision") && spec.at("precision").is_string())
+    return spec.at("precision").get<std::string>();
+  if (!state.contains("config")) return "fp32";
+  try {
+    const YAML::Node p = YAML::Load(state.at("config").get<std::string>())["runtime"]["precision"];
+    return p ? p.as<std::string>() : "fp32";
+  } catch (const YAML::Exception& e) {
+    fail("{}/state.json: its config does not parse: {}", dir, e.what());
   }
 }
 
@@ -125,7 +145,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& o) {
   if (has_state) l.state = read_checkpoint_state(l.dir);
   l.spec = checkpoint_spec(l.dir, l.state, o, &l.spec_from);
   if (l.spec_from == "model_spec" && o.shape) check_fits(l.dir, l.spec, *o.shape);
-  l.model = build_model(l.spec);
+  l.model = build_model(l.spec, ModelEnv{.precision = resolve_precision(trained_precision(l.dir, l.state))});
   // With state.json the checksums are verified; a bare directory has nothing to verify against.
   if (has_state)
     load_checkpoint(l.dir, l.model->params());

@@ -4,6 +4,8 @@
 // registry, and train/ may be used by every command. Each used to rebuild its model its own way;
 // now the spec comes from state.json's "model_spec" (the spec the trainer resolved), the model
 // is built through the registry and the weights load with load_checkpoint's checksum checks.
+// The model runs in the precision its run trained with (the run's runtime.precision; fp32 for a
+// bare directory), resolved on this machine as the training loop resolves it.
 // Checkpoints written before "model_spec" existed fall back to what the commands did before:
 // the config in state.json with the data's shape (the caller's, or state.json's "io"), or for
 // a language model saved without a config, the shapes of its weights.

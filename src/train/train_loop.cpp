@@ -96,7 +96,9 @@ TrainLoop::TrainLoop(const Config& config, const TrainOptions& options)
 void TrainLoop::build_model() {
   spec_ = model_spec(config_, plan_);
   if (spec_.autotune) tuner_ = std::make_shared<Autotuner>();
-  model_ = make_model(spec_, ModelEnv{tuner_});
+  // runtime.precision, resolved once: the model's layers and the step's loss scaling follow it.
+  precision_ = resolve_precision(config_.runtime.precision, &precision_why_);
+  model_ = make_model(spec_, ModelEnv{tuner_, precision_});
   Rng init_rng(config_.seed, /*stream=*/1);
   model_->init(init_rng);
   if (!config_.model.init_from.empty())
@@ -120,8 +122,8 @@ void TrainLoop::build_optimizer() {
                                             .warmup_steps = t.schedule.warmup_steps, .total_steps = total_updates_,
                                             .min_lr = t.schedule.min_lr, .factor = t.schedule.factor,
                                             .patience = t.schedule.patience});
-  // fp16 gradients need dynamic loss scaling (optim/loss_scaler.h); other precisions run without.
-  if (config_.runtime.precision == "fp16") {
+  // The policy says whether the gradients need dynamic loss scaling (fp16; optim/loss_scaler.h).
+  if (precision_.loss_scaling) {
     const LossScaleConfig& ls = config_.runtime.loss_scale;
     scaler_ = std::make_unique<LossScaler>(
         LossScalerOptions{ls.init, ls.growth_factor, ls.backoff_factor, ls.growth_interval});
@@ -257,12 +259,10 @@ void TrainLoop::announce() {
                                  DataPlan::size_of(plan_.test), plan_.unit, threads_));
   observers_.on_note("CPU kernels: " + isa_summary());
   const std::string& covers = family(spec_.type).precision_covers;
-  std::string why;
-  rnn_precision(spec_.precision, &why);
-  if (!covers.empty()) observers_.on_note(why + " (" + covers + ")");
+  if (!covers.empty()) observers_.on_note(precision_why_ + " (" + covers + ")");
   else if (config_.runtime.precision != "fp32")
-    observers_.on_note(fmt::format("the {} model runs in fp32 (runtime.precision applies to models with RNN layers)",
-                                   spec_.type));
+    observers_.on_note(fmt::format("the {} model runs in fp32 (runtime.precision applies to {})", spec_.type,
+                                   family_names_where([](const ModelFamily& f) { return !f.precision_covers.empty(); })));
 }
 
 StepResult TrainLoop::run_batch(const Batch& batch, int64_t micro) {

@@ -82,6 +82,10 @@ class TrainLoop {
   std::string workers_reason_;
   TrainFeed feed_;
   ModelSpec spec_;
+  // runtime.precision resolved once (backend/precision.h): lent to the model, and it decides the
+  // loss scaler; precision_why_ is the log's line about it.
+  Precision precision_;
+  std::string precision_why_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;

@@ -19,12 +19,12 @@ const int* gate_from(RnnCell c) { return c == RnnCell::lstm ? kLstmGates : kGruG
 
 CpuRecurrentLayers::CpuRecurrentLayers(const RecurrentSpec& spec)
     : cell_(spec.cell), impl_(spec.options.impl), hidden_(spec.hidden), dirs_(spec.dirs),
-      precision_(spec.options.precision), half_(spec.options.precision != RnnPrecision::fp32),
-      half_type_(spec.options.precision == RnnPrecision::fp16 ? HalfType::fp16 : HalfType::bf16),
+      precision_(spec.options.precision), half_(spec.options.precision.mixed()),
+      half_type_(spec.options.precision.compute == DType::f16 ? HalfType::fp16 : HalfType::bf16),
       ckpt_(spec.options.grad_checkpoint), autotune_(spec.options.autotune), tuner_(spec.options.autotuner) {
   ST_CHECK(!(half_ && impl_ == RnnImpl::onednn && !autotune_),
            "{} precision runs on the fused RNN kernels only: use rnn_impl fused (or precision fp32 with onednn)",
-           rnn_precision_name(precision_));
+           precision_name(precision_));
   if (autotune_ && !tuner_) tuner_ = std::make_shared<Autotuner>();
   const int64_t G = rnn_gates(cell_), hidden = hidden_;
   layers_.resize(spec.inputs.size());
@@ -315,7 +315,7 @@ void CpuRecurrentLayers::autotune_layer(Layer& l, const RecurrentWeights& w, con
   const Tensor in = full_in.slice0(0, std::min(T, kTuneSteps));
   const int64_t Tt = in.shape[0];
   const std::string key = fmt::format("{} T={} N={} C={} H={} D={} {}{}", cell_ == RnnCell::lstm ? "lstm" : "gru", T,
-                                      N, l.in, hidden_, dirs_, rnn_precision_name(precision_), ckpt_ ? " ckpt" : "");
+                                      N, l.in, hidden_, dirs_, precision_name(precision_), ckpt_ ? " ckpt" : "");
   // The trial backward passes add into this layer's gradients (and nothing else): keep them.
   const int64_t GH = rnn_gates(cell_) * hidden_;
   std::vector<std::vector<float>> saved;

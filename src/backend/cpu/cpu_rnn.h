@@ -78,7 +78,7 @@ class CpuRecurrentLayers : public RecurrentLayers {
   RnnCell cell_;
   RnnImpl impl_;
   int64_t hidden_, dirs_;
-  RnnPrecision precision_;
+  Precision precision_;
   bool half_ = false;  // 16-bit GEMM operands (bf16 or fp16), of type half_type_
   HalfType half_type_ = HalfType::bf16;
   bool ckpt_ = false, autotune_ = false;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/activation_loops.h"
+#include "backend/cpu/half_scalar.h"  // the scalar definitions of the 16-bit roundings, no CPU code
 #include "backend/reference/reference_rnn.h"
 #include "core/error.h"
 
@@ -41,6 +42,25 @@ void ReferenceBackend::gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, in
     }
 }
 
+// One element at a time through the bit-exact scalar definitions (round to nearest even); the
+// CPU's vector kernels are tested against these (tests/test_precision.cpp).
+void ReferenceBackend::convert(DType from, const void* src, DType to, void* dst, size_t n) {
+  const bool narrow = from == DType::f32 && (to == DType::bf16 || to == DType::f16);
+  const bool widen = to == DType::f32 && (from == DType::bf16 || from == DType::f16);
+  ST_CHECK(narrow || widen, "reference backend: no conversion from {} to {} (f32 <-> bf16 / f16 only)",
+           dtype_name(from), dtype_name(to));
+  const bool bf = (narrow ? to : from) == DType::bf16;
+  for (size_t i = 0; i < n; ++i) {
+    if (narrow) {
+      const float v = static_cast<const float*>(src)[i];
+      static_cast<uint16_t*>(dst)[i] = bf ? half_scalar::to_bf16(v) : half_scalar::to_fp16(v);
+    } else {
+      const uint16_t v = static_cast<const uint16_t*>(src)[i];
+      static_cast<float*>(dst)[i] = bf ? half_scalar::from_bf16(v) : half_scalar::from_fp16(v);
+    }
+  }
+}
+
 void ReferenceBackend::bias_rows(const float* b, float* y, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) y[i * cols + j] = b[j];
@@ -55,8 +75,9 @@ void ReferenceBackend::bias_grad(const float* dy, float* db, int64_t rows, int64
 }
 
 std::unique_ptr<RecurrentLayers> ReferenceBackend::make_recurrent(const RecurrentSpec& spec) {
-  if (spec.options.precision == RnnPrecision::bf16) require(BackendOp::rnn_bf16, "(runtime.precision bf16)");
-  if (spec.options.precision == RnnPrecision::fp16) require(BackendOp::rnn_fp16, "(runtime.precision fp16)");
+  const DType compute = spec.options.precision.compute;
+  if (compute == DType::bf16) require(BackendOp::rnn_bf16, "(runtime.precision bf16)");
+  if (compute == DType::f16) require(BackendOp::rnn_fp16, "(runtime.precision fp16)");
   if (spec.options.grad_checkpoint) require(BackendOp::rnn_grad_checkpoint, "(train.grad_checkpoint)");
   return std::make_unique<ReferenceRecurrentLayers>(spec);
 }

@@ -5,7 +5,9 @@
 // threads, no tuning. It exists to be the oracle: the CPU backend's kernels, and the CUDA
 // backend after them, are tested against it (tests/test_backend.cpp). Anything it does not do
 // (16-bit GEMMs and attention, mixed-precision or checkpointed recurrent layers) is a seqtrain::Error naming
-// the operation, never a quiet fallback to another path.
+// the operation, never a quiet fallback to another path. It does convert f32 <-> bf16 / f16: the
+// roundings' definition, with which tests build the oracle of a 16-bit GEMM (the rounded operands
+// widened back and multiplied here in fp64: a bf16 product is exact in fp32).
 #pragma once
 #include "backend/backend.h"
 
