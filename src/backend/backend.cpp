@@ -51,6 +51,14 @@ void check_attention_args(const AttentionArgs& a) {
   ST_CHECK(a.qkv && a.y && a.lse, "attention: qkv, y and lse must all be given (null pointer)");
 }
 
+bool check_convert(std::string_view backend, DType from, DType to) {
+  const bool narrow = from == DType::f32 && (to == DType::bf16 || to == DType::f16);
+  const bool widen = to == DType::f32 && (from == DType::bf16 || from == DType::f16);
+  ST_CHECK(narrow || widen, "{} backend: no conversion from {} to {} (f32 <-> bf16 / f16 only)", backend,
+           dtype_name(from), dtype_name(to));
+  return narrow;
+}
+
 RnnImpl parse_rnn_impl(const std::string& name) {
   if (name == "fused") return RnnImpl::fused;
   if (name == "onednn") return RnnImpl::onednn;

@@ -156,6 +156,10 @@ struct AttentionArgs {
 // a dtype other than f32/bf16, null pointers); every implementation calls it first.
 void check_attention_args(const AttentionArgs& a);
 
+// Checks a Backend::convert pair (f32 -> bf16 / f16, or back) and says whether it narrows (from
+// f32) or widens; any other pair is an Error naming the backend and both types.
+bool check_convert(std::string_view backend, DType from, DType to);
+
 class Backend {
  public:
   virtual ~Backend() = default;

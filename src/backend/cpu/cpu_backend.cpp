@@ -79,11 +79,7 @@ void CpuBackend::gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t 
 void CpuBackend::convert(DType from, const void* src, DType to, void* dst, size_t n) {
   const int64_t len = static_cast<int64_t>(n);
   auto half = [](DType t) { return t == DType::bf16 ? HalfType::bf16 : HalfType::fp16; };
-  const bool narrow = from == DType::f32 && (to == DType::bf16 || to == DType::f16);
-  const bool widen = to == DType::f32 && (from == DType::bf16 || from == DType::f16);
-  ST_CHECK(narrow || widen, "cpu backend: no conversion from {} to {} (f32 <-> bf16 / f16 only)", dtype_name(from),
-           dtype_name(to));
-  if (narrow)
+  if (check_convert(name(), from, to))
     f32_to_half_rows(half(to), static_cast<const float*>(src), len, static_cast<uint16_t*>(dst), 1, len);
   else
     half_to_f32(half(from), static_cast<const uint16_t*>(src), static_cast<float*>(dst), len);

@@ -45,10 +45,7 @@ void ReferenceBackend::gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, in
 // One element at a time through the bit-exact scalar definitions (round to nearest even); the
 // CPU's vector kernels are tested against these (tests/test_precision.cpp).
 void ReferenceBackend::convert(DType from, const void* src, DType to, void* dst, size_t n) {
-  const bool narrow = from == DType::f32 && (to == DType::bf16 || to == DType::f16);
-  const bool widen = to == DType::f32 && (from == DType::bf16 || from == DType::f16);
-  ST_CHECK(narrow || widen, "reference backend: no conversion from {} to {} (f32 <-> bf16 / f16 only)",
-           dtype_name(from), dtype_name(to));
+  const bool narrow = check_convert(name(), from, to);
   const bool bf = (narrow ? to : from) == DType::bf16;
   for (size_t i = 0; i < n; ++i) {
     if (narrow) {
