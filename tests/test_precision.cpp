@@ -342,6 +342,25 @@ TEST(PrecisionPolicy, TheRunLendsItToTheModelAndLoadModelRunsTheCheckpointInIt) 
                   "runtime.precision fp16");
 }
 
+// A checkpoint of an older version: its state.json's model_spec carries "precision" (the run's
+// runtime.precision, copied there). --resume accepts it, and load_model runs the model in it.
+TEST(PrecisionPolicy, ACheckpointWithPrecisionInItsModelSpecResumesAndLoads) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "to be or not to be\n";
+  const std::string path = write_file(dir, "t.txt", text), run = dir / "run";
+  train(tiny_gpt_run(path, "fp32"), TrainOptions(run, false, false, true));
+  const std::string state_path = run + "/checkpoints/last/state.json";
+  nlohmann::json st = nlohmann::json::parse(std::ifstream(state_path));
+  st["model_spec"]["precision"] = "auto";  // as versions before the policy wrote it
+  std::ofstream(state_path) << st.dump(2);
+  EXPECT_EQ(load_model(run + "/checkpoints/last").model->precision(), resolve_precision("auto"))
+      << "the old field is what the run trained with";
+  Config more = tiny_gpt_run(path, "fp32");
+  more.train.max_steps = 5;
+  EXPECT_NO_THROW(train(more, TrainOptions(run, true, false, true)));
+}
+
 // state.json's model_spec written before the precision became the run's policy holds a
 // "precision" field: it still loads (and names no field of today's spec).
 TEST(PrecisionPolicy, OldModelSpecWithPrecisionStillLoads) {

@@ -29,7 +29,7 @@ void check_gpt_spec(const ModelSpec& s, const Precision& precision) {
            "model.bidirectional: true cannot be used with model.type gpt: its attention is causal; set "
            "model.bidirectional: false");
   ST_CHECK(precision.compute != DType::f16,
-           "runtime.precision fp16 is not supported by model.type gpt (its attention runs in fp32 or bf16); use "
+           "runtime.precision fp16 is not supported by model.type gpt (its matrix products run in fp32 or bf16); use "
            "bf16, auto or fp32");
 }
 

@@ -71,8 +71,10 @@ std::string trained_precision(const std::string& dir, const nlohmann::json& stat
     return spec.at("precision").get<std::string>();
   if (!state.contains("config")) return "fp32";
   try {
-    const YAML::Node p = YAML::Load(state.at("config").get<std::string>())["runtime"]["precision"];
-    return p ? p.as<std::string>() : "fp32";
+    const YAML::Node root = YAML::Load(state.at("config").get<std::string>());
+    const YAML::Node runtime = root.IsMap() ? root["runtime"] : YAML::Node();
+    const YAML::Node p = runtime.IsMap() ? runtime["precision"] : YAML::Node();
+    return p.IsScalar() ? p.as<std::string>() : "fp32";
   } catch (const YAML::Exception& e) {
     fail("{}/state.json: its config does not parse: {}", dir, e.what());
   }
