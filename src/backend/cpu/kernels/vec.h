@@ -34,7 +34,18 @@ constexpr int64_t kLanes = 4;
 using vf = float __attribute__((vector_size(kLanes * 4)));
 using vi = int32_t __attribute__((vector_size(kLanes * 4)));
 
-inline vf splat(float v) { return vf{} + v; }
+// Every lane v. Not `vf{} + v`: x + 0 is not x for x = -0 (and traps on a signaling NaN), so
+// the compiler must add, and did: a vaddss ahead of every broadcast in the attention
+// micro-kernel's inner loop, where a broadcast straight from memory is free.
+inline vf splat(float v) {
+#if defined(__AVX512F__)
+  return _mm512_set1_ps(v);
+#elif defined(__AVX2__)
+  return _mm256_set1_ps(v);
+#else
+  return _mm_set1_ps(v);
+#endif
+}
 inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
