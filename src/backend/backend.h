@@ -7,7 +7,9 @@
 // layer (all directions) forward and backward on PyTorch-layout weights (as cuDNN's RNN API and
 // the CPU's fused kernels work: one call per layer), AdamW and SGD over the flat parameter
 // buffer with the optimizer's per-range decay flags, the L2 norm and scale of clipping, fill and
-// copy. Pointers are device memory of this backend (host memory for cpu and reference).
+// copy. Pointers are device memory of this backend (host memory for cpu and reference): the
+// parameter, gradient and optimizer buffers come from its allocate() (the memory section below),
+// activations from the caller's Arena.
 //
 // A backend says which operations it has (supports()); asking one it lacks for an operation is
 // a seqtrain::Error naming the operation and the backend, never a silent fallback.
