@@ -7,7 +7,9 @@
 // layer (all directions) forward and backward on PyTorch-layout weights (as cuDNN's RNN API and
 // the CPU's fused kernels work: one call per layer), AdamW and SGD over the flat parameter
 // buffer with the optimizer's per-range decay flags, the L2 norm and scale of clipping, fill and
-// copy. Pointers are device memory of this backend (host memory for cpu and reference).
+// copy. Pointers are device memory of this backend (host memory for cpu and reference): the
+// parameter, gradient and optimizer buffers come from its allocate() (the memory section below),
+// activations from the caller's Arena.
 //
 // A backend says which operations it has (supports()); asking one it lacks for an operation is
 // a seqtrain::Error naming the operation and the backend, never a silent fallback.
@@ -171,6 +173,22 @@ class Backend {
   // Throws Error "<backend> backend has no <op>" unless supports(op); `what` adds context.
   void require(BackendOp op, std::string_view what = {}) const;
 
+  // ---- Memory: where parameters, gradients and optimizer state live (backend/device_buffer.h) ----
+  // `bytes` bytes of this backend's device memory, uninitialised, aligned to at least
+  // kDeviceAlignment (the CPU backend: 64 bytes, a page for large buffers); null for 0 bytes.
+  virtual void* allocate(size_t bytes) = 0;
+  // Frees what this backend's allocate() returned; anything else (another backend's buffer, a
+  // second release) is an Error naming the backend. Null is ignored.
+  virtual void release(void* p) = 0;
+  // True when this backend's device memory is host memory that host code may read and write
+  // directly (cpu, reference). When false, host code reaches it only through the two copies
+  // below (nn/params.h states the host-access contract).
+  virtual bool host_accessible() const = 0;
+  // Device -> host and host -> device copies of `bytes` bytes; the device side must lie inside one
+  // live allocation of this backend (an Error otherwise).
+  virtual void copy_to_host(const void* device_src, void* host_dst, size_t bytes) = 0;
+  virtual void copy_from_host(const void* host_src, void* device_dst, size_t bytes) = 0;
+
   // C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, lda/ldb/ldc the row strides as stored
   // (backend/cpu/gemm.h's conventions). `in` is A's and B's dtype (f32, or bf16/f16 raw 16-bit
   // bits), C is f32 and the products accumulate in fp32 (at least). For 16-bit inputs only
@@ -223,6 +241,17 @@ class Backend {
   void attention_backward(const AttentionArgs& a, const float* dy, float* dqkv) override;                            \
   void activation_forward(ActKind k, const float* x, float* y, int64_t n) override;                                  \
   void activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx, int64_t n) override;
+
+// The memory functions above, for a concrete backend's class body (kept apart from
+// SEQTRAIN_BACKEND_OPERATIONS: memory and operations change independently).
+#define SEQTRAIN_BACKEND_MEMORY                                                       \
+  void* allocate(size_t bytes) override;                                              \
+  void release(void* p) override;                                                     \
+  void copy_to_host(const void* device_src, void* host_dst, size_t bytes) override;   \
+  void copy_from_host(const void* host_src, void* device_dst, size_t bytes) override;
+
+// Every backend's allocate() aligns to at least this (a 16-byte vector load, as malloc does).
+inline constexpr size_t kDeviceAlignment = 16;
 
 // The backends by runtime.backend name ("cpu", "reference"): one instance each for the process
 // (they hold no per-run state; per-layer state lives in what make_recurrent returns). Callers

@@ -7,7 +7,7 @@
 namespace seqtrain {
 
 Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
-    : Model(spec),
+    : Model(spec, env),
       rnn_(params_, "rnn", rnn_cell(spec.type), spec.input_size, spec.hidden,
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, env)),
       drop_(spec.dropout),
@@ -15,7 +15,7 @@ Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
   finish_params();
 }
 
-void Forecaster::init(Rng& rng) {
+void Forecaster::init_params(Rng& rng) {
   rnn_.init(rng);
   head_.init(rng);
 }

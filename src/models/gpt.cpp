@@ -64,8 +64,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 }  // namespace
 
-Gpt::Gpt(const ModelSpec& spec)
-    : Model(checked(spec)),
+Gpt::Gpt(const ModelSpec& spec, const ModelEnv& env)
+    : Model(checked(spec), env),
       wte_(params_, "transformer.wte", spec.vocab_size, spec.hidden),
       wpe_(params_, "transformer.wpe", spec.lookback, spec.hidden),
       drop_(spec.dropout),
@@ -91,7 +91,7 @@ void init_nanogpt(ParamStore& params, int64_t n_layer, Rng& rng) {
   }
 }
 
-void Gpt::init(Rng& rng) { init_nanogpt(params_, spec_.layers, rng); }
+void Gpt::init_params(Rng& rng) { init_nanogpt(params_, spec_.layers, rng); }
 
 Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
   Arena& arena = ctx.arena;

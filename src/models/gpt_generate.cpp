@@ -38,12 +38,17 @@ void layer_norm(const float* x, const float* w, const float* b, float* y, int64_
   for (int64_t c = 0; c < C; ++c) y[c] = static_cast<float>((x[c] - mean) * rstd) * w[c] + (b ? b[c] : 0.f);
 }
 
-// The parameters of one model, by nanoGPT name; biases null when the model has none.
+// The parameters of one model, by nanoGPT name, readable on the host (the store's own memory on
+// a host-accessible backend, else one download per token); biases null when the model has none.
+// `ops` runs the elementwise ops on host vectors: the model's backend where its memory is the
+// host's, so generation computes GELU exactly as forward() does, else the CPU backend.
 struct Weights {
-  ParamStore& ps;
+  const ParamStore& ps;
+  HostReadView host = ps.read_view();
+  Backend& ops = ps.host_accessible() ? ps.backend() : default_backend();
   const float* operator()(const std::string& name) const {
     const ParamEntry* e = ps.find(name);
-    return e ? ps.params() + e->offset : nullptr;
+    return e ? host.data() + e->offset : nullptr;
   }
 };
 
@@ -83,7 +88,7 @@ void block_step(const Weights& W, const std::string& pre, GptState& s, size_t l,
   for (int64_t c = 0; c < C; ++c) x[c] += out[c];
   layer_norm(x, W(pre + "ln_2.weight"), W(pre + "ln_2.bias"), a.data(), C);
   matvec(W(pre + "mlp.c_fc.weight"), W(pre + "mlp.c_fc.bias"), a.data(), h.data(), 4 * C, C);
-  W.ps.backend().activation_forward(ActKind::gelu, h.data(), h.data(), 4 * C);
+  W.ops.activation_forward(ActKind::gelu, h.data(), h.data(), 4 * C);
   matvec(W(pre + "mlp.c_proj.weight"), W(pre + "mlp.c_proj.bias"), h.data(), out.data(), C, 4 * C);
   for (int64_t c = 0; c < C; ++c) x[c] += out[c];
 }

@@ -2,8 +2,8 @@
 
 namespace seqtrain {
 
-MlpForecaster::MlpForecaster(const ModelSpec& spec)
-    : Model(spec), head_(params_, "head", spec.hidden, spec.output_size) {
+MlpForecaster::MlpForecaster(const ModelSpec& spec, const ModelEnv& env)
+    : Model(spec, env), head_(params_, "head", spec.hidden, spec.output_size) {
   const int64_t flat = spec.lookback * spec.input_size;
   body_.reserve(spec.layers);
   for (int64_t k = 0; k < spec.layers; ++k) {
@@ -14,7 +14,7 @@ MlpForecaster::MlpForecaster(const ModelSpec& spec)
   finish_params();
 }
 
-void MlpForecaster::init(Rng& rng) {
+void MlpForecaster::init_params(Rng& rng) {
   for (auto& l : body_) l.init(rng);
   head_.init(rng);
 }

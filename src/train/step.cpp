@@ -78,7 +78,7 @@ StepResult TrainStep::run(const Batch& batch, uint64_t seed) {
   if (options_.comm) options_.comm->all_reduce_sum(ps.grads(), ps.size());
   r.lr = schedule_.lr(updates_);
   if (options_.scaler) {
-    const bool finite = options_.scaler->unscale(ps.grads(), ps.size());
+    const bool finite = options_.scaler->unscale(ps.backend(), ps.grads(), ps.size());
     options_.scaler->update(!finite);
     if (!finite) {
       r.skipped = true;

@@ -163,6 +163,11 @@ void CpuBackend::scale(float* g, size_t n, float s) {
 }
 
 void CpuBackend::fill(float* x, size_t n, float v) {
+  // +0 (zero_grad, fresh buffers) is all-zero bytes: memset, as std::fill of 0 on a vector was.
+  if (v == 0.f && !std::signbit(v)) {
+    if (n) std::memset(x, 0, n * sizeof(float));
+    return;
+  }
   for (size_t i = 0; i < n; ++i) x[i] = v;
 }
 
