@@ -50,6 +50,7 @@ class Gpt : public Model, public TextGenerator {
   TextGenerator* as_text_generator() override { return this; }
 
  private:
+  Tensor positions(Arena& arena) const;                // [B, T] position ids for wpe
   Tensor head_forward(const Tensor& x, Arena& arena);   // [B, T, C] -> [B, T, V], tied to wte
   Tensor head_backward(const Tensor& dlogits, Arena& arena);
 
