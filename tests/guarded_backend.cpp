@@ -159,4 +159,45 @@ void GuardedBackend::activation_backward(ActKind k, const float* x, const float*
   inner_.activation_backward(k, x, y, dy, dx, n);
 }
 
+CrossEntropySum GuardedBackend::cross_entropy_forward(const CrossEntropyArgs& a) {
+  Open open(*this);
+  return inner_.cross_entropy_forward(a);
+}
+
+void GuardedBackend::cross_entropy_backward(const CrossEntropyArgs& a, double scale, float* dlogits) {
+  Open open(*this);
+  inner_.cross_entropy_backward(a, scale, dlogits);
+}
+
+void GuardedBackend::layer_norm_forward(const LayerNormArgs& a, float* y) {
+  Open open(*this);
+  inner_.layer_norm_forward(a, y);
+}
+
+void GuardedBackend::layer_norm_backward(const LayerNormArgs& a, const float* dy, float* dx, float* dweight,
+                                         float* dbias) {
+  Open open(*this);
+  inner_.layer_norm_backward(a, dy, dx, dweight, dbias);
+}
+
+void GuardedBackend::embedding_forward(const EmbeddingArgs& a, const float* table, float* y, bool accumulate) {
+  Open open(*this);
+  inner_.embedding_forward(a, table, y, accumulate);
+}
+
+void GuardedBackend::embedding_backward(const EmbeddingArgs& a, const float* dy, float* dtable) {
+  Open open(*this);
+  inner_.embedding_backward(a, dy, dtable);
+}
+
+void GuardedBackend::dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) {
+  Open open(*this);
+  inner_.dropout_forward(x, y, n, p, seed);
+}
+
+void GuardedBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) {
+  Open open(*this);
+  inner_.dropout_backward(dy, dx, n, p, seed);
+}
+
 }  // namespace seqtrain::testing

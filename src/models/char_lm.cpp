@@ -45,7 +45,7 @@ CharLm::CharLm(const ModelSpec& spec, const ModelEnv& env)
       embed_(params_, "embed", spec.vocab_size, spec.embed_size),
       rnn_(params_, "rnn", lstm_ ? RnnCell::lstm : RnnCell::gru, spec.embed_size, spec.hidden, spec.layers, false,
            spec.dropout, rnn_options(spec, env)),
-      drop_(spec.dropout),
+      drop_(spec.dropout, &params_.backend()),
       head_(params_, "head", spec.hidden, spec.vocab_size) {
   finish_params();
 }

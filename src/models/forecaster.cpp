@@ -10,7 +10,7 @@ Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
     : Model(spec, env),
       rnn_(params_, "rnn", rnn_cell(spec.type), spec.input_size, spec.hidden,
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, env)),
-      drop_(spec.dropout),
+      drop_(spec.dropout, &params_.backend()),
       head_(params_, "head", rnn_.output_size(), spec.output_size) {
   finish_params();
 }

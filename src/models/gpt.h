@@ -50,6 +50,7 @@ class Gpt : public Model, public TextGenerator {
 
  private:
   void init_params(Rng& rng) override;
+  Tensor positions(Arena& arena) const;                // [B, T] position ids for wpe
   Tensor head_forward(const Tensor& x, Arena& arena);   // [B, T, C] -> [B, T, V], tied to wte
   Tensor head_backward(const Tensor& dlogits, Arena& arena);
 

@@ -9,7 +9,7 @@ MlpForecaster::MlpForecaster(const ModelSpec& spec, const ModelEnv& env)
   for (int64_t k = 0; k < spec.layers; ++k) {
     body_.emplace_back(params_, "body." + std::to_string(3 * k), k == 0 ? flat : spec.hidden, spec.hidden);
     relus_.emplace_back(ActKind::relu, &params_.backend());
-    drops_.emplace_back(spec.dropout);
+    drops_.emplace_back(spec.dropout, &params_.backend());
   }
   finish_params();
 }

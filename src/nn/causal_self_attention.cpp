@@ -27,7 +27,7 @@ CausalSelfAttention::CausalSelfAttention(ParamStore& p, const std::string& prefi
       options(o),
       c_attn(p, prefix + ".c_attn", n_embd_, qkv_width(prefix, n_embd_, o.n_head), o.bias),
       c_proj(p, prefix + ".c_proj", n_embd_, n_embd_, o.bias),
-      resid_drop(o.resid_dropout) {
+      resid_drop(o.resid_dropout, &p.backend()) {
   ST_CHECK(o.precision == DType::f32 || o.precision == DType::bf16,
            "CausalSelfAttention '{}': attention precision {} is not supported: use f32 or bf16", prefix,
            dtype_name(o.precision));

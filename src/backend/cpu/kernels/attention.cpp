@@ -35,7 +35,6 @@ namespace seqtrain::ST_ISA_NS {
 namespace {
 
 constexpr int64_t kTile = 64;  // queries per tile and keys per tile (a multiple of kLanes and 4)
-using vu = uint32_t __attribute__((vector_size(kLanes * 4)));
 
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 inline float fmaxf_(float a, float b) { return a > b ? a : b; }
@@ -125,24 +124,13 @@ void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t D, int6
 }
 
 // The dropout factor of each key column of a tile row: keep_scale where kept, 0 where dropped.
-// attention_bits() of backend/attention_dropout.h written out on this level's vectors (the
-// compiler left the scalar loop scalar); the flash-vs-reference tests with dropout hold the two
-// to the same mask.
+// attention_bits() of backend/attention_dropout.h on this level's vectors (vec.h's hash_bits);
+// the flash-vs-reference tests with dropout hold the two to the same mask.
 void keep_row(const AttentionKernelArgs& a, int64_t b, int64_t h, int64_t i, int64_t j0, float* kf) {
   const uint64_t key = attention_row_key(a.seed, b, h, i);
-  const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
-  vu j;
-  for (int64_t k = 0; k < kLanes; ++k) j[k] = static_cast<uint32_t>(j0 + k);
-  for (int64_t v = 0; v < kTile; v += kLanes, j += static_cast<uint32_t>(kLanes)) {
-    vu x = (j * 0x9e3779b9u) ^ lo;
-    x ^= x >> 16;
-    x *= 0x85ebca6bu;
-    x ^= x >> 13;
-    x *= 0xc2b2ae35u;
-    x ^= x >> 16;
-    x = (x ^ hi) >> 8;
-    vstore(kf + v, x >= a.keep_threshold ? splat(a.keep_scale) : splat(0.f));
-  }
+  vu j = __builtin_convertvector(lane_index(), vu) + static_cast<uint32_t>(j0);
+  for (int64_t v = 0; v < kTile; v += kLanes, j += static_cast<uint32_t>(kLanes))
+    vstore(kf + v, hash_bits(j, key) >= a.keep_threshold ? splat(a.keep_scale) : splat(0.f));
 }
 
 // kv[j] for j < n: 1 where key j of batch row b is real (j < T) and not padding, else 0. The
@@ -181,12 +169,6 @@ Dims dims_of(const AttentionKernelArgs& a) {
 }  // namespace
 
 namespace {
-
-inline float hsum(vf v) {
-  float s = 0.f;
-  for (int64_t k = 0; k < kLanes; ++k) s += v[k];
-  return s;
-}
 
 // One query row i of a score tile (s: raw q.k over key columns [j0, j0 + kTile)) through the
 // online softmax: updates the row's running max m and sum l, writes the probabilities to p
