@@ -180,9 +180,9 @@ struct Job {
 };
 
 // SGD runs also scale the loss (fp16's dynamic loss scaling), so the step unscales on the device.
-Job make_job(Backend* backend, const std::string& optimizer) {
+Job make_job(Backend* backend, const std::string& optimizer, const ModelSpec& spec = lstm_spec()) {
   Job r;
-  r.model = make_model(lstm_spec(), backend ? on(*backend) : ModelEnv{});
+  r.model = make_model(spec, backend ? on(*backend) : ModelEnv{});
   Rng init(42);
   r.model->init(init);
   OptimizerOptions o{.name = optimizer, .lr = 3e-3};
@@ -259,6 +259,43 @@ void guarded_matches_reference(const std::string& optimizer) {
 }
 
 TEST(DeviceMemory, GuardedBackendTrainsAdamWBitwiseLikeTheReference) { guarded_matches_reference("adamw"); }
+
+// The GPT on memory the host may not touch: embedding, LayerNorm, attention, GELU, dropout, the
+// tied head and cross-entropy all run through the backend, so it trains like the reference.
+TEST(DeviceMemory, GuardedBackendTrainsAGptBitwiseLikeTheReference) {
+  ModelSpec s;
+  s.type = "gpt";
+  s.vocab_size = 11;
+  s.lookback = s.output_size = 8;
+  s.input_size = 1;
+  s.layers = 2;
+  s.heads = 2;
+  s.hidden = 12;
+  s.dropout = 0.1f;
+  s.backend = "reference";
+  GuardedBackend g(ref());
+  Job guarded = make_job(&g, "adamw", s), plain = make_job(nullptr, "adamw", s);
+  guarded.step = std::make_unique<TrainStep>(*guarded.model, *guarded.opt, *guarded.sched,
+                                             StepOptions{LossKind::cross_entropy, {}, 1.0, 1});
+  plain.step = std::make_unique<TrainStep>(*plain.model, *plain.opt, *plain.sched,
+                                           StepOptions{LossKind::cross_entropy, {}, 1.0, 1});
+  const size_t copies = g.copies();
+  for (Job* j : {&guarded, &plain})
+    for (int64_t step = 0; step < 4; ++step) {
+      Rng rng(1000 + step);
+      std::vector<float> x(3 * 8);
+      std::vector<int64_t> y(3 * 8);
+      for (size_t i = 0; i < y.size(); ++i) {
+        y[i] = std::min<int64_t>(10, static_cast<int64_t>(rng.uniform() * 11));
+        x[i] = static_cast<float>((y[i] + 3) % 11);
+      }
+      j->step->run(Tensor(x.data(), {3, 8}), Tensor(y.data(), {3, 8}, DType::i64), static_cast<uint64_t>(step));
+      j->losses.push_back(j->step->take_loss());
+    }
+  EXPECT_EQ(g.copies(), copies) << "a training step copied across the seam";
+  EXPECT_NE(guarded.losses.front(), guarded.losses.back());
+  expect_bitwise_equal(guarded, plain);
+}
 TEST(DeviceMemory, GuardedBackendTrainsScaledSgdMomentumBitwiseLikeTheReference) { guarded_matches_reference("sgd"); }
 
 // On a host-accessible backend the host views are the memory itself: training, saving and

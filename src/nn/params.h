@@ -15,9 +15,8 @@
 // On a host-accessible backend (cpu, reference) every one of these is direct or one memcpy, and
 // code that already knows its store is host-accessible (tests, the CPU-only benches) may keep
 // using params()/param(i) on the host. The training step never copies: the optimizer, clipping
-// and the loss scaler work on the device pointers through the backend. (Not yet so: LayerNorm's
-// and the embedding's forward/backward loops read param(i) on the host; until they are Backend
-// operations, only models without them train on a backend whose memory is not the host's.)
+// and the loss scaler work on the device pointers through the backend; every registered family
+// trains on memory the host may not touch (tests/test_device_memory.cpp's GuardedBackend).
 #pragma once
 #include <cstdint>
 #include <span>
