@@ -2,7 +2,13 @@
 // forward and backward, at the nanoGPT CPU recipe's shape (B 12, T 64, C 128, H 4) and at a
 // larger one (B 64, T 256, C 384, H 6), fp32 and bf16, without and with attention dropout.
 //
-//   bench_attention [--repeats R] [--threads P] [--noncausal 1] [--peak-gflops G]
+//   bench_attention [--repeats R] [--threads P] [--noncausal 1] [--peak-gflops G] [--seq T]
+//                   [--precision fp32|bf16] [--dropout P] [--clock wall|cpu]
+//
+// --seq, --precision, --dropout keep only the cases with that T, precision, dropout.
+// --clock cpu times with the process's CPU clock (all threads summed) instead of the wall clock:
+// with --threads 1 it compares two kernels on a machine others are busy on (the wall clock
+// counts the time the scheduler gave to them; the CPU clock does not), as the GFLOP/s of one core.
 //
 // --noncausal 1: the encoder's mask (AttentionArgs::causal = false, every key tile visited).
 // Printed per case: best and median wall ms of forward, of backward, of both, and GFLOP/s of
@@ -18,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -28,8 +35,15 @@ using namespace seqtrain;
 
 namespace {
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+bool g_cpu_clock = false;
+
+double now_ms() {
+  if (g_cpu_clock) {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+  }
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Case {
@@ -52,12 +66,11 @@ void run_case(const Case& c, DType dt, float p, int repeats, bool causal, double
   a.qkv = qkv.data(); a.y = y.data(); a.lse = lse.data();
   std::vector<double> fwd, bwd, both;
   for (int r = 0; r < repeats + 2; ++r) {  // two warm-up rounds
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_ms();
     be.attention_forward(a);
-    const double f = ms_since(t0);
-    const auto t1 = std::chrono::steady_clock::now();
+    const double t1 = now_ms();
     be.attention_backward(a, dy.data(), dqkv.data());
-    const double b = ms_since(t1);
+    const double f = t1 - t0, b = now_ms() - t1;
     if (r < 2) continue;
     fwd.push_back(f); bwd.push_back(b); both.push_back(f + b);
   }
@@ -81,17 +94,30 @@ int main(int argc, char** argv) {
   int repeats = 20;
   bool causal = true;
   double peak = 0;
+  int64_t only_seq = 0;
+  std::string only_precision;
+  float only_dropout = -1.f;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--repeats") repeats = std::atoi(argv[i + 1]);
     else if (k == "--threads") omp_set_num_threads(std::atoi(argv[i + 1]));
     else if (k == "--noncausal") causal = std::atoi(argv[i + 1]) == 0;
     else if (k == "--peak-gflops") peak = std::atof(argv[i + 1]);
+    else if (k == "--seq") only_seq = std::atoll(argv[i + 1]);
+    else if (k == "--precision") only_precision = argv[i + 1];
+    else if (k == "--dropout") only_dropout = static_cast<float>(std::atof(argv[i + 1]));
+    else if (k == "--clock") g_cpu_clock = std::string(argv[i + 1]) == "cpu";
     else { std::fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
   }
-  std::printf("threads %d, repeats %d, %s\n", omp_get_max_threads(), repeats, causal ? "causal" : "non-causal");
+  std::printf("threads %d, repeats %d, %s, %s clock\n", omp_get_max_threads(), repeats,
+              causal ? "causal" : "non-causal", g_cpu_clock ? "cpu" : "wall");
   for (const Case& c : {Case{12, 64, 128, 4}, Case{64, 256, 384, 6}})
     for (DType dt : {DType::f32, DType::bf16})
-      for (float p : {0.f, 0.1f}) run_case(c, dt, p, repeats, causal, peak);
+      for (float p : {0.f, 0.1f}) {
+        if (only_seq && c.T != only_seq) continue;
+        if (!only_precision.empty() && only_precision != (dt == DType::bf16 ? "bf16" : "fp32")) continue;
+        if (only_dropout >= 0.f && p != only_dropout) continue;
+        run_case(c, dt, p, repeats, causal, peak);
+      }
   return 0;
 }

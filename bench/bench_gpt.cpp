@@ -28,7 +28,7 @@
 // Then a per-phase profile of the same model, rebuilt from its layers over a ParamStore exactly
 // as models/gpt.cpp and models/gpt_block.cpp wire them (the same Embedding, LayerNorm, Linear,
 // Activation layers and the Backend's attention op), with a clock around each call:
-//   embed      wte + wpe lookups and their add; backward: wte scatter-add, the wpe row sums
+//   embed      the wte lookup and the wpe rows added onto it; backward: both scatter-adds
 //   layernorm  ln_1, ln_2, ln_f forward and backward
 //   attention  the flash-attention kernel alone (attention_forward / attention_backward)
 //   linear     c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj forward and backward (GEMMs + bias; under
@@ -277,13 +277,10 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
     arena.reset();
     auto t0 = Clock::now();
     // forward
-    Tensor pos = arena.tensor({T}, DType::i64);
-    for (int64_t t = 0; t < T; ++t) pos.data<int64_t>()[t] = t;
-    Tensor tok = wte.forward(d.xt, arena);
-    Tensor pe = wpe.forward(pos, arena);
-    Tensor x = arena.tensor({B, T, C});
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < T * C; ++i) x.f32()[b * T * C + i] = tok.f32()[b * T * C + i] + pe.f32()[i];
+    Tensor pos = arena.tensor({B, T}, DType::i64);
+    for (int64_t i = 0; i < B * T; ++i) pos.data<int64_t>()[i] = i % T;
+    Tensor x = wte.forward(d.xt, arena);
+    wpe.forward_add(pos, x, arena);
     f[EMBED] += tick(t0);
     for (auto& bp : blocks) {
       ProfBlock& b = *bp;
@@ -350,10 +347,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       g[RES] += tick(t0);
     }
     wte.backward(dx, arena);
-    Tensor dpos = arena.zeros({T, C});
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < T * C; ++i) dpos.f32()[i] += dx.f32()[b * T * C + i];
-    wpe.backward(dpos, arena);
+    wpe.backward(dx, arena);
     g[EMBED] += tick(t0);
     clip_grad_norm(be, ps.grads(), ps.size(), 1.0);
     g[CLIP] += tick(t0);

@@ -27,6 +27,10 @@ std::string_view backend_op_name(BackendOp op) {
     case BackendOp::activation: return "activation";
     case BackendOp::attention_f32: return "fp32 attention";
     case BackendOp::attention_bf16: return "bf16 attention";
+    case BackendOp::cross_entropy: return "cross-entropy";
+    case BackendOp::layer_norm: return "LayerNorm";
+    case BackendOp::embedding: return "embedding lookup";
+    case BackendOp::dropout: return "dropout";
   }
   return "?";
 }
@@ -57,6 +61,41 @@ bool check_convert(std::string_view backend, DType from, DType to) {
   ST_CHECK(narrow || widen, "{} backend: no conversion from {} to {} (f32 <-> bf16 / f16 only)", backend,
            dtype_name(from), dtype_name(to));
   return narrow;
+}
+
+void check_cross_entropy_args(const CrossEntropyArgs& a) {
+  ST_CHECK(a.rows > 0 && a.classes > 0, "cross_entropy: {} rows of {} classes: both must be positive", a.rows,
+           a.classes);
+  ST_CHECK(a.logits && a.targets, "cross_entropy: logits and targets must be given (null pointer)");
+  for (int64_t i = 0; i < a.rows; ++i) {
+    const int64_t t = a.targets[i];
+    ST_CHECK(t == a.ignore_index || (t >= 0 && t < a.classes),
+             "cross_entropy loss: target {} at row {} is out of range for {} classes (valid 0..{}, or ignore_index {})",
+             t, i, a.classes, a.classes - 1, a.ignore_index);
+  }
+}
+
+void check_layer_norm_args(const LayerNormArgs& a) {
+  ST_CHECK(a.rows > 0 && a.channels > 0, "LayerNorm: {} rows of {} channels: both must be positive", a.rows,
+           a.channels);
+  ST_CHECK(a.eps > 0.f, "LayerNorm: eps must be positive, got {}", a.eps);
+  ST_CHECK(a.x && a.weight && a.mean && a.rstd, "LayerNorm: x, weight, mean and rstd must be given (null pointer)");
+}
+
+void check_embedding_args(const EmbeddingArgs& a) {
+  ST_CHECK(a.rows > 0 && a.dim > 0 && a.count >= 0, "Embedding: a [{}, {}] table looked up {} times: bad sizes",
+           a.rows, a.dim, a.count);
+  ST_CHECK(a.ids || a.count == 0, "Embedding: ids must be given (null pointer)");
+  for (int64_t i = 0; i < a.count; ++i)
+    ST_CHECK(a.ids[i] >= 0 && a.ids[i] < a.rows,
+             "Embedding: id {} at position {} is out of range for a vocabulary of {} (valid ids are 0..{})",
+             a.ids[i], i, a.rows, a.rows - 1);
+}
+
+void check_dropout_args(const float* x, const float* y, int64_t n, float p) {
+  ST_CHECK(n >= 0, "dropout: {} elements", n);
+  ST_CHECK(p >= 0.f && p <= 1.f, "dropout probability must be in [0, 1], got {}", p);
+  ST_CHECK((x && y) || n == 0, "dropout: input and output must be given (null pointer)");
 }
 
 RnnImpl parse_rnn_impl(const std::string& name) {

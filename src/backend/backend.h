@@ -5,9 +5,13 @@
 // The operations are the ones those callers need and no finer: a GEMM with a dtype (as cuBLAS's
 // cublasGemmEx), the bias broadcast and bias-gradient row sums of Linear, a whole recurrent
 // layer (all directions) forward and backward on PyTorch-layout weights (as cuDNN's RNN API and
-// the CPU's fused kernels work: one call per layer), AdamW and SGD over the flat parameter
-// buffer with the optimizer's per-range decay flags, the L2 norm and scale of clipping, fill and
-// copy. Pointers are device memory of this backend (host memory for cpu and reference).
+// the CPU's fused kernels work: one call per layer), self-attention, the elementwise
+// activations, cross-entropy fused with log-softmax, LayerNorm, the embedding gather and its
+// scatter-add, dropout, AdamW and SGD over the flat parameter buffer with the optimizer's
+// per-range decay flags, the L2 norm and scale of clipping, fill and copy. Pointers are device
+// memory of this backend (host memory for cpu and reference): the parameter, gradient and
+// optimizer buffers come from its allocate() (the memory section below), activations from the
+// caller's Arena.
 //
 // A backend says which operations it has (supports()); asking one it lacks for an operation is
 // a seqtrain::Error naming the operation and the backend, never a silent fallback.
@@ -41,6 +45,10 @@ enum class BackendOp : uint8_t {
   adamw, sgd, norm, scale, fill, copy,
   activation,                      // the elementwise activations (ActKind)
   attention_f32, attention_bf16,   // self-attention (causal or not, key padding) by product precision
+  cross_entropy,                   // cross_entropy_forward / _backward
+  layer_norm,                      // layer_norm_forward / _backward
+  embedding,                       // embedding_forward / _backward
+  dropout,                         // dropout_forward / _backward
 };
 std::string_view backend_op_name(BackendOp op);
 
@@ -160,6 +168,68 @@ void check_attention_args(const AttentionArgs& a);
 // f32) or widens; any other pair is an Error naming the backend and both types.
 bool check_convert(std::string_view backend, DType from, DType to);
 
+// Cross-entropy fused with log-softmax over the rows of logits [N, C] (torch's
+// F.cross_entropy(logits, targets, ignore_index=..., reduction='sum') and its gradient):
+//   loss_i = logsumexp(z_i) - z_i[t_i]  for every row whose target t_i is not ignore_index
+// forward returns the sum of loss_i (accumulated in double), the count of such rows and how many
+// of them have t_i as their largest logit (the first largest on ties, std::max_element's rule),
+// so no caller reads the logits again for accuracy. backward overwrites dlogits [N, C] with
+//   scale * (softmax(z_i) - onehot(t_i)) for counted rows, 0 for ignored rows.
+// lse [N] is optional: forward writes each counted row's logsumexp there when given, backward
+// reads it when given and recomputes it otherwise (the CPU does so in the row's one pass, from
+// cache; nn/loss's stateless API passes none). Ignored rows' lse is left as it was.
+// Targets live with the logits (device memory); each must be in [0, C) or ignore_index.
+struct CrossEntropyArgs {
+  int64_t rows = 0, classes = 0;  // N, C
+  const float* logits = nullptr;
+  const int64_t* targets = nullptr;
+  int64_t ignore_index = -100;
+  float* lse = nullptr;           // optional, see above
+};
+struct CrossEntropySum {
+  double loss = 0;
+  int64_t count = 0, correct = 0;
+};
+// Throws a seqtrain::Error for non-positive sizes, null pointers or a target out of range
+// (naming it, its row and the class count); every implementation calls it first.
+void check_cross_entropy_args(const CrossEntropyArgs& a);
+
+// LayerNorm over the last dimension of x [N, C] (torch.nn.LayerNorm(C, eps)):
+//   forward   y = (x - mean) * rstd * weight (+ bias), rstd = 1 / sqrt(biased var + eps);
+//             writes y [N, C] and each row's mean and rstd [N] (float) for backward.
+//   backward  with xhat = (x - mean) * rstd, dxhat = dy * weight:
+//             dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) per row (overwritten);
+//             dweight += column sums of dy * xhat, dbias += column sums of dy (dbias null: no bias).
+// The column sums are added in an order that does not depend on the thread count.
+struct LayerNormArgs {
+  int64_t rows = 0, channels = 0;  // N, C
+  float eps = 1e-5f;
+  const float* x = nullptr;
+  const float* weight = nullptr;   // [C]
+  const float* bias = nullptr;     // [C] or null
+  float* mean = nullptr;           // [N]: forward writes, backward reads
+  float* rstd = nullptr;           // [N]
+};
+void check_layer_norm_args(const LayerNormArgs& a);
+
+// An embedding table [rows, dim] looked up by `count` int64 ids (torch.nn.Embedding):
+//   forward   y[i, :] = table[ids[i], :] (accumulate: y[i, :] += it, as GPT adds the position
+//             rows onto the token rows)
+//   backward  dtable[ids[i], :] += dy[i, :] for every i. Repeated ids sum in the order of i
+//             whatever the thread count, so the result is deterministic.
+// Ids live with the table (device memory); one outside [0, rows) is an Error naming it.
+struct EmbeddingArgs {
+  int64_t rows = 0, dim = 0, count = 0;
+  const int64_t* ids = nullptr;
+};
+void check_embedding_args(const EmbeddingArgs& a);
+
+// Inverted dropout over n elements (torch.nn.Dropout in training): y = x / (1 - p) where kept,
+// 0 where dropped (p = 1: all zeros). Whether element i is kept is dropout_keep() of
+// backend/dropout_mask.h, a pure function of (seed, i): backward regenerates the mask instead of
+// storing one, and no implementation's result depends on its thread count.
+void check_dropout_args(const float* x, const float* y, int64_t n, float p);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -167,6 +237,22 @@ class Backend {
   virtual bool supports(BackendOp op) const = 0;
   // Throws Error "<backend> backend has no <op>" unless supports(op); `what` adds context.
   void require(BackendOp op, std::string_view what = {}) const;
+
+  // ---- Memory: where parameters, gradients and optimizer state live (backend/device_buffer.h) ----
+  // `bytes` bytes of this backend's device memory, uninitialised, aligned to at least
+  // kDeviceAlignment (the CPU backend: 64 bytes, a page for large buffers); null for 0 bytes.
+  virtual void* allocate(size_t bytes) = 0;
+  // Frees what this backend's allocate() returned; anything else (another backend's buffer, a
+  // second release) is an Error naming the backend. Null is ignored.
+  virtual void release(void* p) = 0;
+  // True when this backend's device memory is host memory that host code may read and write
+  // directly (cpu, reference). When false, host code reaches it only through the two copies
+  // below (nn/params.h states the host-access contract).
+  virtual bool host_accessible() const = 0;
+  // Device -> host and host -> device copies of `bytes` bytes; the device side must lie inside one
+  // live allocation of this backend (an Error otherwise).
+  virtual void copy_to_host(const void* device_src, void* host_dst, size_t bytes) = 0;
+  virtual void copy_from_host(const void* host_src, void* device_dst, size_t bytes) = 0;
 
   // C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, lda/ldb/ldc the row strides as stored
   // (backend/cpu/gemm.h's conventions). `in` is A's and B's dtype (f32, or bf16/f16 raw 16-bit
@@ -204,6 +290,20 @@ class Backend {
   virtual void activation_forward(ActKind k, const float* x, float* y, int64_t n) = 0;
   virtual void activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
                                    int64_t n) = 0;
+  // Cross-entropy (CrossEntropyArgs above): the sums of forward; backward writes dlogits.
+  virtual CrossEntropySum cross_entropy_forward(const CrossEntropyArgs& a) = 0;
+  virtual void cross_entropy_backward(const CrossEntropyArgs& a, double scale, float* dlogits) = 0;
+  // LayerNorm (LayerNormArgs above): forward writes y, a.mean, a.rstd; backward reads them.
+  virtual void layer_norm_forward(const LayerNormArgs& a, float* y) = 0;
+  virtual void layer_norm_backward(const LayerNormArgs& a, const float* dy, float* dx, float* dweight,
+                                   float* dbias) = 0;
+  // Embedding (EmbeddingArgs above).
+  virtual void embedding_forward(const EmbeddingArgs& a, const float* table, float* y, bool accumulate) = 0;
+  virtual void embedding_backward(const EmbeddingArgs& a, const float* dy, float* dtable) = 0;
+  // Dropout: y = keep(seed, i) ? x / (1 - p) : 0; backward is the same map on dy with the same
+  // (p, seed).
+  virtual void dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) = 0;
+  virtual void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) = 0;
 };
 
 // The overrides of every operation above, for a concrete backend's class body: the list is
@@ -226,7 +326,27 @@ class Backend {
   void attention_forward(const AttentionArgs& a) override;                                                           \
   void attention_backward(const AttentionArgs& a, const float* dy, float* dqkv) override;                            \
   void activation_forward(ActKind k, const float* x, float* y, int64_t n) override;                                  \
-  void activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx, int64_t n) override;
+  void activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx, int64_t n) override; \
+  CrossEntropySum cross_entropy_forward(const CrossEntropyArgs& a) override;                                         \
+  void cross_entropy_backward(const CrossEntropyArgs& a, double scale, float* dlogits) override;                    \
+  void layer_norm_forward(const LayerNormArgs& a, float* y) override;                                                \
+  void layer_norm_backward(const LayerNormArgs& a, const float* dy, float* dx, float* dweight, float* dbias)        \
+      override;                                                                                                      \
+  void embedding_forward(const EmbeddingArgs& a, const float* table, float* y, bool accumulate) override;           \
+  void embedding_backward(const EmbeddingArgs& a, const float* dy, float* dtable) override;                         \
+  void dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) override;                      \
+  void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) override;
+
+// The memory functions above, for a concrete backend's class body (kept apart from
+// SEQTRAIN_BACKEND_OPERATIONS: memory and operations change independently).
+#define SEQTRAIN_BACKEND_MEMORY                                                       \
+  void* allocate(size_t bytes) override;                                              \
+  void release(void* p) override;                                                     \
+  void copy_to_host(const void* device_src, void* host_dst, size_t bytes) override;   \
+  void copy_from_host(const void* host_src, void* device_dst, size_t bytes) override;
+
+// Every backend's allocate() aligns to at least this (a 16-byte vector load, as malloc does).
+inline constexpr size_t kDeviceAlignment = 16;
 
 // The backends by runtime.backend name ("cpu", "reference"): one instance each for the process
 // (they hold no per-run state; per-layer state lives in what make_recurrent returns). Callers

@@ -521,18 +521,28 @@ Metadata load_flat(const std::string& path, const ParamStore& layout, std::span<
 // order of the PyTorch module's state_dict, whose tied head comes last.
 void save_params(const std::string& path, const ParamStore& store, const Metadata& metadata) {
   ST_CHECK(store.finalized(), "{}: cannot save parameters before the model is built (ParamStore::finalize)", path);
+  const HostReadView values = store.read_view();  // the buffer itself on a host-accessible backend
   std::vector<TensorRef> refs;
-  for (const auto& e : store.entries()) refs.push_back({e.name, StDType::F32, e.shape, store.params() + e.offset});
+  for (const auto& e : store.entries()) refs.push_back({e.name, StDType::F32, e.shape, values.data() + e.offset});
   for (const auto& [name, i] : store.aliases()) {
     const ParamEntry& e = store.entries()[i];
-    refs.push_back({name, StDType::F32, e.shape, store.params() + e.offset});
+    refs.push_back({name, StDType::F32, e.shape, values.data() + e.offset});
   }
   write_safetensors(path, std::span<const TensorRef>(refs), metadata);
 }
 
+// Straight into the buffer on a host-accessible backend; otherwise into host memory, uploaded
+// once the whole file has been checked and converted.
 Metadata load_params(const std::string& path, ParamStore& store) {
-  FlatBufferOut b{"", store.params()};
-  return load_flat(path, store, std::span<const FlatBufferOut>(&b, 1));
+  if (store.host_accessible()) {
+    FlatBufferOut b{"", store.params()};
+    return load_flat(path, store, std::span<const FlatBufferOut>(&b, 1));
+  }
+  std::vector<float> staged(store.size());
+  FlatBufferOut b{"", staged.data()};
+  Metadata metadata = load_flat(path, store, std::span<const FlatBufferOut>(&b, 1));
+  store.write_params(staged);
+  return metadata;
 }
 
 }  // namespace seqtrain

@@ -74,7 +74,8 @@ SafetensorsFile read_safetensors(const std::string& path);
 // Every ParamEntry as an F32 tensor under its own name.
 void save_params(const std::string& path, const ParamStore& store, const Metadata& metadata = {});
 // The file must hold exactly the store's names with the same shapes; values are copied into
-// store.params(). F64/F16/BF16 tensors are converted to f32. Returns the file's metadata.
+// the store's parameters (through its host-access contract, nn/params.h). F64/F16/BF16 tensors
+// are converted to f32. Returns the file's metadata.
 Metadata load_params(const std::string& path, ParamStore& store);
 
 // Buffers laid out like store.params() (one float per parameter element), each written as one

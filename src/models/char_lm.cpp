@@ -40,17 +40,17 @@ float sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
 }  // namespace
 
 CharLm::CharLm(const ModelSpec& spec, const ModelEnv& env)
-    : Model(checked(spec), env.precision),
+    : Model(checked(spec), env),
       lstm_(rnn_cell(spec.type) == RnnCell::lstm),
       embed_(params_, "embed", spec.vocab_size, spec.embed_size),
       rnn_(params_, "rnn", lstm_ ? RnnCell::lstm : RnnCell::gru, spec.embed_size, spec.hidden, spec.layers, false,
            spec.dropout, rnn_options(spec, env)),
-      drop_(spec.dropout),
+      drop_(spec.dropout, &params_.backend()),
       head_(params_, "head", spec.hidden, spec.vocab_size) {
   finish_params();
 }
 
-void CharLm::init(Rng& rng) {
+void CharLm::init_params(Rng& rng) {
   embed_.init(rng);
   rnn_.init(rng);
   head_.init(rng);
@@ -102,7 +102,8 @@ void CharLm::step(int64_t id, CharLmState& state, float* logits) {
            V - 1);
   ST_CHECK(static_cast<int64_t>(state.h.size()) == spec_.layers, "{}: state has {} layers, the model {}", spec_.type,
            state.h.size(), spec_.layers);
-  auto p = [&](const std::string& name) { return params_.params() + params_.find(name)->offset; };
+  const HostReadView host = params_.read_view();  // the store itself on a host-accessible backend
+  auto p = [&](const std::string& name) { return host.data() + params_.find(name)->offset; };
   std::vector<float> x(p("embed.weight") + id * spec_.embed_size, p("embed.weight") + (id + 1) * spec_.embed_size);
   std::vector<float> gi(G * H), gh(G * H);
   for (int64_t k = 0; k < spec_.layers; ++k) {

@@ -37,7 +37,6 @@ class CharLm : public Model, public TextGenerator {
   explicit CharLm(const ModelSpec& spec, const ModelEnv& env = {});
   Tensor forward(const Batch& batch, StepContext& ctx) override;
   void backward(StepContext& ctx) override;
-  void init(Rng& rng) override;
 
   int64_t vocab_size() const override { return spec_.vocab_size; }
   CharLmState initial_state() const;
@@ -52,6 +51,7 @@ class CharLm : public Model, public TextGenerator {
 
 
  private:
+  void init_params(Rng& rng) override;
   bool lstm_;
   Embedding embed_;
   RnnStack rnn_;

@@ -7,15 +7,15 @@
 namespace seqtrain {
 
 Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
-    : Model(spec, env.precision),
+    : Model(spec, env),
       rnn_(params_, "rnn", rnn_cell(spec.type), spec.input_size, spec.hidden,
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, env)),
-      drop_(spec.dropout),
+      drop_(spec.dropout, &params_.backend()),
       head_(params_, "head", rnn_.output_size(), spec.output_size) {
   finish_params();
 }
 
-void Forecaster::init(Rng& rng) {
+void Forecaster::init_params(Rng& rng) {
   rnn_.init(rng);
   head_.init(rng);
 }

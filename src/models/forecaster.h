@@ -17,11 +17,11 @@ class Forecaster : public Model {
   explicit Forecaster(const ModelSpec& spec, const ModelEnv& env = {});
   Tensor forward(const Batch& batch, StepContext& ctx) override;
   void backward(StepContext& ctx) override;
-  void init(Rng& rng) override;
 
   RnnStack& rnn() { return rnn_; }
 
  private:
+  void init_params(Rng& rng) override;
   RnnStack rnn_;
   Dropout drop_;
   Linear head_;

@@ -65,10 +65,10 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }  // namespace
 
 Gpt::Gpt(const ModelSpec& spec, const ModelEnv& env)
-    : Model(checked(spec, env.precision), env.precision),
+    : Model(checked(spec, env.precision), env),
       wte_(params_, "transformer.wte", spec.vocab_size, spec.hidden),
       wpe_(params_, "transformer.wpe", spec.lookback, spec.hidden),
-      drop_(spec.dropout),
+      drop_(spec.dropout, &params_.backend()),
       blocks_(make_blocks(params_, spec, env.precision)),
       ln_f_(params_, "transformer.ln_f", spec.hidden, spec.bias),
       head_(params_.backend(), env.precision.compute, "gpt head (lm_head = transformer.wte)") {
@@ -92,7 +92,7 @@ void init_nanogpt(ParamStore& params, int64_t n_layer, Rng& rng) {
   }
 }
 
-void Gpt::init(Rng& rng) { init_nanogpt(params_, spec_.layers, rng); }
+void Gpt::init_params(Rng& rng) { init_nanogpt(params_, spec_.layers, rng); }
 
 Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
   Arena& arena = ctx.arena;
@@ -101,14 +101,8 @@ Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
   T_ = ids.shape[1];
   ST_CHECK(T_ <= spec_.lookback, "gpt: a sequence of {} tokens is longer than the block size {} (data.block_size)",
            T_, spec_.lookback);
-  const int64_t C = spec_.hidden;
-  Tensor pos = arena.tensor({T_}, DType::i64);
-  for (int64_t t = 0; t < T_; ++t) pos.data<int64_t>()[t] = t;
-  Tensor tok = wte_.forward(ids, arena);       // [B, T, C]
-  Tensor pe = wpe_.forward(pos, arena);        // [T, C]
-  Tensor x = arena.tensor({B_, T_, C});
-  for (int64_t b = 0; b < B_; ++b)
-    for (int64_t i = 0; i < T_ * C; ++i) x.f32()[b * T_ * C + i] = tok.f32()[b * T_ * C + i] + pe.f32()[i];
+  Tensor x = wte_.forward(ids, arena);          // [B, T, C]
+  wpe_.forward_add(positions(arena), x, arena);  // + wpe[t] on every sequence's row t
   x = drop_.forward(x, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
   for (size_t l = 0; l < blocks_.size(); ++l)
     x = blocks_[l]->forward(x, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l));
@@ -124,13 +118,17 @@ void Gpt::backward(StepContext& ctx) {
   for (size_t l = blocks_.size(); l-- > 0;) dx = blocks_[l]->backward(dx, arena, scratch_);
   dx = drop_.backward(dx, arena);
   wte_.backward(dx, arena);
-  // Every sequence adds its position gradients into the same wpe rows.
-  const int64_t C = spec_.hidden;
-  Tensor dpos = arena.zeros({T_, C});
-  for (int64_t b = 0; b < B_; ++b)
-    for (int64_t i = 0; i < T_ * C; ++i) dpos.f32()[i] += dx.f32()[b * T_ * C + i];
-  wpe_.backward(dpos, arena);
+  wpe_.backward(dx, arena);  // every sequence's row t into wpe row t
   ctx.note_scratch(spec_.grad_checkpoint ? scratch_.high_water() : 0);
+}
+
+// The position ids [B, T] of this batch: row b holds 0, 1, ..., T-1.
+Tensor Gpt::positions(Arena& arena) const {
+  Tensor pos = arena.tensor({B_, T_}, DType::i64);
+  int64_t* p = pos.data<int64_t>();
+  for (int64_t b = 0; b < B_; ++b)
+    for (int64_t t = 0; t < T_; ++t) p[b * T_ + t] = t;
+  return pos;
 }
 
 // logits[N, V] = x[N, C] wte[V, C]^T, N = B*T.

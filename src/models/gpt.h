@@ -45,7 +45,6 @@ class Gpt : public Model, public TextGenerator {
   explicit Gpt(const ModelSpec& spec, const ModelEnv& env = {});
   Tensor forward(const Batch& batch, StepContext& ctx) override;
   void backward(StepContext& ctx) override;
-  void init(Rng& rng) override;
 
   int64_t vocab_size() const override { return spec_.vocab_size; }
   std::unique_ptr<GenState> begin() const override;
@@ -53,6 +52,8 @@ class Gpt : public Model, public TextGenerator {
   TextGenerator* as_text_generator() override { return this; }
 
  private:
+  void init_params(Rng& rng) override;
+  Tensor positions(Arena& arena) const;                // [B, T] position ids for wpe
   Tensor head_forward(const Tensor& x, Arena& arena);   // [B, T, C] -> [B, T, V], tied to wte
   Tensor head_backward(const Tensor& dlogits, Arena& arena);  // -> dx [B, T, C]; adds into wte's gradient
 

@@ -34,7 +34,7 @@ GptBlock::GptBlock(ParamStore& params, const std::string& prefix, const GptBlock
       c_fc_(params, prefix + ".mlp.c_fc", o.n_embd, 4 * o.n_embd, o.bias, o.compute),
       gelu_(ActKind::gelu, &params.backend()),
       c_proj_(params, prefix + ".mlp.c_proj", 4 * o.n_embd, o.n_embd, o.bias, o.compute),
-      mlp_drop_(o.dropout) {}
+      mlp_drop_(o.dropout, &params.backend()) {}
 
 Tensor GptBlock::forward_layers(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
   Tensor h = attn_.forward(ln_1_.forward(x, arena), arena, training, mix_seed(seed, 1));

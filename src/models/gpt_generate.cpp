@@ -28,22 +28,28 @@ void matvec(const float* W, const float* b, const float* x, float* y, int64_t ou
   }
 }
 
-// torch.nn.LayerNorm over C, eps 1e-5, statistics in double as nn/layer_norm.cpp.
-void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t C) {
-  double mean = 0, var = 0;
-  for (int64_t c = 0; c < C; ++c) mean += x[c];
-  mean /= static_cast<double>(C);
-  for (int64_t c = 0; c < C; ++c) var += (x[c] - mean) * (x[c] - mean);
-  const double rstd = 1.0 / std::sqrt(var / static_cast<double>(C) + 1e-5);
-  for (int64_t c = 0; c < C; ++c) y[c] = static_cast<float>((x[c] - mean) * rstd) * w[c] + (b ? b[c] : 0.f);
+// torch.nn.LayerNorm over C, eps 1e-5: one row through the Backend's op, as nn/layer_norm.cpp.
+void layer_norm(Backend& be, const float* x, const float* w, const float* b, float* y, int64_t C) {
+  float mean = 0, rstd = 0;
+  LayerNormArgs a;
+  a.rows = 1;
+  a.channels = C;
+  a.eps = LayerNorm::kEps;
+  a.x = x; a.weight = w; a.bias = b; a.mean = &mean; a.rstd = &rstd;
+  be.layer_norm_forward(a, y);
 }
 
-// The parameters of one model, by nanoGPT name; biases null when the model has none.
+// The parameters of one model, by nanoGPT name, readable on the host (the store's own memory on
+// a host-accessible backend, else one download per token); biases null when the model has none.
+// `ops` runs the elementwise ops on host vectors: the model's backend where its memory is the
+// host's, so generation computes GELU exactly as forward() does, else the CPU backend.
 struct Weights {
-  ParamStore& ps;
+  const ParamStore& ps;
+  HostReadView host = ps.read_view();
+  Backend& ops = ps.host_accessible() ? ps.backend() : default_backend();
   const float* operator()(const std::string& name) const {
     const ParamEntry* e = ps.find(name);
-    return e ? ps.params() + e->offset : nullptr;
+    return e ? host.data() + e->offset : nullptr;
   }
 };
 
@@ -74,16 +80,16 @@ void attend(const float* q, const std::vector<float>& k, const std::vector<float
 // One block on the newest position: x [C] is updated in place; the cache of layer l grows by one.
 void block_step(const Weights& W, const std::string& pre, GptState& s, size_t l, float* x, int64_t C, int64_t H) {
   std::vector<float> a(C), qkv(3 * C), y(C), out(C), h(4 * C);
-  layer_norm(x, W(pre + "ln_1.weight"), W(pre + "ln_1.bias"), a.data(), C);
+  layer_norm(W.ps.backend(), x, W(pre + "ln_1.weight"), W(pre + "ln_1.bias"), a.data(), C);
   matvec(W(pre + "attn.c_attn.weight"), W(pre + "attn.c_attn.bias"), a.data(), qkv.data(), 3 * C, C);
   s.k[l].insert(s.k[l].end(), qkv.begin() + C, qkv.begin() + 2 * C);
   s.v[l].insert(s.v[l].end(), qkv.begin() + 2 * C, qkv.end());
   attend(qkv.data(), s.k[l], s.v[l], static_cast<int64_t>(s.k[l].size()) / C, C, H, y.data());
   matvec(W(pre + "attn.c_proj.weight"), W(pre + "attn.c_proj.bias"), y.data(), out.data(), C, C);
   for (int64_t c = 0; c < C; ++c) x[c] += out[c];
-  layer_norm(x, W(pre + "ln_2.weight"), W(pre + "ln_2.bias"), a.data(), C);
+  layer_norm(W.ps.backend(), x, W(pre + "ln_2.weight"), W(pre + "ln_2.bias"), a.data(), C);
   matvec(W(pre + "mlp.c_fc.weight"), W(pre + "mlp.c_fc.bias"), a.data(), h.data(), 4 * C, C);
-  W.ps.backend().activation_forward(ActKind::gelu, h.data(), h.data(), 4 * C);
+  W.ops.activation_forward(ActKind::gelu, h.data(), h.data(), 4 * C);
   matvec(W(pre + "mlp.c_proj.weight"), W(pre + "mlp.c_proj.bias"), h.data(), out.data(), C, 4 * C);
   for (int64_t c = 0; c < C; ++c) x[c] += out[c];
 }
@@ -123,7 +129,7 @@ void Gpt::next_logits(GenState& state, int64_t token, float* logits) {
   for (size_t l = 0; l < blocks_.size(); ++l)
     block_step(W, "transformer.h." + std::to_string(l) + ".", *s, l, x.data(), C, spec_.heads);
   s->tokens.push_back(token);
-  layer_norm(x.data(), W("transformer.ln_f.weight"), W("transformer.ln_f.bias"), y.data(), C);
+  layer_norm(W.ps.backend(), x.data(), W("transformer.ln_f.weight"), W("transformer.ln_f.bias"), y.data(), C);
   matvec(W("transformer.wte.weight"), nullptr, y.data(), logits, V, C);
 }
 

@@ -2,19 +2,19 @@
 
 namespace seqtrain {
 
-MlpForecaster::MlpForecaster(const ModelSpec& spec)
-    : Model(spec), head_(params_, "head", spec.hidden, spec.output_size) {
+MlpForecaster::MlpForecaster(const ModelSpec& spec, const ModelEnv& env)
+    : Model(spec, env), head_(params_, "head", spec.hidden, spec.output_size) {
   const int64_t flat = spec.lookback * spec.input_size;
   body_.reserve(spec.layers);
   for (int64_t k = 0; k < spec.layers; ++k) {
     body_.emplace_back(params_, "body." + std::to_string(3 * k), k == 0 ? flat : spec.hidden, spec.hidden);
     relus_.emplace_back(ActKind::relu, &params_.backend());
-    drops_.emplace_back(spec.dropout);
+    drops_.emplace_back(spec.dropout, &params_.backend());
   }
   finish_params();
 }
 
-void MlpForecaster::init(Rng& rng) {
+void MlpForecaster::init_params(Rng& rng) {
   for (auto& l : body_) l.init(rng);
   head_.init(rng);
 }

@@ -13,12 +13,12 @@ namespace seqtrain {
 
 class MlpForecaster : public Model {
  public:
-  explicit MlpForecaster(const ModelSpec& spec);
+  explicit MlpForecaster(const ModelSpec& spec, const ModelEnv& env = {});
   Tensor forward(const Batch& batch, StepContext& ctx) override;
   void backward(StepContext& ctx) override;
-  void init(Rng& rng) override;
 
  private:
+  void init_params(Rng& rng) override;
   std::vector<Linear> body_;
   std::vector<Dropout> drops_;
   std::vector<Activation> relus_;

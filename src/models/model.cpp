@@ -30,6 +30,12 @@ void Model::finish_params() {
   apply_decay_policy(params_, spec_.decay);
 }
 
+void Model::init(Rng& rng) {
+  ParamStore::HostParams host(params_);
+  init_params(rng);
+  host.commit();
+}
+
 std::unique_ptr<Model> make_model(const ModelSpec& spec, const ModelEnv& env) { return build_model(spec, env); }
 
 }  // namespace seqtrain

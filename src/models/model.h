@@ -66,6 +66,9 @@ class TextGenerator;
 struct ModelEnv {
   std::shared_ptr<Autotuner> autotuner{};
   Precision precision{};
+  // The backend instance to build on instead of spec.backend's by-name one (its parameters are
+  // this backend's memory): a device the caller owns, or a test's instrumented backend.
+  Backend* backend = nullptr;
 };
 
 class Model {
@@ -76,8 +79,10 @@ class Model {
   virtual Tensor forward(const Batch& batch, StepContext& ctx) = 0;
   // Reads ctx.output_grad (shaped like forward's result); adds into params().grads().
   virtual void backward(StepContext& ctx) = 0;
-  // PyTorch default initialisation, drawn from rng.
-  virtual void init(Rng& rng) = 0;
+  // PyTorch default initialisation, drawn from rng: init_params() writes on the host, inside a
+  // ParamStore::HostParams scope (direct on a host-accessible backend; otherwise staged on the
+  // host and uploaded once).
+  void init(Rng& rng);
 
   // Models that generate text return their TextGenerator (models/text_generator.h); the
   // registry's text_generator() is the checked way to ask.
@@ -89,14 +94,16 @@ class Model {
   const Precision& precision() const { return precision_; }
 
  protected:
-  // Sets the ParamStore's backend before the derived model builds its layers.
-  explicit Model(ModelSpec spec, const Precision& precision = {})
-      : spec_(std::move(spec)), precision_(precision) {
-    params_.set_backend(backend_named(spec_.backend));
+  // Sets the ParamStore's backend (env.backend, else spec.backend's) and keeps env.precision,
+  // before the derived model builds its layers.
+  explicit Model(ModelSpec spec, const ModelEnv& env = {}) : spec_(std::move(spec)), precision_(env.precision) {
+    params_.set_backend(env.backend ? *env.backend : backend_named(spec_.backend));
   }
   // Ends parameter registration: finalizes the store and sets each entry's `decay` from
   // spec_.decay. Every model's constructor calls it once its layers are built.
   void finish_params();
+  // The family's initialisation through its layers' init(), which write through param(i) views.
+  virtual void init_params(Rng& rng) = 0;
   ModelSpec spec_;
   Precision precision_;
   ParamStore params_;

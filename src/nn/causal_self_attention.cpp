@@ -39,7 +39,7 @@ CausalSelfAttention::CausalSelfAttention(ParamStore& p, const std::string& prefi
       c_attn(p, prefix + ".c_attn", n_embd_, qkv_width(prefix, n_embd_, o.n_head), o.bias,
              checked_precision(p, prefix, o)),
       c_proj(p, prefix + ".c_proj", n_embd_, n_embd_, o.bias, o.precision),
-      resid_drop(o.resid_dropout) {
+      resid_drop(o.resid_dropout, &p.backend()) {
   ST_CHECK(o.attn_dropout >= 0.f && o.attn_dropout <= 1.f, "CausalSelfAttention '{}': attention dropout must be in "
            "[0, 1], got {}", prefix, o.attn_dropout);
 }

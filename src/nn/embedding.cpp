@@ -1,7 +1,9 @@
-// Embedding forward/backward. See embedding.h.
+// Embedding forward/backward over the Backend's embedding op. See embedding.h.
 #include "nn/embedding.h"
 
 #include <cstring>
+
+#include "backend/backend.h"
 
 namespace seqtrain {
 
@@ -18,43 +20,48 @@ void Embedding::init(Rng& rng) {
   for (int64_t i = 0; i < num * dim; ++i) w[i] = rng.normal();
 }
 
-Tensor Embedding::forward(const Tensor& ids, Arena& arena) {
+EmbeddingArgs Embedding::lookup(const Tensor& ids) const {
   ST_CHECK(ids.dtype == DType::i64 && ids.contiguous(), "Embedding: ids must be a contiguous int64 tensor, got {} {}",
            dtype_name(ids.dtype), shape_str(ids.shape));
-  const int64_t n = ids.numel();
-  const int64_t* id = ids.data<int64_t>();
-  // Validate everything first so a bad batch leaves no half-written output behind.
-  for (int64_t i = 0; i < n; ++i)
-    ST_CHECK(id[i] >= 0 && id[i] < num, "Embedding: id {} at position {} is out of range for a vocabulary of {} (valid ids are 0..{})",
-             id[i], i, num, num - 1);
-  // Copy the ids: they are tiny, and the caller may refill its batch buffer before backward.
-  ids_saved = arena.tensor(ids.shape, DType::i64);
-  std::memcpy(ids_saved.ptr, id, n * sizeof(int64_t));
+  EmbeddingArgs a;
+  a.rows = num;
+  a.dim = dim;
+  a.count = ids.numel();
+  a.ids = ids.data<int64_t>();
+  return a;
+}
+
+Tensor Embedding::forward(const Tensor& ids, Arena& arena) {
   Shape ys = ids.shape;
   ys.push_back(dim);
   Tensor y = arena.tensor(ys);
-  const float* w = params.param(weight).f32();
-  float* yp = y.f32();
-  for (int64_t i = 0; i < n; ++i) std::memcpy(yp + i * dim, w + id[i] * dim, dim * sizeof(float));
+  gather(ids, y, arena, /*accumulate=*/false);
   return y;
 }
 
-void Embedding::backward(const Tensor& dy, Arena& arena) {
+void Embedding::forward_add(const Tensor& ids, const Tensor& y, Arena& arena) {
+  Shape want = ids.shape;
+  want.push_back(dim);
+  ST_CHECK(y.shape == want && y.contiguous(), "Embedding: output {} does not match the ids' {}", shape_str(y.shape),
+           shape_str(want));
+  gather(ids, y, arena, /*accumulate=*/true);
+}
+
+void Embedding::gather(const Tensor& ids, const Tensor& y, Arena& arena, bool accumulate) {
+  // The op checks every id before it writes anything: a bad batch leaves no half-written output.
+  params.backend().embedding_forward(lookup(ids), params.param(weight).f32(), y.f32(), accumulate);
+  // Copy the ids: they are tiny, and the caller may refill its batch buffer before backward.
+  ids_saved = arena.tensor(ids.shape, DType::i64);
+  if (ids.numel()) std::memcpy(ids_saved.ptr, ids.ptr, ids.numel() * sizeof(int64_t));
+}
+
+void Embedding::backward(const Tensor& dy, Arena&) {
   ST_CHECK(ids_saved.ptr != nullptr, "Embedding: backward called before forward");
   Shape want = ids_saved.shape;
   want.push_back(dim);
   ST_CHECK(dy.shape == want && dy.contiguous(), "Embedding: gradient {} does not match the output shape {}",
            shape_str(dy.shape), shape_str(want));
-  const int64_t n = ids_saved.numel();
-  const int64_t* id = ids_saved.data<int64_t>();
-  const float* g = dy.f32();
-  float* dw = params.grad(weight).f32();
-  // Serial on purpose: repeated ids hit the same row, and a fixed order keeps sums reproducible.
-  for (int64_t i = 0; i < n; ++i) {
-    float* row = dw + id[i] * dim;
-    const float* gi = g + i * dim;
-    for (int64_t j = 0; j < dim; ++j) row[j] += gi[j];
-  }
+  params.backend().embedding_backward(lookup(ids_saved), dy.f32(), params.grad(weight).f32());
 }
 
 }  // namespace seqtrain

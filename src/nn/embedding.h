@@ -1,10 +1,12 @@
 // Embedding: a lookup table, as torch.nn.Embedding. ids (int64, any shape, e.g. [N] or [B, T])
 // map to rows of "<prefix>.weight" [num, dim]; the output is ids.shape + [dim].
-// Backward scatter-adds dy rows into the weight gradient; ids are integers, so there is no
-// input gradient and backward returns nothing.
+// Backward scatter-adds dy rows into the weight gradient (deterministic: repeated ids add in
+// order whatever the thread count); ids are integers, so there is no input gradient and
+// backward returns nothing. Both run on the ParamStore's Backend (its embedding op).
 #pragma once
 #include <string>
 
+#include "backend/backend.h"
 #include "core/arena.h"
 #include "core/rng.h"
 #include "nn/params.h"
@@ -19,6 +21,9 @@ struct Embedding {
   // Throws seqtrain::Error naming the offending id and the vocabulary size if any id is outside
   // [0, num), before anything is written.
   Tensor forward(const Tensor& ids, Arena& arena);
+  // y += the rows of ids (y shaped ids.shape + [dim]): GPT's position rows added onto its token
+  // rows with no second buffer; backward then adds dy's rows into the rows of these ids.
+  void forward_add(const Tensor& ids, const Tensor& y, Arena& arena);
   // Adds into params.grad(weight); dy must be shaped like the last forward's output.
   void backward(const Tensor& dy, Arena& arena);
 
@@ -26,6 +31,10 @@ struct Embedding {
   int64_t num, dim;
   size_t weight = 0;
   Tensor ids_saved;  // i64 copy of the last forward's ids, in the arena
+
+ private:
+  EmbeddingArgs lookup(const Tensor& ids) const;  // checks ids' dtype; the op checks their range
+  void gather(const Tensor& ids, const Tensor& y, Arena& arena, bool accumulate);
 };
 
 }  // namespace seqtrain

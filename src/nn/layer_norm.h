@@ -5,11 +5,12 @@
 // with bias, "<prefix>.bias" [C] (init 0), PyTorch state_dict names. Both are 1-D, so the
 // `2d` and `matrices` decay policies (models/model.cpp) leave them undecayed, as nanoGPT's optimizer
 // groups do.
-// forward saves a view of x and, in the arena, each row's mean and 1/sqrt(var + eps) (float,
-// computed in double): backward needs nothing else.
+// It computes on the ParamStore's Backend (its layer_norm op). forward saves a view of x and, in
+// the arena, each row's mean and 1/sqrt(var + eps) (float): backward needs nothing else.
 #pragma once
 #include <string>
 
+#include "backend/backend.h"
 #include "core/arena.h"
 #include "nn/params.h"
 
@@ -33,6 +34,9 @@ struct LayerNorm {
   Tensor x_saved;               // view of the last forward's input
   float* mean = nullptr;        // [rows] of the last forward (arena)
   float* rstd = nullptr;        // [rows]
+
+ private:
+  LayerNormArgs args(int64_t rows) const;  // the op's arguments over the saved state
 };
 
 }  // namespace seqtrain

@@ -6,10 +6,13 @@
 //                                               dL/dpred = clamp(d, -delta, delta) / n
 //   ce    = sum over kept rows (lse(z) - z[t]) / kept
 //                                               dL/dz = (softmax(z) - onehot(t)) / kept, 0 for ignored rows
+//           (the Backend's cross_entropy op computes the sums and the gradient)
 #include "nn/loss.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "backend/backend.h"
 
 namespace seqtrain {
 namespace {
@@ -24,9 +27,9 @@ void check_regression(LossKind kind, const Tensor& pred, const Tensor& target) {
            dtype_name(target.dtype));
 }
 
-// Rows and classes of a cross-entropy call, after checking shapes, dtypes and target range.
-struct CeShape { int64_t rows, classes; };
-CeShape check_ce(const Tensor& logits, const Tensor& target, const LossOptions& opt) {
+// The op's arguments for a cross-entropy call, after checking shapes and dtypes (the op checks
+// the target range).
+CrossEntropyArgs ce_args(const Tensor& logits, const Tensor& target, const LossOptions& opt) {
   ST_CHECK(!logits.shape.empty() && logits.dim(-1) > 0 && logits.contiguous() && logits.dtype == DType::f32,
            "cross_entropy loss: logits must be a contiguous f32 [..., classes] tensor, got {} {}",
            dtype_name(logits.dtype), shape_str(logits.shape));
@@ -34,22 +37,16 @@ CeShape check_ce(const Tensor& logits, const Tensor& target, const LossOptions& 
   ST_CHECK(target.dtype == DType::i64 && target.contiguous() && target.numel() == rows,
            "cross_entropy loss: logits {} need {} int64 class targets, got {} {}", shape_str(logits.shape), rows,
            dtype_name(target.dtype), shape_str(target.shape));
-  const int64_t* t = target.data<int64_t>();
-  for (int64_t i = 0; i < rows; ++i)
-    ST_CHECK(t[i] == opt.ignore_index || (t[i] >= 0 && t[i] < C),
-             "cross_entropy loss: target {} at row {} is out of range for {} classes (valid 0..{}, or ignore_index {})",
-             t[i], i, C, C - 1, opt.ignore_index);
-  return {rows, C};
+  CrossEntropyArgs a;
+  a.rows = rows;
+  a.classes = C;
+  a.logits = logits.f32();
+  a.targets = target.data<int64_t>();
+  a.ignore_index = opt.ignore_index;
+  return a;
 }
 
-// log(sum exp(z)) of one row, shifted by the max so exp never overflows.
-double logsumexp(const float* z, int64_t C) {
-  float m = z[0];
-  for (int64_t j = 1; j < C; ++j) m = std::max(m, z[j]);
-  double s = 0;
-  for (int64_t j = 0; j < C; ++j) s += std::exp(static_cast<double>(z[j]) - m);
-  return m + std::log(s);
-}
+Backend& backend_of(const LossOptions& opt) { return opt.backend ? *opt.backend : default_backend(); }
 
 }  // namespace
 
@@ -73,16 +70,10 @@ std::string_view loss_name(LossKind k) {
 
 LossSum loss_sum(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt) {
   if (kind == LossKind::cross_entropy) {
-    const auto [rows, C] = check_ce(pred, target, opt);
-    const float* z = pred.f32();
-    const int64_t* t = target.data<int64_t>();
-    LossSum s;
-    for (int64_t i = 0; i < rows; ++i) {
-      if (t[i] == opt.ignore_index) continue;
-      s.sum += logsumexp(z + i * C, C) - z[i * C + t[i]];
-      ++s.count;
-    }
-    return s;
+    const CrossEntropyArgs a = ce_args(pred, target, opt);
+    if (a.rows == 0) return {};
+    const CrossEntropySum s = backend_of(opt).cross_entropy_forward(a);
+    return {s.loss, s.count, s.correct};
   }
   check_regression(kind, pred, target);
   const int64_t n = pred.numel();
@@ -126,23 +117,15 @@ void sum_gradient(LossKind kind, const Tensor& pred, const Tensor& target, Tenso
            loss_name(kind), dtype_name(dpred.dtype), shape_str(dpred.shape), shape_str(pred.shape));
   float* g = dpred.f32();
   if (kind == LossKind::cross_entropy) {
-    const auto [rows, C] = check_ce(pred, target, opt);
-    const float* z = pred.f32();
-    const int64_t* t = target.data<int64_t>();
+    const CrossEntropyArgs a = ce_args(pred, target, opt);
+    if (a.rows == 0) return;
+    Backend& be = backend_of(opt);
     double k = scale;
     if (per_count) {
-      int64_t kept = 0;
-      for (int64_t i = 0; i < rows; ++i) kept += t[i] != opt.ignore_index;
-      k = kept ? scale / kept : 0.0;
+      const int64_t kept = a.rows - std::count(a.targets, a.targets + a.rows, opt.ignore_index);
+      k = kept ? scale / static_cast<double>(kept) : 0.0;
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      float* gi = g + i * C;
-      if (t[i] == opt.ignore_index) { std::fill(gi, gi + C, 0.f); continue; }
-      const float* zi = z + i * C;
-      const double lse = logsumexp(zi, C);
-      for (int64_t j = 0; j < C; ++j) gi[j] = static_cast<float>(k * std::exp(double(zi[j]) - lse));
-      gi[t[i]] -= static_cast<float>(k);
-    }
+    be.cross_entropy_backward(a, k, g);
     return;
   }
   check_regression(kind, pred, target);

@@ -10,6 +10,8 @@
 // [N, C], [B, T] for [B, T, C]); targets equal to ignore_index contribute nothing and are left
 // out of the mean, like torch. If every target is ignored the loss and gradient are 0, where
 // torch returns NaN: a masked-pretraining batch with no masked token must not poison the weights.
+// Cross-entropy runs on a Backend (its cross_entropy op: the CPU's is a per-ISA vector kernel);
+// the regression losses are plain loops here.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,11 +21,14 @@
 
 namespace seqtrain {
 
+class Backend;
+
 enum class LossKind : uint8_t { mse, mae, huber, cross_entropy };
 
 struct LossOptions {
   float huber_delta = 1.0f;      // torch.nn.HuberLoss(delta=1.0); must be > 0
   int64_t ignore_index = -100;   // torch.nn.CrossEntropyLoss(ignore_index=-100)
+  Backend* backend = nullptr;    // where cross-entropy computes: the model's; null = default_backend()
 };
 
 // Names: "mse", "mae" (alias "l1"), "huber", "cross_entropy" (alias "ce"); anything else
@@ -33,9 +38,12 @@ std::string_view loss_name(LossKind k);
 
 // The sum over counted targets and their count: regression counts every element, cross-entropy
 // every row whose target is not ignore_index. loss_forward == sum / count (0 when count is 0).
+// correct (cross-entropy only): counted rows whose largest logit is the target (the first
+// largest on ties), for accuracy.
 struct LossSum {
   double sum = 0;
   int64_t count = 0;
+  int64_t correct = 0;
 };
 LossSum loss_sum(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt = {});
 // Writes scale * d(sum)/d(pred) into dpred (overwrites; ignored rows get 0).

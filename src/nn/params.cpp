@@ -8,6 +8,15 @@ namespace seqtrain {
 
 Backend& ParamStore::backend() const { return backend_ ? *backend_ : default_backend(); }
 
+void ParamStore::set_backend(Backend& b) {
+  ST_CHECK(!finalized_ || &b == backend_,
+           "the parameters' backend must be chosen before the model is built (ParamStore::finalize allocated them "
+           "on the {} backend; {} asked for afterwards)", backend().name(), b.name());
+  backend_ = &b;
+}
+
+bool ParamStore::host_accessible() const { return backend().host_accessible(); }
+
 size_t ParamStore::add(std::string name, Shape shape) {
   ST_CHECK(!finalized_, "parameter '{}' registered after the model was built", name);
   ST_CHECK(!index_.count(name), "parameter '{}' registered twice", name);
@@ -24,20 +33,22 @@ void ParamStore::add_alias(std::string name, size_t i) {
   aliases_.emplace_back(std::move(name), i);
 }
 
-ParamStore ParamStore::clone_layout() const {
+ParamStore ParamStore::clone_layout(Backend& on) const {
   ParamStore s;
-  for (const auto& e : entries_) s.entries_.push_back(e);
+  s.entries_ = entries_;
   s.index_ = index_;
   s.aliases_ = aliases_;
-  s.backend_ = backend_;
+  s.backend_ = &on;
   s.finalize();
   return s;
 }
 
 void ParamStore::finalize() {
-  size_t total = entries_.empty() ? 0 : entries_.back().offset + numel_of(entries_.back().shape);
-  params_.assign(total, 0.f);
-  grads_.assign(total, 0.f);
+  check_not_staged("finalize");
+  backend_ = &backend();  // the buffers belong to this backend from now on
+  size_ = entries_.empty() ? 0 : entries_.back().offset + numel_of(entries_.back().shape);
+  params_ = DeviceBuffer(*backend_, size_);
+  grads_ = DeviceBuffer(*backend_, size_);
   finalized_ = true;
 }
 
@@ -47,12 +58,51 @@ const ParamEntry* ParamStore::find(const std::string& name) const {
 }
 
 std::vector<uint8_t> ParamStore::decay_mask() const {
-  std::vector<uint8_t> mask(params_.size(), 1);
+  std::vector<uint8_t> mask(size_, 1);
   for (const auto& e : entries_)
     if (!e.decay) std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(e.offset), numel_of(e.shape), uint8_t{0});
   return mask;
 }
 
-void ParamStore::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.f); }
+void ParamStore::zero_grad() {
+  if (size_) backend().fill(grads_.data(), size_, 0.f);
+}
+
+void ParamStore::check_not_staged(const char* what) const {
+  ST_CHECK(!staged_, "ParamStore::{} inside a HostParams scope: commit the staged parameters first", what);
+}
+
+void ParamStore::read_params(std::span<float> dst, size_t offset) const {
+  check_not_staged("read_params");
+  params_.download(dst, offset);
+}
+
+void ParamStore::write_params(std::span<const float> src, size_t offset) {
+  check_not_staged("write_params");
+  params_.upload(src, offset);
+}
+
+HostReadView ParamStore::read_view() const {
+  check_not_staged("read_view");
+  return HostReadView(backend(), params_.data(), size_);
+}
+
+ParamStore::HostParams::HostParams(ParamStore& store) : store_(store) {
+  store.check_not_staged("HostParams");
+  if (store.host_accessible() || store.size_ == 0) return;
+  copy_.resize(store.size_);
+  store.params_.download(copy_);
+  store.staged_ = copy_.data();
+}
+
+ParamStore::HostParams::~HostParams() {
+  if (store_.staged_ == copy_.data()) store_.staged_ = nullptr;  // not committed: the device keeps its values
+}
+
+void ParamStore::HostParams::commit() {
+  if (!store_.staged_ || store_.staged_ != copy_.data()) return;
+  store_.staged_ = nullptr;
+  store_.params_.upload(copy_);
+}
 
 }  // namespace seqtrain

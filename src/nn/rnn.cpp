@@ -39,7 +39,7 @@ RnnStack::RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, 
       l.b_ih.push_back(params.add(prefix + ".bias_ih" + sfx, {G * hidden}));
       l.b_hh.push_back(params.add(prefix + ".bias_hh" + sfx, {G * hidden}));
     }
-    l.drop = Dropout(k + 1 < layers ? dropout : 0.f);
+    l.drop = Dropout(k + 1 < layers ? dropout : 0.f, &params.backend());
   }
   impl_ = params.backend().make_recurrent(spec);
 }

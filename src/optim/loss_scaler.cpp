@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "optim/optimizer.h"
 
@@ -20,7 +21,7 @@ LossScaler::LossScaler(const LossScalerOptions& o) : opts_(o), scale_(static_cas
 }
 
 bool LossScaler::unscale(float* g, size_t n) const {
-  const float inv = static_cast<float>(1.0 / static_cast<double>(scale_));
+  const float inv = inverse();
   const int64_t len = static_cast<int64_t>(n);
   int bad = 0;
   // x - x is 0 for finite x and NaN for inf or NaN: a branch-free finite test that vectorizes.
@@ -31,6 +32,12 @@ bool LossScaler::unscale(float* g, size_t n) const {
     bad |= (v - v) != 0.f;
   }
   return bad == 0;
+}
+
+bool LossScaler::unscale(Backend& backend, float* g, size_t n) const {
+  if (backend.host_accessible()) return unscale(g, n);
+  backend.scale(g, n, inverse());
+  return std::isfinite(backend.l2_norm(g, n));
 }
 
 void LossScaler::update(bool found_inf) {

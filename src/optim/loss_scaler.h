@@ -19,6 +19,8 @@
 
 namespace seqtrain {
 
+class Backend;
+
 struct LossScalerOptions {
   double init = 65536.0;          // 2^16, torch's init_scale
   double growth_factor = 2.0;
@@ -36,6 +38,11 @@ class LossScaler {
   // One fused pass at the accumulation boundary: g[i] *= 1/scale, and whether every unscaled
   // value is finite. The caller skips the optimizer step when it returns false.
   bool unscale(float* g, size_t n) const;
+  // The same on `backend`'s gradient buffer: the one-pass loop above where the backend's memory
+  // is host memory, otherwise its scale() then a finiteness test of its l2_norm() (the norm of
+  // finite floats, summed in double, is finite; any inf or NaN makes it inf or NaN), so the
+  // gradients never leave the device.
+  bool unscale(Backend& backend, float* g, size_t n) const;
 
   // GradScaler.update() after a step whose gradients were (found_inf) or were not finite.
   void update(bool found_inf);
@@ -56,6 +63,8 @@ class LossScaler {
   void load_json(const nlohmann::json& j);
 
  private:
+  // 1/scale computed in double and rounded once, as torch's unscale.
+  float inverse() const { return static_cast<float>(1.0 / static_cast<double>(scale_)); }
   LossScalerOptions opts_;
   float scale_;
   int64_t growth_tracker_ = 0, skipped_ = 0, steps_ = 0, reported_ = 0;

@@ -13,7 +13,11 @@ OptimizerState Optimizer::state() const {
   s.step = step_;
   if (!buffers_.empty()) {
     std::vector<std::string> names = buffer_names();
-    for (size_t i = 0; i < names.size(); ++i) s.buffers[names[i]] = buffers_[i];
+    for (size_t i = 0; i < names.size(); ++i) {
+      std::vector<float>& host = s.buffers[names[i]];
+      host.resize(buffers_[i].size());
+      buffers_[i].download(host);
+    }
   }
   return s;
 }
@@ -37,7 +41,7 @@ void Optimizer::load_state(const OptimizerState& s) {
     ST_CHECK(known, "{} optimizer state has an unexpected buffer '{}' (expected: {}); was the "
              "checkpoint written by a different optimizer?", name(), nm, expected.empty() ? "none" : expected);
   }
-  std::vector<std::vector<float>> loaded;
+  std::vector<const std::vector<float>*> loaded;
   size_t n = 0;
   for (size_t i = 0; i < names.size(); ++i) {
     auto it = s.buffers.find(names[i]);
@@ -46,11 +50,16 @@ void Optimizer::load_state(const OptimizerState& s) {
     if (i == 0) n = it->second.size();
     ST_CHECK(it->second.size() == n, "{} optimizer state buffer '{}' has {} elements but '{}' has {}; "
              "the checkpoint is inconsistent", name(), names[i], it->second.size(), names[0], n);
-    loaded.push_back(it->second);
+    loaded.push_back(&it->second);
   }
   ST_CHECK(decay_mask_.empty() || decay_mask_.size() == n,
            "{} optimizer state holds {} elements but the weight-decay mask has {}", name(), n, decay_mask_.size());
-  buffers_ = std::move(loaded);
+  std::vector<DeviceBuffer> device;
+  for (const std::vector<float>* host : loaded) {
+    device.emplace_back(*backend_, n, /*zero=*/false);
+    device.back().upload(*host);
+  }
+  buffers_ = std::move(device);
   n_ = n;
   step_ = s.step;
 }
@@ -85,7 +94,7 @@ void Optimizer::begin_step(const float* params, const float* grads, size_t n, do
            "{} step over {} parameters but the weight-decay mask has {} elements", name(), n, decay_mask_.size());
   if (buffers_.empty()) {
     size_t nb = buffer_names().size();
-    if (nb > 0) buffers_.assign(nb, std::vector<float>(n, 0.f));
+    for (size_t i = 0; i < nb; ++i) buffers_.emplace_back(*backend_, n);
     n_ = n;
   }
   ST_CHECK(n == n_, "{} step over {} parameters but the optimizer state holds {}; the parameter "

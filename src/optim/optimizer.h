@@ -3,6 +3,8 @@
 // like the entries of torch.optim's per-parameter state ("exp_avg", "exp_avg_sq",
 // "momentum_buffer"), so a checkpoint writes each as one tensor and a resumed run continues
 // bit for bit. AdamW and SGD match torch.optim.AdamW / torch.optim.SGD (tests/test_optim.cpp).
+// The buffers are device memory of the optimizer's backend (DeviceBuffer), allocated at the first
+// step or by load_state(); state() downloads them into host vectors and load_state() uploads.
 //
 // The learning rate is an argument of step() rather than a setting, because the schedule
 // (optim/schedule.h) owns it; the optimizer itself never changes it.
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/device_buffer.h"
 
 namespace seqtrain {
 
@@ -38,7 +41,7 @@ struct OptimizerOptions {
   bool nesterov = false;        // sgd; needs momentum > 0 and dampening == 0 (as torch)
 };
 
-// A copy of an optimizer's state for checkpoints. `step` counts completed step() calls;
+// A host copy of an optimizer's state for checkpoints. `step` counts completed step() calls;
 // each buffer has the length of the parameter buffer. A freshly made optimizer has step 0 and
 // no buffers.
 struct OptimizerState {
@@ -63,8 +66,9 @@ class Optimizer {
   // SGD without momentum).
   virtual std::vector<std::string> buffer_names() const = 0;
 
+  // Downloads the buffers (one copy each; a plain memcpy on a host-accessible backend).
   OptimizerState state() const;
-  // Replaces the state. The buffer names must be exactly buffer_names() (or none at step 0)
+  // Replaces the state, uploading the buffers to the backend. The buffer names must be exactly buffer_names() (or none at step 0)
   // and all of one length; anything else throws Error and leaves the optimizer untouched.
   void load_state(const OptimizerState& s);
   // Back to step 0 with no buffers, as if freshly made.
@@ -86,7 +90,8 @@ class Optimizer {
  protected:
   explicit Optimizer(OptimizerOptions opts, Backend& backend = default_backend()) : opts_(std::move(opts)), backend_(&backend) {}
 
-  // Checks the arguments of step() and allocates the zeroed state buffers on the first call.
+  // Checks the arguments of step() and allocates the zeroed state buffers (device memory of
+  // backend()) on the first call; later calls allocate nothing.
   void begin_step(const float* params, const float* grads, size_t n, double lr);
   float* buffer(size_t i) { return buffers_[i].data(); }
   bool has_buffers() const { return !buffers_.empty(); }
@@ -101,7 +106,7 @@ class Optimizer {
  private:
   Backend* backend_;
   size_t n_ = 0;                          // parameter count, fixed by the first step or load
-  std::vector<std::vector<float>> buffers_; // in buffer_names() order
+  std::vector<DeviceBuffer> buffers_;      // in buffer_names() order
   std::vector<uint8_t> decay_mask_;
   std::vector<DecayRun> runs_;  // decay_mask_ as runs; empty without a mask
 };

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backend/backend.h"
 #include "io/atomic_dir.h"
 #include "io/safetensors.h"
 
@@ -94,10 +95,9 @@ nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, Optim
   const fs::path d(dir);
   nlohmann::json state = read_checkpoint_state(dir);
   for (const char* f : kFiles) verify_file(dir, state, f);
-  // Load into a scratch store first, so a mismatched checkpoint leaves `params` untouched.
-  ParamStore scratch = params.clone_layout();
-  load_params((d / kFiles[0]).string(), scratch);
-  std::copy(scratch.params(), scratch.params() + scratch.size(), params.params());
+  // load_params checks every tensor before it writes any, so a mismatched checkpoint leaves
+  // `params` untouched.
+  load_params((d / kFiles[0]).string(), params);
   if (optimizer) {
     optimizer->step = state.value("optimizer_step", int64_t{0});
     optimizer->buffers.clear();
@@ -204,10 +204,10 @@ CheckpointWriter::~CheckpointWriter() {
 
 void CheckpointWriter::submit(WriteJob job, const ParamStore& params, OptimizerState optimizer, nlohmann::json state) {
   wait();
-  if (!snapshot_) {
-    snapshot_ = std::make_unique<ParamStore>(params.clone_layout());
-  }
-  std::copy(params.params(), params.params() + params.size(), snapshot_->params());
+  // The snapshot is host memory (the CPU backend's), which the writer thread reads while training
+  // goes on; taking it is one copy (a memcpy, or a download from a device backend).
+  if (!snapshot_) snapshot_ = std::make_unique<ParamStore>(params.clone_layout(default_backend()));
+  params.read_params(std::span<float>(snapshot_->params(), snapshot_->size()));
   opt_ = std::move(optimizer);
   thread_ = std::thread([this, job = std::move(job), state = std::move(state)] {
     try {

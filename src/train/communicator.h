@@ -16,7 +16,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world() const = 0;
   bool primary() const { return rank() == 0; }
-  // Sums data[0..n) over all ranks, in place, on every rank.
+  // Sums data[0..n) over all ranks, in place, on every rank. The step passes the gradient buffer,
+  // device memory of the model's backend: a multi-process communicator over a backend that is
+  // not host_accessible() needs a device-aware collective (NCCL) or copies through the backend.
   virtual void all_reduce_sum(float* data, size_t n) = 0;
   virtual void all_reduce_sum(double* data, size_t n) = 0;
   // Copies the primary's data[0..n) to every rank.

@@ -132,7 +132,7 @@ InitFromReport init_from(const std::string& source, ParamStore& params, const In
     values.emplace_back(&e, it->second->to_f32());
     report.filled.push_back(e.name);
   }
-  for (const auto& [e, v] : values) std::copy(v.begin(), v.end(), params.params() + e->offset);
+  for (const auto& [e, v] : values) params.write_params(v, e->offset);
   return report;
 }
 

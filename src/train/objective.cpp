@@ -1,8 +1,7 @@
 // Objectives over nn/loss's sum-reduced losses. See objective.h.
 #include "train/objective.h"
 
-#include <algorithm>
-
+#include "backend/backend.h"
 #include "core/error.h"
 #include "train/data_plan.h"
 
@@ -49,17 +48,9 @@ class ClassificationObjective : public Objective {
     return label_tensor(labels.data(), n, y_size);
   }
   ObjectiveSum forward(const Tensor& pred, const Tensor& target) const override {
-    const LossSum s = loss_sum(LossKind::cross_entropy, pred, target, opt_);  // checks shapes and labels
-    const int64_t C = pred.dim(-1), rows = target.numel();
-    const float* z = pred.f32();
-    const int64_t* t = target.data<int64_t>();
-    int64_t correct = 0;
-    for (int64_t i = 0; i < rows; ++i) {
-      if (t[i] == opt_.ignore_index) continue;
-      const float* row = z + i * C;
-      correct += std::max_element(row, row + C) - row == t[i];
-    }
-    return {s.sum, s.count, correct};
+    // The op counts the correct rows in its pass over the logits (checks shapes and labels too).
+    const LossSum s = loss_sum(LossKind::cross_entropy, pred, target, opt_);
+    return {s.sum, s.count, s.correct};
   }
   void backward(const Tensor& pred, const Tensor& target, Tensor dpred, double scale) const override {
     loss_sum_backward(LossKind::cross_entropy, pred, target, dpred, scale, opt_);
@@ -118,6 +109,7 @@ std::unique_ptr<Objective> make_objective(const std::string& loss, double huber_
 std::unique_ptr<Objective> make_objective(const Config& config, const DataPlan& plan) {
   LossOptions o;
   o.huber_delta = static_cast<float>(config.train.huber_delta);
+  o.backend = &backend_named(config.runtime.backend);  // the model's (config/model_config.cpp gives it the same)
   const ObjectiveTask task = plan.vocab > 0      ? ObjectiveTask::next_token
                              : plan.classes > 0 ? ObjectiveTask::classify
                                                 : ObjectiveTask::forecast;

@@ -12,7 +12,9 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
   ST_CHECK(options_.grad_accum >= 1, "train.grad_accum must be at least 1, got {}", options_.grad_accum);
   objective_ = options_.objective;
   if (!objective_) {
-    // Classification's forward/backward take labels of any shape ([B] or [B, T]).
+    // Classification's forward/backward take labels of any shape ([B] or [B, T]); the loss
+    // computes where the model does.
+    if (!options_.loss_options.backend) options_.loss_options.backend = &model_.params().backend();
     owned_objective_ = make_objective(options_.loss, options_.loss_options,
                                       options_.loss == LossKind::cross_entropy ? ObjectiveTask::classify
                                                                                : ObjectiveTask::forecast);
@@ -78,7 +80,7 @@ StepResult TrainStep::run(const Batch& batch, uint64_t seed) {
   if (options_.comm) options_.comm->all_reduce_sum(ps.grads(), ps.size());
   r.lr = schedule_.lr(updates_);
   if (options_.scaler) {
-    const bool finite = options_.scaler->unscale(ps.grads(), ps.size());
+    const bool finite = options_.scaler->unscale(ps.backend(), ps.grads(), ps.size());
     options_.scaler->update(!finite);
     if (!finite) {
       r.skipped = true;

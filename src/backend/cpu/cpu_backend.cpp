@@ -14,6 +14,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/gemm_fp16.h"
+#include "backend/cpu/scratch.h"
 #include "core/arena.h"
 #include "core/error.h"
 
@@ -39,16 +40,11 @@ AttentionKernelArgs attention_kernel_args(const AttentionArgs& a) {
   return k;
 }
 
-// The attention kernels' per-thread workspaces, one Arena per calling thread: reset and carved
-// again at every call, so after the first calls of the largest shape (its chunks merged into
-// one) the steady-state step allocates nothing, and Arena::os_allocations() — what the
-// no-allocation tests count — sees it if it ever does (a std::vector here would be invisible).
+// The attention kernels' per-thread workspaces (scratch.h).
 float* attention_work(const AttentionKernelArgs& k, bool backward) {
-  thread_local Arena work;
   const size_t need = static_cast<size_t>(cpu_kernels().attention_work_floats(k, backward)) *
                       static_cast<size_t>(omp_get_max_threads());
-  work.reset();
-  return static_cast<float*>(work.alloc(need * sizeof(float)));
+  return static_cast<float*>(cpu_scratch(need * sizeof(float)));
 }
 }  // namespace
 
@@ -186,6 +182,11 @@ void CpuBackend::scale(float* g, size_t n, float s) {
 }
 
 void CpuBackend::fill(float* x, size_t n, float v) {
+  // +0 (zero_grad, fresh buffers) is all-zero bytes: memset, as std::fill of 0 on a vector was.
+  if (v == 0.f && !std::signbit(v)) {
+    if (n) std::memset(x, 0, n * sizeof(float));
+    return;
+  }
   for (size_t i = 0; i < n; ++i) x[i] = v;
 }
 

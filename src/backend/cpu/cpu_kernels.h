@@ -4,8 +4,9 @@
 // process's active level, and nothing else in the code asks which level it is.
 //
 // What is here is what the step spends its own (non-GEMM) time in: the fused RNN gate passes,
-// the 16-bit conversions, the AdamW update and the tiled (flash) attention. Everything else is oneDNN, which dispatches
-// itself (capped alike by SEQTRAIN_ISA).
+// the 16-bit conversions, the AdamW update, the tiled (flash) attention, GELU, and the row-wise
+// ops (cross-entropy, LayerNorm, embedding, dropout). Everything else is oneDNN, which
+// dispatches itself (capped alike by SEQTRAIN_ISA).
 #pragma once
 #include <cstdint>
 
@@ -44,6 +45,61 @@ struct AttentionKernelArgs {
   float* work = nullptr;
 };
 
+// Cross-entropy over rows (backend.h's CrossEntropyArgs, resolved by cpu_backend_rows.cpp).
+// Forward works in blocks of kCrossEntropyBlockRows rows, each summed into its own entry of
+// `blocks` (in double) and the blocks then added in order, so the sums do not depend on the
+// thread count; it returns the totals and writes lse when given. Backward writes dlogits,
+// reading lse when given and recomputing it otherwise.
+constexpr int64_t kCrossEntropyBlockRows = 32;
+struct CrossEntropyTotals {
+  double loss = 0;
+  int64_t count = 0, correct = 0;
+};
+struct CrossEntropyKernelArgs {
+  int64_t rows = 0, C = 0, ignore_index = -100;
+  const float* logits = nullptr;
+  const int64_t* targets = nullptr;
+  float* lse = nullptr;
+  CrossEntropyTotals* blocks = nullptr;  // forward: ceil(rows / kCrossEntropyBlockRows) entries
+  float* dlogits = nullptr;              // backward
+  float scale = 1.f;
+};
+
+// LayerNorm over rows (backend.h's LayerNormArgs). Backward sums dweight and dbias per block of
+// kLayerNormBlockRows rows into `partials` (2 C floats a block: dweight's, then dbias's), then
+// adds the blocks in order: no dependence on the thread count.
+constexpr int64_t kLayerNormBlockRows = 16;
+struct LayerNormKernelArgs {
+  int64_t rows = 0, C = 0;
+  float eps = 1e-5f;
+  const float* x = nullptr; const float* weight = nullptr; const float* bias = nullptr;
+  float* mean = nullptr; float* rstd = nullptr;
+  float* y = nullptr;                                             // forward
+  const float* dy = nullptr; float* dx = nullptr;                 // backward
+  float* dweight = nullptr; float* dbias = nullptr;
+  float* partials = nullptr;  // backward: ceil(rows / kLayerNormBlockRows) * 2 * C floats
+};
+
+// The embedding gather and scatter-add (backend.h's EmbeddingArgs, ids already checked).
+struct EmbeddingKernelArgs {
+  int64_t dim = 0, count = 0;
+  const int64_t* ids = nullptr;
+  const float* src = nullptr;  // forward: the table; backward: dy
+  float* dst = nullptr;        // forward: y; backward: the table's gradient
+  bool accumulate = false;     // forward: y += rows instead of y = rows
+};
+
+// Dropout's map y = keep(seed, i) ? x * scale : 0 (backend/dropout_mask.h), forward on x and
+// backward on dy alike.
+struct DropoutKernelArgs {
+  const float* x = nullptr;
+  float* y = nullptr;
+  int64_t n = 0;
+  uint32_t keep_threshold = 0;
+  float scale = 1.f;
+  uint64_t seed = 0;
+};
+
 // The vector activation functions of the gate passes, exposed for tests.
 enum class GateFn { exp, sigmoid, tanh };
 
@@ -74,6 +130,13 @@ struct CpuKernels {
   // below 2e-6 (kernels/fast_math.h).
   void (*gelu_forward)(const float* x, float* y, int64_t n);
   void (*gelu_backward)(const float* x, const float* dy, float* dx, int64_t n);
+  CrossEntropyTotals (*cross_entropy_forward)(const CrossEntropyKernelArgs& a);
+  void (*cross_entropy_backward)(const CrossEntropyKernelArgs& a);
+  void (*layer_norm_forward)(const LayerNormKernelArgs& a);
+  void (*layer_norm_backward)(const LayerNormKernelArgs& a);
+  void (*embedding_forward)(const EmbeddingKernelArgs& a);
+  void (*embedding_backward)(const EmbeddingKernelArgs& a);
+  void (*dropout)(const DropoutKernelArgs& a);
 };
 
 // The active level's kernels.

@@ -13,9 +13,9 @@
 // also transposed where a product wants keys along the vector. Padding is harmless: padded keys
 // (rows past T) are masked as keys (key_flags), padded columns are zero.
 //
-// Threads: forward runs one task per (b, h, query tile); backward one per (b, h), which owns
-// that head's dq, dk and dv columns outright and walks key tiles then query tiles serially, so
-// dk, dv and dq accumulate without atomics in a fixed order. Each task is serial: results are
+// Threads: forward runs one task per (b, h), its q, k and v packed once for all query tiles;
+// backward one per (b, h), which owns that head's dq, dk and dv columns outright and walks key
+// tiles then query tiles serially, so dk, dv and dq accumulate without atomics in a fixed order. Each task is serial: results are
 // bitwise the same for any thread count. The dropout mask is backend/attention_dropout.h's.
 //
 // bf16: q, k, v, the (dropped) probabilities, dy and dS are rounded to bf16 (round to nearest
@@ -35,7 +35,6 @@ namespace seqtrain::ST_ISA_NS {
 namespace {
 
 constexpr int64_t kTile = 64;  // queries per tile and keys per tile (a multiple of kLanes and 4)
-using vu = uint32_t __attribute__((vector_size(kLanes * 4)));
 
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 inline float fmaxf_(float a, float b) { return a > b ? a : b; }
@@ -58,19 +57,23 @@ inline vf round_bf16(vf x) {
   return x;
 }
 
-// C[r, 0:N) (+)= sum_k A[r * lda + k] * B[k * ldb + 0:N) for the 4 rows r, N = nv * kLanes.
-// Two column vectors at a time: 8 independent accumulator chains hide the FMA latency.
+// C[r, 0:N) (+)= sum_k A[r * ar + k * ak] * B[k * ldb + 0:N) for the 4 rows r, N = nv * kLanes.
+// A's elements are broadcast one at a time, so reading it along either axis costs the same: a
+// product with a transposed A (p^T dy, dS^T q) takes ar = 1, ak = the row stride, and no tile
+// is ever transposed in memory. Two column vectors at a time: 8 independent accumulator chains
+// hide the FMA latency.
 template <int NV>
-inline void mk4_cols(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, float* C, int64_t ldc,
-                     bool accumulate) {
+inline void mk4_cols(const float* A, int64_t ar, int64_t ak, const float* B, int64_t ldb, int64_t K, float* C,
+                     int64_t ldc, bool accumulate) {
   vf c[4][NV];
   for (int r = 0; r < 4; ++r)
     for (int v = 0; v < NV; ++v) c[r][v] = accumulate ? vload(C + r * ldc + v * kLanes) : splat(0.f);
   for (int64_t k = 0; k < K; ++k) {
     vf b[NV];
     for (int v = 0; v < NV; ++v) b[v] = vload(B + k * ldb + v * kLanes);
+    const float* a_k = A + k * ak;
     for (int r = 0; r < 4; ++r) {
-      const vf a = splat(A[r * lda + k]);
+      const vf a = splat(a_k[r * ar]);
       for (int v = 0; v < NV; ++v) c[r][v] += a * b[v];
     }
   }
@@ -78,11 +81,21 @@ inline void mk4_cols(const float* A, int64_t lda, const float* B, int64_t ldb, i
     for (int v = 0; v < NV; ++v) vstore(C + r * ldc + v * kLanes, c[r][v]);
 }
 
+inline void mk4_strided(const float* A, int64_t ar, int64_t ak, const float* B, int64_t ldb, int64_t K, float* C,
+                        int64_t ldc, int64_t nv, bool accumulate) {
+  int64_t v = 0;
+  for (; v + 2 <= nv; v += 2) mk4_cols<2>(A, ar, ak, B + v * kLanes, ldb, K, C + v * kLanes, ldc, accumulate);
+  if (v < nv) mk4_cols<1>(A, ar, ak, B + v * kLanes, ldb, K, C + v * kLanes, ldc, accumulate);
+}
+// A row-major with row stride lda (A[r * lda + k]).
 inline void mk4(const float* A, int64_t lda, const float* B, int64_t ldb, int64_t K, float* C, int64_t ldc,
                 int64_t nv, bool accumulate) {
-  int64_t v = 0;
-  for (; v + 2 <= nv; v += 2) mk4_cols<2>(A, lda, B + v * kLanes, ldb, K, C + v * kLanes, ldc, accumulate);
-  if (v < nv) mk4_cols<1>(A, lda, B + v * kLanes, ldb, K, C + v * kLanes, ldc, accumulate);
+  mk4_strided(A, lda, 1, B, ldb, K, C, ldc, nv, accumulate);
+}
+// A read transposed: row r of the product is column r of At (At[k * ldat + r]).
+inline void mk4_at(const float* At, int64_t ldat, const float* B, int64_t ldb, int64_t K, float* C, int64_t ldc,
+                   int64_t nv, bool accumulate) {
+  mk4_strided(At, 1, ldat, B, ldb, K, C, ldc, nv, accumulate);
 }
 
 // rows x D of a head (row stride ld) into dst [rows_pad, Dp], zero-padded; optionally rounded.
@@ -97,29 +110,27 @@ void pack_rows(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t ro
 void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t cols_pad, bool bf16,
                      float* dst) {
   std::memset(dst, 0, sizeof(float) * D * cols_pad);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t d = 0; d < D; ++d) dst[d * cols_pad + r] = bf16 ? round_bf16(src[r * ld + d]) : src[r * ld + d];
+  // Blocks of 16 source rows (their cache lines stay in L1 across d), each destination row
+  // written 16 contiguous floats at a time: storing one float per destination row in turn
+  // (the plain loop order) stalled on the scattered stores.
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const int64_t nr = imin(16, rows - r0);
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t r = 0; r < nr; ++r) {
+        const float x = src[(r0 + r) * ld + d];
+        dst[d * cols_pad + r0 + r] = bf16 ? round_bf16(x) : x;
+      }
+  }
 }
 
 // The dropout factor of each key column of a tile row: keep_scale where kept, 0 where dropped.
-// attention_bits() of backend/attention_dropout.h written out on this level's vectors (the
-// compiler left the scalar loop scalar); the flash-vs-reference tests with dropout hold the two
-// to the same mask.
+// attention_bits() of backend/attention_dropout.h on this level's vectors (vec.h's hash_bits);
+// the flash-vs-reference tests with dropout hold the two to the same mask.
 void keep_row(const AttentionKernelArgs& a, int64_t b, int64_t h, int64_t i, int64_t j0, float* kf) {
   const uint64_t key = attention_row_key(a.seed, b, h, i);
-  const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
-  vu j;
-  for (int64_t k = 0; k < kLanes; ++k) j[k] = static_cast<uint32_t>(j0 + k);
-  for (int64_t v = 0; v < kTile; v += kLanes, j += static_cast<uint32_t>(kLanes)) {
-    vu x = (j * 0x9e3779b9u) ^ lo;
-    x ^= x >> 16;
-    x *= 0x85ebca6bu;
-    x ^= x >> 13;
-    x *= 0xc2b2ae35u;
-    x ^= x >> 16;
-    x = (x ^ hi) >> 8;
-    vstore(kf + v, x >= a.keep_threshold ? splat(a.keep_scale) : splat(0.f));
-  }
+  vu j = __builtin_convertvector(lane_index(), vu) + static_cast<uint32_t>(j0);
+  for (int64_t v = 0; v < kTile; v += kLanes, j += static_cast<uint32_t>(kLanes))
+    vstore(kf + v, hash_bits(j, key) >= a.keep_threshold ? splat(a.keep_scale) : splat(0.f));
 }
 
 // kv[j] for j < n: 1 where key j of batch row b is real (j < T) and not padding, else 0. The
@@ -159,12 +170,6 @@ Dims dims_of(const AttentionKernelArgs& a) {
 
 namespace {
 
-inline float hsum(vf v) {
-  float s = 0.f;
-  for (int64_t k = 0; k < kLanes; ++k) s += v[k];
-  return s;
-}
-
 // One query row i of a score tile (s: raw q.k over key columns [j0, j0 + kTile)) through the
 // online softmax: updates the row's running max m and sum l, writes the probabilities to p
 // (times the dropout factors kf when given, rounded to bf16 when asked; zero above the
@@ -198,16 +203,17 @@ float softmax_row(const Dims& d, const float* s, float* p, const float* kf, cons
   return alpha;
 }
 
-// The per-thread workspace of a forward task: the query tile, the keys (transposed) and values
-// up to the tile's last query, a 4-row score and probability tile, the output accumulator, the
-// running max and sum, one row of dropout factors, the key flags.
+// The per-thread workspace of a forward task (one head): its queries, keys (transposed) and
+// values, packed once for all of the head's query tiles; a 4-row score and probability tile; a
+// query tile's output accumulator, running max and sum; one row of dropout factors; the key
+// flags.
 struct ForwardWork {
   float *Q, *Kt, *V, *S, *P, *O, *m, *l, *kf, *kv;
 };
 ForwardWork forward_work(const Dims& d, int64_t Tp, float* w) {
   ForwardWork f;
   f.Q = w;
-  f.Kt = f.Q + kTile * d.Dp;
+  f.Kt = f.Q + Tp * d.Dp;
   f.V = f.Kt + d.D * Tp;
   f.S = f.V + Tp * d.Dp;
   f.P = f.S + 4 * kTile;
@@ -219,20 +225,15 @@ ForwardWork forward_work(const Dims& d, int64_t Tp, float* w) {
   return f;
 }
 int64_t forward_floats(const Dims& d, int64_t Tp) {
-  return 2 * kTile * d.Dp + d.D * Tp + Tp * d.Dp + 11 * kTile + Tp;
+  return 2 * Tp * d.Dp + d.D * Tp + kTile * d.Dp + 11 * kTile + Tp;
 }
 
-// Queries [q0, q0 + kTile) of head (b, h): y rows and their logsumexp.
-void forward_tile(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, int64_t q0, float* w) {
+// Queries [q0, q0 + kTile) of head (b, h) from its packed q, k, v: y rows and their logsumexp.
+void forward_tile(const AttentionKernelArgs& a, const Dims& d, const ForwardWork& f, int64_t b, int64_t h,
+                  int64_t q0) {
   // Keys [0, kend): up to the tile's last query when causal, all of them otherwise.
-  const int64_t nq = imin(kTile, d.T - q0), kend = a.causal ? q0 + nq : d.T, kp = round_up(kend, kTile);
+  const int64_t nq = imin(kTile, d.T - q0), kend = a.causal ? q0 + nq : d.T, Tp = round_up(d.T, kTile);
   const int64_t Dp = d.Dp;
-  const ForwardWork f = forward_work(d, round_up(d.T, kTile), w);
-  const float* head = a.qkv + b * d.T * d.ld + h * d.D;
-  pack_rows(head + q0 * d.ld, d.ld, nq, d.D, kTile, Dp, a.bf16, f.Q);
-  pack_transposed(head + d.C, d.ld, kend, d.D, kp, a.bf16, f.Kt);
-  pack_rows(head + 2 * d.C, d.ld, kend, d.D, kp, Dp, a.bf16, f.V);
-  key_flags(a, b, kp, f.kv);
   std::memset(f.O, 0, sizeof(float) * kTile * Dp);
   for (int64_t r = 0; r < kTile; ++r) { f.m[r] = -__builtin_inff(); f.l[r] = 0.f; }
   for (int64_t rb = 0; rb < nq; rb += 4) {
@@ -240,7 +241,7 @@ void forward_tile(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_
     // Causal: key tiles up to the block's last row, the ones above the diagonal never visited.
     for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
       if (!any_key(f.kv + j0)) continue;
-      mk4(f.Q + rb * Dp, Dp, f.Kt + j0, kp, d.D, f.S, kTile, kTile / kLanes, false);
+      mk4(f.Q + i0 * Dp, Dp, f.Kt + j0, Tp, d.D, f.S, kTile, kTile / kLanes, false);
       for (int64_t r = 0; r < 4; ++r) {
         if (a.dropout) keep_row(a, b, h, i0 + r, j0, f.kf);
         const float alpha = softmax_row(d, f.S + r * kTile, f.P + r * kTile, a.dropout ? f.kf : nullptr, f.kv,
@@ -261,28 +262,35 @@ void forward_tile(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_
   }
 }
 
+// Head (b, h): its q, k, v packed once, then every query tile.
+void forward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, float* w) {
+  const int64_t Tp = round_up(d.T, kTile);
+  const ForwardWork f = forward_work(d, Tp, w);
+  const float* head = a.qkv + b * d.T * d.ld + h * d.D;
+  pack_rows(head, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.Q);
+  pack_transposed(head + d.C, d.ld, d.T, d.D, Tp, a.bf16, f.Kt);
+  pack_rows(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.V);
+  key_flags(a, b, Tp, f.kv);
+  for (int64_t q0 = 0; q0 < d.T; q0 += kTile) forward_tile(a, d, f, b, h, q0);
+}
+
 }  // namespace
 
 void attention_forward(const AttentionKernelArgs& a) {
   const Dims d = dims_of(a);
-  const int64_t tiles = (d.T + kTile - 1) / kTile, tasks = d.B * d.H * tiles;
-  const int64_t stride = attention_work_floats(a, false);
+  const int64_t tasks = d.B * d.H, stride = attention_work_floats(a, false);
 #pragma omp parallel for schedule(dynamic) if (tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
-    // Last query tiles first: they have the most key tiles, and go first for a balanced finish.
-    const int64_t qt = tiles - 1 - t % tiles, bh = t / tiles;
-    forward_tile(a, d, bh / d.H, bh % d.H, qt * kTile, a.work + omp_get_thread_num() * stride);
-  }
+  for (int64_t t = 0; t < tasks; ++t) forward_head(a, d, t / d.H, t % d.H, a.work + omp_get_thread_num() * stride);
 }
 
 namespace {
 
 // The per-thread workspace of a backward task (one head): q, k, dy rows and k, v transposed,
 // all zero-padded to Tp rows; dq for the head; dk and dv of one key tile; a query tile's
-// dropped probabilities and dS, row-major and transposed; D_i; one row of dropout factors; the
-// key flags.
+// dropped probabilities and dS (row-major; the products that want them transposed read them so);
+// D_i; one row of dropout factors; the key flags.
 struct BackwardWork {
-  float *Q, *K, *dY, *Kt, *Vt, *dQ, *dK, *dV, *S, *dP, *P, *dS, *PT, *dST, *Di, *kf, *kv;
+  float *Q, *K, *dY, *Kt, *Vt, *dQ, *dK, *dV, *S, *dP, *P, *dS, *Di, *kf, *kv;
 };
 BackwardWork backward_work(const Dims& d, int64_t Tp, float* w) {
   BackwardWork g;
@@ -291,12 +299,12 @@ BackwardWork backward_work(const Dims& d, int64_t Tp, float* w) {
   g.Kt = g.dQ + rows; g.Vt = g.Kt + cols;
   g.dK = g.Vt + cols; g.dV = g.dK + tile;
   g.S = g.dV + tile; g.dP = g.S + 4 * kTile;
-  g.P = g.dP + 4 * kTile; g.dS = g.P + sq; g.PT = g.dS + sq; g.dST = g.PT + sq;
-  g.Di = g.dST + sq; g.kf = g.Di + Tp; g.kv = g.kf + kTile;
+  g.P = g.dP + 4 * kTile; g.dS = g.P + sq;
+  g.Di = g.dS + sq; g.kf = g.Di + Tp; g.kv = g.kf + kTile;
   return g;
 }
 int64_t backward_floats(const Dims& d, int64_t Tp) {
-  return 4 * Tp * d.Dp + 2 * d.D * Tp + 2 * kTile * d.Dp + 8 * kTile + 4 * kTile * kTile + 2 * Tp + kTile;
+  return 4 * Tp * d.Dp + 2 * d.D * Tp + 2 * kTile * d.Dp + 8 * kTile + 2 * kTile * kTile + 2 * Tp + kTile;
 }
 
 // Rows [i0, i0 + 4) of a (query tile x key tile) block: recompute p from lse, then
@@ -330,13 +338,6 @@ void backward_rows(const AttentionKernelArgs& a, const Dims& d, const BackwardWo
   }
 }
 
-// [rows, kTile] -> [kTile, kTile] transposed, columns past rows zero.
-void transpose_tile(const float* src, int64_t rows, float* dst) {
-  std::memset(dst, 0, sizeof(float) * kTile * kTile);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < kTile; ++j) dst[j * kTile + r] = src[r * kTile + j];
-}
-
 // Key tile [j0, j0 + kTile) against every query tile at or below it when causal, every query
 // tile otherwise (FlashAttention-2's order): dv and dk of the key tile accumulate over query
 // tiles, dq of each query tile over key tiles. A tile of padding keys only gets dk = dv = 0.
@@ -350,11 +351,9 @@ void backward_key_tile(const AttentionKernelArgs& a, const Dims& d, const Backwa
     const int64_t rows = round_up(imin(kTile, d.T - q0), 4);
     for (int64_t rb = 0; rb < rows; rb += 4)
       backward_rows(a, d, g, b, h, Tp, q0 + rb, j0, g.P + rb * kTile, g.dS + rb * kTile);
-    transpose_tile(g.P, rows, g.PT);
-    transpose_tile(g.dS, rows, g.dST);
     for (int64_t jb = 0; jb < kTile; jb += 4) {
-      mk4(g.PT + jb * kTile, kTile, g.dY + q0 * Dp, Dp, rows, g.dV + jb * Dp, Dp, nvd, true);   // dv += p^T dy
-      mk4(g.dST + jb * kTile, kTile, g.Q + q0 * Dp, Dp, rows, g.dK + jb * Dp, Dp, nvd, true);   // dk += dS^T q
+      mk4_at(g.P + jb, kTile, g.dY + q0 * Dp, Dp, rows, g.dV + jb * Dp, Dp, nvd, true);   // dv += p^T dy
+      mk4_at(g.dS + jb, kTile, g.Q + q0 * Dp, Dp, rows, g.dK + jb * Dp, Dp, nvd, true);   // dk += dS^T q
     }
     for (int64_t rb = 0; rb < rows; rb += 4) {
       const int64_t keys = imin(kTile, (a.causal ? q0 + rb + 4 : d.T) - j0);

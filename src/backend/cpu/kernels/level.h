@@ -32,5 +32,12 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
 void attention_forward(const AttentionKernelArgs& a);
 void attention_backward(const AttentionKernelArgs& a);
 int64_t attention_work_floats(const AttentionKernelArgs& a, bool backward);
+CrossEntropyTotals cross_entropy_forward(const CrossEntropyKernelArgs& a);
+void cross_entropy_backward(const CrossEntropyKernelArgs& a);
+void layer_norm_forward(const LayerNormKernelArgs& a);
+void layer_norm_backward(const LayerNormKernelArgs& a);
+void embedding_forward(const EmbeddingKernelArgs& a);
+void embedding_backward(const EmbeddingKernelArgs& a);
+void dropout(const DropoutKernelArgs& a);
 
 }  // namespace seqtrain::ST_ISA_NS

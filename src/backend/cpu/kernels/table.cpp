@@ -10,6 +10,8 @@ const CpuKernels kKernels = {
     f32_to_bf16,       bf16_to_f32,       f32_to_fp16,      fp16_to_f32,        f32_to_half,
     half_to_f32,       adamw,             gate_fn,          attention_forward,  attention_backward,
     attention_work_floats, gelu_forward,  gelu_backward,
+    cross_entropy_forward, cross_entropy_backward, layer_norm_forward, layer_norm_backward,
+    embedding_forward, embedding_backward, dropout,
 };
 
 }  // namespace seqtrain::ST_ISA_NS

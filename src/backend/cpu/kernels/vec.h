@@ -33,8 +33,38 @@ constexpr int64_t kLanes = 4;
 
 using vf = float __attribute__((vector_size(kLanes * 4)));
 using vi = int32_t __attribute__((vector_size(kLanes * 4)));
+using vu = uint32_t __attribute__((vector_size(kLanes * 4)));
 
-inline vf splat(float v) { return vf{} + v; }
+// Every lane v. Not `vf{} + v`: x + 0 is not x for x = -0 (and traps on a signaling NaN), so
+// the compiler must add, and did: a vaddss ahead of every broadcast in the attention
+// micro-kernel's inner loop, where a broadcast straight from memory is free.
+inline vf splat(float v) {
+#if defined(__AVX512F__)
+  return _mm512_set1_ps(v);
+#elif defined(__AVX2__)
+  return _mm256_set1_ps(v);
+#else
+  return _mm_set1_ps(v);
+#endif
+}
+// {0, 1, ..., kLanes - 1}.
+inline vi lane_index() {
+  vi k{};
+  for (int64_t i = 0; i < kLanes; ++i) k[i] = static_cast<int32_t>(i);
+  return k;
+}
+// The lanes summed (or their max) in lane order: a fixed order, the same on every call.
+inline float hsum(vf v) {
+  float s = v[0];
+  for (int64_t k = 1; k < kLanes; ++k) s += v[k];
+  return s;
+}
+inline float hmax(vf v) {
+  float m = v[0];
+  for (int64_t k = 1; k < kLanes; ++k) m = v[k] > m ? v[k] : m;
+  return m;
+}
+inline vf vmax(vf a, vf b) { return a > b ? a : b; }
 inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
@@ -66,6 +96,11 @@ struct Lanes {
     for (int64_t k = 0; k < w; ++k) v[k] = row[j + k];
     return v;
 #endif
+  }
+  // v with the lanes past w set to `fill` (a full vector as is).
+  vf only(vf v, float fill = 0.f) const {
+    if constexpr (Full) return v;
+    return lane_index() < static_cast<int32_t>(w) ? v : splat(fill);
   }
   void store(float* row, vf v) const {
     if constexpr (Full) {
@@ -121,6 +156,23 @@ inline vf exp(vf x) {
   return p * scale;
 #endif
 }
+
+// attention_bits() of backend/attention_dropout.h for the key columns j (one per lane) of the row
+// with this 64-bit key: the dropout masks' per-element hash on vectors (the compiler leaves the
+// scalar loop scalar).
+inline vu hash_bits(vu j, uint64_t key) {
+  vu x = (j * 0x9e3779b9u) ^ static_cast<uint32_t>(key);
+  x ^= x >> 16;
+  x *= 0x85ebca6bu;
+  x ^= x >> 13;
+  x *= 0xc2b2ae35u;
+  x ^= x >> 16;
+  return (x ^ static_cast<uint32_t>(key >> 32)) >> 8;
+}
+
+// e^x for x <= 0, any x (-inf and huge negatives included): exp() above needs its argument in
+// range on the AVX-512 path, where it does not clamp.
+inline vf exp_nonpositive(vf x) { return exp(x < -87.f ? splat(-87.f) : x); }
 
 inline vf sigmoid(vf v) { return 1.f / (1.f + exp(-v)); }
 // tanh(v) = 1 - 2 / (e^{2v} + 1): no cancellation for large |v|; near 0 the absolute error

@@ -1,0 +1,65 @@
+// GuardedBackend: a test-only Backend whose device memory host code cannot touch. Every operation
+// runs on an inner backend (the reference one in the tests), but the buffers it allocates are
+// its own mmap'd pages, kept PROT_NONE except while one of its operations or copies runs: a host
+// read or write of parameters, gradients or optimizer state that bypasses the seam (nn/params.h's
+// host-access contract) faults at the offending line instead of passing silently, the way device
+// memory would be unreachable. host_accessible() is false; constructed with protect = false it is
+// a host-accessible counting wrapper instead (for "the host path makes no copies" checks). It
+// counts allocations, releases and every copy across the seam.
+#pragma once
+#include <cstddef>
+#include <map>
+
+#include "backend/allocation_table.h"
+#include "backend/backend.h"
+
+namespace seqtrain::testing {
+
+class GuardedBackend final : public Backend {
+ public:
+  struct Counts {
+    size_t allocations = 0, releases = 0;
+    size_t to_host = 0, from_host = 0;              // copy_to_host / copy_from_host calls
+    size_t to_host_bytes = 0, from_host_bytes = 0;
+  };
+
+  explicit GuardedBackend(Backend& inner, bool protect = true) : inner_(inner), protect_(protect) {}
+  ~GuardedBackend() override;
+  GuardedBackend(const GuardedBackend&) = delete;
+  GuardedBackend& operator=(const GuardedBackend&) = delete;
+
+  std::string_view name() const override { return "guarded"; }
+  SEQTRAIN_BACKEND_OPERATIONS
+  SEQTRAIN_BACKEND_MEMORY
+  bool host_accessible() const override { return !protect_; }
+
+  const Counts& counts() const { return counts_; }
+  size_t live_buffers() const { return table_.live_count(); }
+  size_t copies() const { return counts_.to_host + counts_.from_host; }
+
+  // Opens this backend's memory to the host for its lifetime (nests): what every operation and
+  // copy does around the inner call. Tests use it to look at device memory on purpose.
+  class Open {
+   public:
+    explicit Open(GuardedBackend& b);
+    ~Open();
+    Open(const Open&) = delete;
+    Open& operator=(const Open&) = delete;
+
+   private:
+    GuardedBackend& b_;
+  };
+
+ private:
+  friend class GuardedRecurrentLayers;
+  void protect_all(int prot);
+
+  Backend& inner_;
+  bool protect_;
+  AllocationTable table_;          // what allocate() returned (range checks, wrong releases)
+  std::map<void*, size_t> pages_;  // each allocation's mapping: address -> mapped length
+  int open_ = 0;
+  Counts counts_;
+};
+
+}  // namespace seqtrain::testing

@@ -1,0 +1,360 @@
+// The memory seam (backend.h's allocate/release/copies, backend/device_buffer.h, nn/params.h's
+// host-access contract): alignment and ownership of backend allocations, clear errors for bad
+// sizes and wrong-backend frees, and whole training runs on GuardedBackend (tests/
+// guarded_backend.h), whose memory host code cannot touch: it must train, checkpoint and
+// resume bit for bit like the reference backend it wraps, with no copy in the training step.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/device_buffer.h"
+#include "backend/reference/reference_backend.h"
+#include "guarded_backend.h"
+#include "io/safetensors.h"
+#include "models/char_lm.h"
+#include "models/model.h"
+#include "optim/loss_scaler.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "train/checkpoint.h"
+#include "train/step.h"
+#include "test_util.h"
+
+namespace seqtrain::testing {
+namespace {
+
+CpuBackend& cpu() { return static_cast<CpuBackend&>(backend_named("cpu")); }
+ReferenceBackend& ref() { return static_cast<ReferenceBackend&>(backend_named("reference")); }
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(DeviceMemory, CpuAllocationsAreLineAlignedAndPageAlignedWhenLarge) {
+  for (size_t bytes : {size_t{4}, size_t{100}, size_t{4096 + 4}, size_t{1} << 16}) {
+    void* p = cpu().allocate(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes;
+    cpu().release(p);
+  }
+  void* big = cpu().allocate(size_t{3} << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % 4096, 0u);
+  cpu().release(big);
+  void* r = ref().allocate(12);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(r) % kDeviceAlignment, 0u);
+  ref().release(r);
+  EXPECT_EQ(cpu().allocate(0), nullptr);
+}
+
+TEST(DeviceMemory, ReleaseByTheWrongBackendOrTwiceIsAnError) {
+  const size_t live = cpu().allocations().live_count();
+  void* p = cpu().allocate(256);
+  EXPECT_EQ(cpu().allocations().live_count(), live + 1);
+  EXPECT_CONTAINS(error_of([&] { ref().release(p); }), "the reference backend was asked to release buffer");
+  cpu().release(p);  // the right one still can
+  EXPECT_EQ(cpu().allocations().live_count(), live);
+  EXPECT_CONTAINS(error_of([&] { cpu().release(p); }), "which it did not allocate (or released already)");
+  int on_stack = 0;
+  EXPECT_CONTAINS(error_of([&] { cpu().release(&on_stack); }), "did not allocate");
+}
+
+TEST(DeviceMemory, CopiesOutsideALiveBufferAreErrors) {
+  for (Backend* b : {static_cast<Backend*>(&cpu()), static_cast<Backend*>(&ref())}) {
+    auto* p = static_cast<float*>(b->allocate(8 * sizeof(float)));
+    std::vector<float> host(16, 1.f);
+    b->copy_from_host(host.data(), p, 8 * sizeof(float));
+    b->copy_to_host(p + 4, host.data(), 4 * sizeof(float));
+    EXPECT_CONTAINS(error_of([&] { b->copy_to_host(p + 4, host.data(), 5 * sizeof(float)); }),
+                    "copy_to_host on the " + std::string(b->name()) + " backend: 20 bytes");
+    EXPECT_CONTAINS(error_of([&] { b->copy_from_host(host.data(), host.data(), 4); }), "not inside one of its live");
+    b->release(p);
+    EXPECT_CONTAINS(error_of([&] { b->copy_to_host(p, host.data(), 4); }), "a released buffer");
+  }
+}
+
+TEST(DeviceMemory, DeviceBufferGoesBackToItsOwnBackendAndChecksSizes) {
+  GuardedBackend g(ref());
+  {
+    DeviceBuffer a(g, 10);
+    DeviceBuffer b = std::move(a);  // ownership moves; one release in the end
+    EXPECT_EQ(a.data(), nullptr);
+    EXPECT_EQ(b.backend(), &g);
+    std::vector<float> v(10, 2.f), back(10);
+    b.upload(v);
+    b.download(back);
+    EXPECT_EQ(back, v);
+    std::vector<float> eleven(11);
+    EXPECT_CONTAINS(error_of([&] { b.upload(eleven); }), "upload of 11 floats at element 0 does not fit a device "
+                                                          "buffer of 10 floats (on the guarded backend)");
+    EXPECT_CONTAINS(error_of([&] { b.download(std::span<float>(back.data(), 2), 9); }), "download of 2 floats");
+    EXPECT_EQ(g.live_buffers(), 1u);
+  }
+  EXPECT_EQ(g.counts().allocations, 1u);
+  EXPECT_EQ(g.counts().releases, 1u);
+  EXPECT_EQ(g.live_buffers(), 0u);
+}
+
+// The guard is real: host code that touches guarded memory outside the seam dies, so the
+// training tests below would fail (crash) if any host path bypassed it.
+TEST(DeviceMemoryDeathTest, HostAccessToGuardedMemoryFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  GuardedBackend g(ref());
+  DeviceBuffer b(g, 4);
+  EXPECT_DEATH({ volatile float x = b.data()[0]; (void)x; }, "");
+  {
+    GuardedBackend::Open open(g);  // what every operation does around the inner backend
+    EXPECT_EQ(b.data()[0], 0.f);
+  }
+}
+
+// Build on `b` instead of the spec's backend.
+ModelEnv on(Backend& b) {
+  ModelEnv env;
+  env.backend = &b;
+  return env;
+}
+
+ModelSpec lstm_spec() {
+  ModelSpec s;
+  s.type = "lstm";
+  s.input_size = 3;
+  s.lookback = 6;
+  s.hidden = 8;
+  s.layers = 2;
+  s.dropout = 0.1f;
+  s.output_size = 2;
+  s.backend = "reference";
+  return s;
+}
+
+TEST(DeviceMemory, ParamStoreAllocatesFromItsBackendAndStagesHostWrites) {
+  GuardedBackend g(ref());
+  auto model = make_model(lstm_spec(), on(g));
+  ParamStore& ps = model->params();
+  EXPECT_EQ(&ps.backend(), &g);
+  EXPECT_FALSE(ps.host_accessible());
+  EXPECT_EQ(g.counts().allocations, 2u);  // parameters and gradients
+  EXPECT_CONTAINS(error_of([&] { ps.set_backend(ref()); }), "must be chosen before the model is built");
+  Rng rng(3);
+  model->init(rng);  // staged on the host, uploaded once
+  EXPECT_EQ(g.counts().from_host, 1u);
+  std::vector<float> w(ps.size()), too_long(ps.size() + 1);
+  ps.read_params(w);
+  EXPECT_NE(w[0], 0.f);
+  EXPECT_CONTAINS(error_of([&] { ps.read_params(too_long); }), "does not fit a device buffer of");
+  {
+    ParamStore::HostParams host(ps);  // dropped without commit(): the device keeps its values
+    ps.params()[0] = 123.f;
+  }
+  std::vector<float> again(ps.size());
+  ps.read_params(again);
+  EXPECT_EQ(again, w);
+  {
+    ParamStore::HostParams host(ps);
+    ps.params()[0] = 123.f;
+    EXPECT_CONTAINS(error_of([&] { ps.read_view(); }), "inside a HostParams scope");
+    host.commit();
+  }
+  ps.read_params(again);
+  EXPECT_EQ(again[0], 123.f);
+  model.reset();
+  EXPECT_EQ(g.live_buffers(), 0u);
+}
+
+// ---- training on the guarded backend against the plain reference backend ----
+
+struct Job {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> opt;
+  std::unique_ptr<LrSchedule> sched;
+  std::unique_ptr<LossScaler> scaler;
+  std::unique_ptr<TrainStep> step;
+  std::vector<double> losses;
+};
+
+// SGD runs also scale the loss (fp16's dynamic loss scaling), so the step unscales on the device.
+Job make_job(Backend* backend, const std::string& optimizer, const ModelSpec& spec = lstm_spec()) {
+  Job r;
+  r.model = make_model(spec, backend ? on(*backend) : ModelEnv{});
+  Rng init(42);
+  r.model->init(init);
+  OptimizerOptions o{.name = optimizer, .lr = 3e-3};
+  if (optimizer == "sgd") o.momentum = 0.9;
+  r.opt = make_optimizer(o, r.model->params().backend());
+  r.opt->set_decay_mask(r.model->params().decay_mask());
+  r.sched = make_schedule(ScheduleOptions{.base_lr = 3e-3});
+  if (optimizer == "sgd") r.scaler = std::make_unique<LossScaler>(LossScalerOptions{.init = 1024.0});
+  StepOptions so;
+  so.grad_clip = 0.5;
+  so.grad_accum = 2;
+  so.scaler = r.scaler.get();
+  r.step = std::make_unique<TrainStep>(*r.model, *r.opt, *r.sched, so);
+  return r;
+}
+
+void train(Job& r, int64_t from, int64_t to) {
+  for (int64_t s = from; s < to; ++s) {
+    Rng rng(1000 + s);
+    std::vector<float> x(4 * 6 * 3), y(4 * 2);
+    for (auto& v : x) v = rng.uniform(-1.f, 1.f);
+    for (auto& v : y) v = rng.uniform(-1.f, 1.f);
+    r.step->run(Tensor(x.data(), {4, 6, 3}), Tensor(y.data(), {4, 2}), static_cast<uint64_t>(s));
+    r.losses.push_back(r.step->take_loss());
+  }
+}
+
+std::vector<float> weights(const Job& r) {
+  std::vector<float> w(r.model->params().size());
+  r.model->params().read_params(w);
+  return w;
+}
+
+void save(const Job& r, const std::string& dir) {
+  save_checkpoint(dir, CheckpointData{&r.model->params(), r.opt->state(), {{"step", r.losses.size()}}});
+}
+
+void expect_bitwise_equal(const Job& guarded, const Job& plain) {
+  EXPECT_EQ(guarded.losses, plain.losses);
+  EXPECT_EQ(weights(guarded), weights(plain));
+  const OptimizerState a = guarded.opt->state(), b = plain.opt->state();
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.buffers, b.buffers);
+}
+
+void guarded_matches_reference(const std::string& optimizer) {
+  GuardedBackend g(ref());
+  Job guarded = make_job(&g, optimizer), plain = make_job(nullptr, optimizer);
+  const GuardedBackend::Counts before = g.counts();
+  train(guarded, 0, 4);
+  train(plain, 0, 4);
+  // The step copies nothing across the seam; the first step allocates the optimizer's state.
+  EXPECT_EQ(g.copies(), before.to_host + before.from_host);
+  EXPECT_EQ(g.counts().allocations, before.allocations + (optimizer == "adamw" ? 2u : 1u));
+  EXPECT_NE(guarded.losses.front(), guarded.losses.back());
+  expect_bitwise_equal(guarded, plain);
+
+  // Checkpoints through the copy path hold the same bytes as the reference backend's.
+  TempDir dir;
+  save(guarded, dir / "guarded");
+  save(plain, dir / "plain");
+  for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_EQ(bytes_of(dir / ("guarded/" + std::string(f))), bytes_of(dir / ("plain/" + std::string(f)))) << f;
+
+  // Resume on the guarded backend from the reference backend's checkpoint: bitwise the same run.
+  Job resumed = make_job(&g, optimizer);
+  OptimizerState os;
+  load_checkpoint(dir / "plain", resumed.model->params(), &os);
+  resumed.opt->load_state(os);
+  resumed.losses = guarded.losses;
+  train(resumed, 4, 7);
+  train(plain, 4, 7);
+  expect_bitwise_equal(resumed, plain);
+}
+
+TEST(DeviceMemory, GuardedBackendTrainsAdamWBitwiseLikeTheReference) { guarded_matches_reference("adamw"); }
+
+// The GPT on memory the host may not touch: embedding, LayerNorm, attention, GELU, dropout, the
+// tied head and cross-entropy all run through the backend, so it trains like the reference.
+TEST(DeviceMemory, GuardedBackendTrainsAGptBitwiseLikeTheReference) {
+  ModelSpec s;
+  s.type = "gpt";
+  s.vocab_size = 11;
+  s.lookback = s.output_size = 8;
+  s.input_size = 1;
+  s.layers = 2;
+  s.heads = 2;
+  s.hidden = 12;
+  s.dropout = 0.1f;
+  s.backend = "reference";
+  GuardedBackend g(ref());
+  Job guarded = make_job(&g, "adamw", s), plain = make_job(nullptr, "adamw", s);
+  guarded.step = std::make_unique<TrainStep>(*guarded.model, *guarded.opt, *guarded.sched,
+                                             StepOptions{LossKind::cross_entropy, {}, 1.0, 1});
+  plain.step = std::make_unique<TrainStep>(*plain.model, *plain.opt, *plain.sched,
+                                           StepOptions{LossKind::cross_entropy, {}, 1.0, 1});
+  const size_t copies = g.copies();
+  for (Job* j : {&guarded, &plain})
+    for (int64_t step = 0; step < 4; ++step) {
+      Rng rng(1000 + step);
+      std::vector<float> x(3 * 8);
+      std::vector<int64_t> y(3 * 8);
+      for (size_t i = 0; i < y.size(); ++i) {
+        y[i] = std::min<int64_t>(10, static_cast<int64_t>(rng.uniform() * 11));
+        x[i] = static_cast<float>((y[i] + 3) % 11);
+      }
+      j->step->run(Tensor(x.data(), {3, 8}), Tensor(y.data(), {3, 8}, DType::i64), static_cast<uint64_t>(step));
+      j->losses.push_back(j->step->take_loss());
+    }
+  EXPECT_EQ(g.copies(), copies) << "a training step copied across the seam";
+  EXPECT_NE(guarded.losses.front(), guarded.losses.back());
+  expect_bitwise_equal(guarded, plain);
+}
+TEST(DeviceMemory, GuardedBackendTrainsScaledSgdMomentumBitwiseLikeTheReference) { guarded_matches_reference("sgd"); }
+
+// On a host-accessible backend the host views are the memory itself: training, saving and
+// loading a checkpoint's weights copy nothing but what they write or read.
+TEST(DeviceMemory, HostAccessibleBackendTrainsWithoutCopies) {
+  GuardedBackend counting(ref(), /*protect=*/false);
+  Job r = make_job(&counting, "adamw");
+  train(r, 0, 3);
+  EXPECT_EQ(counting.copies(), 0u);  // init and the steps: direct
+  const HostReadView view = r.model->params().read_view();
+  EXPECT_FALSE(view.copied());
+  EXPECT_EQ(view.data(), r.model->params().params());
+  TempDir dir;
+  save_params(dir / "m.safetensors", r.model->params());
+  EXPECT_EQ(counting.copies(), 0u);
+}
+
+TEST(DeviceMemory, LossScalerUnscalesOnADeviceLikeOnTheHost) {
+  GuardedBackend g(ref());
+  LossScaler scaler(LossScalerOptions{.init = 1024.0});
+  std::vector<float> host = {1.f, -3.f, 1e-3f, 2048.f};
+  DeviceBuffer dev(g, host.size());
+  dev.upload(host);
+  EXPECT_TRUE(scaler.unscale(g, dev.data(), dev.size()));
+  EXPECT_TRUE(scaler.unscale(host.data(), host.size()));
+  std::vector<float> back(host.size());
+  dev.download(back);
+  EXPECT_EQ(back, host);
+  host[2] = INFINITY;
+  dev.upload(host);
+  EXPECT_FALSE(scaler.unscale(g, dev.data(), dev.size()));
+}
+
+// Generation reads the weights on the host through a view: a char LM on the guarded backend
+// gives the reference backend's logits.
+TEST(DeviceMemory, CharLmStepReadsGuardedWeightsThroughTheView) {
+  ModelSpec s;
+  s.type = "char_lstm";
+  s.vocab_size = 7;
+  s.embed_size = 4;
+  s.hidden = 8;
+  s.layers = 2;
+  s.backend = "reference";
+  GuardedBackend g(ref());
+  auto a = make_model(s, on(g));
+  auto b = make_model(s);
+  Rng r1(5), r2(5);
+  a->init(r1);
+  b->init(r2);
+  auto& ca = static_cast<CharLm&>(*a);
+  auto& cb = static_cast<CharLm&>(*b);
+  CharLmState sa = ca.initial_state(), sb = cb.initial_state();
+  std::vector<float> la(7), lb(7);
+  for (int64_t id : {1, 4, 2}) {
+    ca.step(id, sa, la.data());
+    cb.step(id, sb, lb.data());
+    EXPECT_EQ(la, lb);
+  }
+}
+
+}  // namespace
+}  // namespace seqtrain::testing
