@@ -11,8 +11,7 @@
 // vectorizes on every ISA level. An element is kept when its 24 bits >= ceil(p * 2^24): kept
 // with probability 1 - p on the 24-bit grid, as nn/dropout.h's uniform() >= p.
 //
-// backend/cpu/kernels/attention.cpp's keep_row() is the same per-column hash on vectors: change
-// both together (the flash-vs-reference dropout tests catch a difference).
+// The CPU kernels hash a vector of columns at once through the same attention_hash template.
 // Everything has internal linkage (an unnamed namespace): the per-ISA kernel files include this
 // header, and each must keep its own copy (backend/cpu/kernels/level.h's rule).
 #pragma once
@@ -35,15 +34,21 @@ inline uint64_t attention_row_key(uint64_t seed, int64_t b, int64_t h, int64_t i
   return attention_mix64(k + static_cast<uint64_t>(i));
 }
 
-// 24 random bits for key column j of the row with this key.
-inline uint32_t attention_bits(uint64_t row_key, int64_t j) {
-  uint32_t x = (static_cast<uint32_t>(j) * 0x9e3779b9u) ^ static_cast<uint32_t>(row_key);
+// 24 random bits for key column j of the row with this key. U is uint32_t, or a GCC vector of
+// them (the CPU kernels hash a vector of key columns at once: vec.h's hash_bits), so every
+// implementation computes the one definition.
+template <class U>
+inline U attention_hash(U j, uint64_t row_key) {
+  U x = (j * 0x9e3779b9u) ^ static_cast<uint32_t>(row_key);
   x ^= x >> 16;
   x *= 0x85ebca6bu;
   x ^= x >> 13;
   x *= 0xc2b2ae35u;
   x ^= x >> 16;
   return (x ^ static_cast<uint32_t>(row_key >> 32)) >> 8;
+}
+inline uint32_t attention_bits(uint64_t row_key, int64_t j) {
+  return attention_hash(static_cast<uint32_t>(j), row_key);
 }
 
 // Kept iff attention_bits(...) >= this; p = 0 keeps everything, p = 1 nothing.

@@ -3,24 +3,23 @@
 // oneDNN's RNN primitive behind CpuRecurrentLayers, the per-ISA AdamW, attention, GELU and
 // row-wise kernels: cross-entropy, LayerNorm, embedding, dropout in cpu_backend_rows.cpp). It
 // adds no arithmetic of its own: every result is bit for bit what the layers computed before
-// the seam. Its device memory is host memory (cpu_memory.cpp): 64-byte aligned, page aligned
-// when large.
+// the seam. Its device memory is host memory (HostMemoryBackend): 64-byte aligned, page
+// aligned when large.
 #pragma once
-#include "backend/allocation_table.h"
-#include "backend/backend.h"
+#include "backend/host_memory_backend.h"
 
 namespace seqtrain {
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public HostMemoryBackend {
  public:
   std::string_view name() const override { return "cpu"; }
   SEQTRAIN_BACKEND_OPERATIONS
-  SEQTRAIN_BACKEND_MEMORY
-  bool host_accessible() const override { return true; }
-  const AllocationTable& allocations() const { return allocations_; }
 
- private:
-  AllocationTable allocations_;
+ protected:
+  // A cache line (64 bytes, one AVX-512 register: kernels may load aligned, and no buffer shares
+  // its first line with another object); from 1 MiB a page, so a large buffer shares no page with
+  // the rest of the heap.
+  size_t alignment_for(size_t bytes) const override { return bytes >= (size_t{1} << 20) ? 4096 : 64; }
 };
 
 }  // namespace seqtrain

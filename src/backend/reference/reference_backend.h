@@ -6,27 +6,20 @@
 // backend after them, are tested against it (tests/test_backend.cpp). Anything it does not do
 // (16-bit GEMMs and attention, mixed-precision or checkpointed recurrent layers) is a seqtrain::Error naming
 // the operation, never a quiet fallback to another path. Its device memory is plain host memory
-// from operator new (reference_memory.cpp), a different path than the CPU backend's aligned
-// allocator, so tests that mix the two would see a buffer go back to the wrong backend.
+// from plain operator new (HostMemoryBackend at its default alignment), not the CPU backend's
+// aligned one, so tests that mix the two would see a buffer go back to the wrong backend.
 // It does convert f32 <-> bf16 / f16: the roundings' definition, with which tests build the
 // oracle of a 16-bit GEMM (the rounded operands widened back and multiplied here in fp64: a bf16
 // product is exact in fp32).
 #pragma once
-#include "backend/allocation_table.h"
-#include "backend/backend.h"
+#include "backend/host_memory_backend.h"
 
 namespace seqtrain {
 
-class ReferenceBackend final : public Backend {
+class ReferenceBackend final : public HostMemoryBackend {
  public:
   std::string_view name() const override { return "reference"; }
   SEQTRAIN_BACKEND_OPERATIONS
-  SEQTRAIN_BACKEND_MEMORY
-  bool host_accessible() const override { return true; }
-  const AllocationTable& allocations() const { return allocations_; }
-
- private:
-  AllocationTable allocations_;
 };
 
 }  // namespace seqtrain

@@ -276,12 +276,16 @@ void forward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_
 
 }  // namespace
 
-void attention_forward(const AttentionKernelArgs& a) {
+// head(a, d, b, h, workspace) for every (b, h), one task each, each thread its own workspace.
+template <class Head>
+void for_each_head(const AttentionKernelArgs& a, bool backward, Head head) {
   const Dims d = dims_of(a);
-  const int64_t tasks = d.B * d.H, stride = attention_work_floats(a, false);
+  const int64_t tasks = d.B * d.H, stride = attention_work_floats(a, backward);
 #pragma omp parallel for schedule(dynamic) if (tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) forward_head(a, d, t / d.H, t % d.H, a.work + omp_get_thread_num() * stride);
+  for (int64_t t = 0; t < tasks; ++t) head(a, d, t / d.H, t % d.H, a.work + omp_get_thread_num() * stride);
 }
+
+void attention_forward(const AttentionKernelArgs& a) { for_each_head(a, false, forward_head); }
 
 namespace {
 
@@ -396,12 +400,7 @@ void backward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64
 
 }  // namespace
 
-void attention_backward(const AttentionKernelArgs& a) {
-  const Dims d = dims_of(a);
-  const int64_t tasks = d.B * d.H, stride = attention_work_floats(a, true);
-#pragma omp parallel for schedule(dynamic) if (tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) backward_head(a, d, t / d.H, t % d.H, a.work + omp_get_thread_num() * stride);
-}
+void attention_backward(const AttentionKernelArgs& a) { for_each_head(a, true, backward_head); }
 
 int64_t attention_work_floats(const AttentionKernelArgs& a, bool backward) {
   const Dims d = dims_of(a);

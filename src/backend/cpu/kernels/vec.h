@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/attention_dropout.h"
+
 #ifndef ST_ISA_NS
 #error "backend/cpu/kernels/ files are compiled once per ISA level with ST_ISA_NS set (CMakeLists.txt)"
 #endif
@@ -160,15 +162,7 @@ inline vf exp(vf x) {
 // attention_bits() of backend/attention_dropout.h for the key columns j (one per lane) of the row
 // with this 64-bit key: the dropout masks' per-element hash on vectors (the compiler leaves the
 // scalar loop scalar).
-inline vu hash_bits(vu j, uint64_t key) {
-  vu x = (j * 0x9e3779b9u) ^ static_cast<uint32_t>(key);
-  x ^= x >> 16;
-  x *= 0x85ebca6bu;
-  x ^= x >> 13;
-  x *= 0xc2b2ae35u;
-  x ^= x >> 16;
-  return (x ^ static_cast<uint32_t>(key >> 32)) >> 8;
-}
+inline vu hash_bits(vu j, uint64_t key) { return attention_hash(j, key); }
 
 // e^x for x <= 0, any x (-inf and huge negatives included): exp() above needs its argument in
 // range on the AVX-512 path, where it does not clamp.
