@@ -40,7 +40,7 @@ float sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
 }  // namespace
 
 CharLm::CharLm(const ModelSpec& spec, const ModelEnv& env)
-    : Model(checked(spec), env),
+    : TextModel(checked(spec), env),
       lstm_(rnn_cell(spec.type) == RnnCell::lstm),
       embed_(params_, "embed", spec.vocab_size, spec.embed_size),
       rnn_(params_, "rnn", lstm_ ? RnnCell::lstm : RnnCell::gru, spec.embed_size, spec.hidden, spec.layers, false,

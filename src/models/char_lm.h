@@ -18,8 +18,7 @@
 #pragma once
 #include <vector>
 
-#include "models/model.h"
-#include "models/text_generator.h"
+#include "models/text_model.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -32,13 +31,12 @@ struct CharLmState : GenState {
   std::vector<std::vector<float>> h, c;
 };
 
-class CharLm : public Model, public TextGenerator {
+class CharLm : public TextModel {
  public:
   explicit CharLm(const ModelSpec& spec, const ModelEnv& env = {});
   Tensor forward(const Batch& batch, StepContext& ctx) override;
   void backward(StepContext& ctx) override;
 
-  int64_t vocab_size() const override { return spec_.vocab_size; }
   CharLmState initial_state() const;
   // Feeds token `id` and writes the next-token logits [V] into `logits`; advances `state`.
   // Error naming the id and the vocabulary size when id is outside [0, V).
@@ -47,7 +45,6 @@ class CharLm : public Model, public TextGenerator {
   // TextGenerator: begin() is initial_state(), next_logits() is step().
   std::unique_ptr<GenState> begin() const override;
   void next_logits(GenState& state, int64_t token, float* logits) override;
-  TextGenerator* as_text_generator() override { return this; }
 
 
  private:

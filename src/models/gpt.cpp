@@ -65,7 +65,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }  // namespace
 
 Gpt::Gpt(const ModelSpec& spec, const ModelEnv& env)
-    : Model(checked(spec, env.precision), env),
+    : TextModel(checked(spec, env.precision), env),
       wte_(params_, "transformer.wte", spec.vocab_size, spec.hidden),
       wpe_(params_, "transformer.wpe", spec.lookback, spec.hidden),
       drop_(spec.dropout, &params_.backend()),

@@ -32,24 +32,21 @@
 #include <vector>
 
 #include "models/gpt_block.h"
-#include "models/model.h"
-#include "models/text_generator.h"
+#include "models/text_model.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/layer_norm.h"
 
 namespace seqtrain {
 
-class Gpt : public Model, public TextGenerator {
+class Gpt : public TextModel {
  public:
   explicit Gpt(const ModelSpec& spec, const ModelEnv& env = {});
   Tensor forward(const Batch& batch, StepContext& ctx) override;
   void backward(StepContext& ctx) override;
 
-  int64_t vocab_size() const override { return spec_.vocab_size; }
   std::unique_ptr<GenState> begin() const override;
   void next_logits(GenState& state, int64_t token, float* logits) override;
-  TextGenerator* as_text_generator() override { return this; }
 
  private:
   void init_params(Rng& rng) override;

@@ -23,12 +23,7 @@ void Embedding::init(Rng& rng) {
 EmbeddingArgs Embedding::lookup(const Tensor& ids) const {
   ST_CHECK(ids.dtype == DType::i64 && ids.contiguous(), "Embedding: ids must be a contiguous int64 tensor, got {} {}",
            dtype_name(ids.dtype), shape_str(ids.shape));
-  EmbeddingArgs a;
-  a.rows = num;
-  a.dim = dim;
-  a.count = ids.numel();
-  a.ids = ids.data<int64_t>();
-  return a;
+  return EmbeddingArgs{.rows = num, .dim = dim, .count = ids.numel(), .ids = ids.data<int64_t>()};
 }
 
 Tensor Embedding::forward(const Tensor& ids, Arena& arena) {
