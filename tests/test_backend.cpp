@@ -337,6 +337,16 @@ TEST(BackendTraining, ClassifierMatchesTheReference) {
                    });
 }
 
+// Token batches over a vocabulary of V from Rng(1000 + s) (test_util.h's random_token_batch).
+BatchFn token_batches(int64_t B, int64_t T, int64_t V) {
+  return [=](int64_t step, std::vector<float>& x, std::vector<float>&, std::vector<int64_t>& yi) {
+    Rng rng(1000 + step);
+    x.resize(B * T);
+    yi.resize(B * T);
+    random_token_batch(rng, V, x, yi);
+  };
+}
+
 TEST(BackendTraining, CharLmMatchesTheReference) {
   ModelSpec s;
   s.type = "char_lstm";
@@ -346,16 +356,7 @@ TEST(BackendTraining, CharLmMatchesTheReference) {
   s.layers = 2;
   s.dropout = 0.1f;
   const int64_t B = 4, T = 10;
-  compare_backends(s, LossKind::cross_entropy, {B, T}, {B, T},
-                   [&](int64_t step, std::vector<float>& x, std::vector<float>&, std::vector<int64_t>& yi) {
-                     Rng rng(1000 + step);
-                     x.resize(B * T);
-                     yi.resize(B * T);
-                     for (int64_t i = 0; i < B * T; ++i) {
-                       yi[i] = std::min<int64_t>(10, static_cast<int64_t>(rng.uniform() * 11));
-                       x[i] = static_cast<float>((yi[i] + 3) % 11);
-                     }
-                   });
+  compare_backends(s, LossKind::cross_entropy, {B, T}, {B, T}, token_batches(B, T, 11));
 }
 
 // A GPT with dropout: every op of the GPT path (embedding gather + position add and their
@@ -376,16 +377,7 @@ TEST(BackendTraining, GptMatchesTheReference) {
   s.dropout = 0.1f;
   s.bias = false;
   const int64_t B = 3, T = 9;
-  compare_backends(s, LossKind::cross_entropy, {B, T}, {B, T},
-                   [&](int64_t step, std::vector<float>& x, std::vector<float>&, std::vector<int64_t>& yi) {
-                     Rng rng(1000 + step);
-                     x.resize(B * T);
-                     yi.resize(B * T);
-                     for (int64_t i = 0; i < B * T; ++i) {
-                       yi[i] = std::min<int64_t>(10, static_cast<int64_t>(rng.uniform() * 11));
-                       x[i] = static_cast<float>((yi[i] + 3) % 11);
-                     }
-                   });
+  compare_backends(s, LossKind::cross_entropy, {B, T}, {B, T}, token_batches(B, T, 11));
 }
 
 }  // namespace

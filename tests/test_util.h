@@ -3,6 +3,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -47,6 +48,15 @@ inline std::vector<float> randn(Rng& rng, int64_t n, float scale = 1.f) {
 }
 
 // The message of the seqtrain::Error thrown by f, or "<no error>".
+// A language model's batch of x.size() == y.size() tokens over a vocabulary of V: targets drawn
+// from rng, each input a fixed function of its target, so there is something to learn.
+inline void random_token_batch(Rng& rng, int64_t V, std::vector<float>& x, std::vector<int64_t>& y) {
+  for (size_t i = 0; i < y.size(); ++i) {
+    y[i] = std::min<int64_t>(V - 1, static_cast<int64_t>(rng.uniform() * static_cast<float>(V)));
+    x[i] = static_cast<float>((y[i] + 3) % V);
+  }
+}
+
 inline std::string error_of(const std::function<void()>& f) {
   try {
     f();
