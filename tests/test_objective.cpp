@@ -157,14 +157,12 @@ TEST(Objective, GradientIsTheGradientOfTheSum) {
 // normalised gradient, with the model's weights left as they were for the next run.
 class GradRecorder final : public Optimizer {
  public:
-  GradRecorder() : Optimizer(OptimizerOptions{}) {}
-  std::string_view name() const override { return "recorder"; }
+  GradRecorder() : Optimizer("recorder", {}, OptimizerOptions{}) {}
   void step(float* params, const float* grads, size_t n, double lr) override {
     begin_step(params, grads, n, lr);
     ++step_;
     grads_.assign(grads, grads + n);
   }
-  std::vector<std::string> buffer_names() const override { return {}; }
   std::vector<float> grads_;
 };
 

@@ -7,7 +7,8 @@
 
 namespace seqtrain {
 
-AdamW::AdamW(OptimizerOptions opts, Backend& backend) : Optimizer(std::move(opts), backend) {
+AdamW::AdamW(OptimizerOptions opts, Backend& backend)
+    : Optimizer("adamw", {"exp_avg", "exp_avg_sq"}, std::move(opts), backend) {
   if (!opts_.weight_decay) opts_.weight_decay = 0.01;  // torch.optim.AdamW's default
   const OptimizerOptions& o = opts_;
   ST_CHECK(std::isfinite(o.lr) && o.lr >= 0, "optimizer lr = {} is invalid; it must be finite and >= 0", o.lr);

@@ -14,9 +14,7 @@ class AdamW : public Optimizer {
  public:
   // Throws Error when a hyperparameter is outside the range torch accepts.
   explicit AdamW(OptimizerOptions opts, Backend& backend = default_backend());
-  std::string_view name() const override { return "adamw"; }
   void step(float* params, const float* grads, size_t n, double lr) override;
-  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 };
 
 }  // namespace seqtrain

@@ -53,7 +53,8 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
-  virtual std::string_view name() const = 0;
+  // The optimizer's name as the config spells it ("adamw", "sgd"), for errors and the log.
+  std::string_view name() const { return name_; }
 
   // One update of params[0, n) from grads[0, n) with learning rate lr. The first call fixes n;
   // later calls (and load_state) must agree with it.
@@ -64,7 +65,7 @@ class Optimizer {
 
   // The names of the state buffers this optimizer keeps, in a fixed order (may be empty, e.g.
   // SGD without momentum).
-  virtual std::vector<std::string> buffer_names() const = 0;
+  const std::vector<std::string>& buffer_names() const { return buffer_names_; }
 
   // Downloads the buffers (one copy each; a plain memcpy on a host-accessible backend).
   OptimizerState state() const;
@@ -88,7 +89,10 @@ class Optimizer {
   Backend& backend() const { return *backend_; }
 
  protected:
-  explicit Optimizer(OptimizerOptions opts, Backend& backend = default_backend()) : opts_(std::move(opts)), backend_(&backend) {}
+  // name and buffer_names are fixed for the optimizer's life (SGD's follow its momentum option).
+  Optimizer(std::string name, std::vector<std::string> buffer_names, OptimizerOptions opts,
+            Backend& backend = default_backend())
+      : opts_(std::move(opts)), name_(std::move(name)), buffer_names_(std::move(buffer_names)), backend_(&backend) {}
 
   // Checks the arguments of step() and allocates the zeroed state buffers (device memory of
   // backend()) on the first call; later calls allocate nothing.
@@ -104,6 +108,8 @@ class Optimizer {
   int64_t step_ = 0;
 
  private:
+  std::string name_;
+  std::vector<std::string> buffer_names_;
   Backend* backend_;
   size_t n_ = 0;                          // parameter count, fixed by the first step or load
   std::vector<DeviceBuffer> buffers_;      // in buffer_names() order

@@ -7,7 +7,13 @@
 
 namespace seqtrain {
 
-SGD::SGD(OptimizerOptions opts, Backend& backend) : Optimizer(std::move(opts), backend) {
+// The momentum buffer exists only with momentum, as torch's state has no entry without it.
+static std::vector<std::string> sgd_buffers(double momentum) {
+  if (momentum == 0) return {};
+  return {"momentum_buffer"};
+}
+
+SGD::SGD(OptimizerOptions opts, Backend& backend) : Optimizer("sgd", sgd_buffers(opts.momentum), std::move(opts), backend) {
   if (!opts_.weight_decay) opts_.weight_decay = 0.0;  // torch.optim.SGD's default
   const OptimizerOptions& o = opts_;
   ST_CHECK(std::isfinite(o.lr) && o.lr >= 0, "optimizer lr = {} is invalid; it must be finite and >= 0", o.lr);
@@ -19,11 +25,6 @@ SGD::SGD(OptimizerOptions opts, Backend& backend) : Optimizer(std::move(opts), b
   ST_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
            "optimizer nesterov = true needs momentum > 0 and dampening = 0 (got momentum {}, dampening {})",
            o.momentum, o.dampening);
-}
-
-std::vector<std::string> SGD::buffer_names() const {
-  if (opts_.momentum == 0) return {};
-  return {"momentum_buffer"};
 }
 
 void SGD::step(float* params, const float* grads, size_t n, double lr) {

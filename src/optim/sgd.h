@@ -15,9 +15,7 @@ class SGD : public Optimizer {
   // Throws Error when a hyperparameter is out of range or nesterov is set without
   // momentum > 0 and dampening == 0 (torch refuses that combination too).
   explicit SGD(OptimizerOptions opts, Backend& backend = default_backend());
-  std::string_view name() const override { return "sgd"; }
   void step(float* params, const float* grads, size_t n, double lr) override;
-  std::vector<std::string> buffer_names() const override;
 };
 
 }  // namespace seqtrain

@@ -11,4 +11,11 @@ namespace seqtrain {
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// The argument checks every GEMM entry (f32 here, bf16 and fp16 operands) shares, `who` naming it
+// in the error. Returns false when there is nothing to multiply: M or N is zero (an empty batch,
+// a zero-length layer: legal), or K is zero, where C has been set to beta * C (0 when beta is 0,
+// whatever C held) since the libraries reject K = 0 on some versions.
+bool gemm_has_work(const char* who, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
+                   float beta, float* C, int64_t ldc);
+
 }  // namespace seqtrain

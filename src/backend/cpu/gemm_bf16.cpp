@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/half_scalar.h"
 #include "core/error.h"
 
@@ -25,23 +26,6 @@ float bf16_to_f32(uint16_t v) { return half_scalar::from_bf16(v); }
 void bf16_to_f32(const uint16_t* src, float* dst, int64_t n) { cpu_kernels().bf16_to_f32(src, dst, n); }
 
 void f32_to_bf16(const float* src, uint16_t* dst, int64_t n) { cpu_kernels().f32_to_bf16(src, dst, n); }
-
-void f32_to_bf16_rows(const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols) {
-  if (ld_src == cols) {
-    const int64_t n = rows * cols;
-    if (n >= 65536) {
-      const int64_t chunk = 16384;
-#pragma omp parallel for
-      for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c)
-        f32_to_bf16(src + c * chunk, dst + c * chunk, std::min(chunk, n - c * chunk));
-    } else {
-      f32_to_bf16(src, dst, n);
-    }
-    return;
-  }
-#pragma omp parallel for if (rows * cols >= 65536)
-  for (int64_t r = 0; r < rows; ++r) f32_to_bf16(src + r * ld_src, dst + r * cols, cols);
-}
 
 namespace {
 
@@ -100,16 +84,7 @@ Matmul& get(const MatmulKey& k) {
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc) {
-  ST_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_bf16: negative size M={} N={} K={}", M, N, K);
-  if (M == 0 || N == 0) return;
-  ST_CHECK(ldc >= N, "gemm_bf16: ldc={} is smaller than N={}", ldc, N);
-  if (K == 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, N * sizeof(float));
-    return;
-  }
-  ST_CHECK(lda >= (ta ? M : K), "gemm_bf16: lda={} too small (ta={}, M={}, K={})", lda, ta, M, K);
-  ST_CHECK(ldb >= (tb ? K : N), "gemm_bf16: ldb={} too small (tb={}, K={}, N={})", ldb, tb, K, N);
+  if (!gemm_has_work("gemm_bf16", ta, tb, M, N, K, lda, ldb, accumulate ? 1.f : 0.f, C, ldc)) return;
   std::lock_guard<std::mutex> lock(g_mu);
   Matmul& m = get(MatmulKey{ta, tb, accumulate, M, N, K, lda, ldb, ldc});
   m.a.set_data_handle(const_cast<uint16_t*>(A));

@@ -20,8 +20,6 @@ bool cpu_has_native_bf16();
 
 // f32 -> bf16 with round-to-nearest-even (NaN stays NaN), n contiguous elements.
 void f32_to_bf16(const float* src, uint16_t* dst, int64_t n);
-// rows x cols from a strided f32 matrix (row stride ld_src) into a contiguous bf16 one.
-void f32_to_bf16_rows(const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols);
 float bf16_to_f32(uint16_t v);
 // bf16 -> f32 (exact), n contiguous elements.
 void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);

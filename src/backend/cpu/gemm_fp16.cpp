@@ -26,27 +26,13 @@ void widen(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, std::vec
 
 void f32_to_fp16(const float* src, uint16_t* dst, int64_t n) { cpu_kernels().f32_to_fp16(src, dst, n); }
 
-void f32_to_fp16_rows(const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols) {
-#pragma omp parallel for if (rows * cols >= 65536)
-  for (int64_t r = 0; r < rows; ++r) f32_to_fp16(src + r * ld_src, dst + r * cols, cols);
-}
-
 float fp16_to_f32(uint16_t v) { return half_scalar::from_fp16(v); }
 
 void fp16_to_f32(const uint16_t* src, float* dst, int64_t n) { cpu_kernels().fp16_to_f32(src, dst, n); }
 
 void gemm_fp16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc) {
-  ST_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_fp16: negative size M={} N={} K={}", M, N, K);
-  if (M == 0 || N == 0) return;
-  ST_CHECK(ldc >= N, "gemm_fp16: ldc={} is smaller than N={}", ldc, N);
-  if (K == 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < M; ++i) std::memset(C + i * ldc, 0, N * sizeof(float));
-    return;
-  }
-  ST_CHECK(lda >= (ta ? M : K), "gemm_fp16: lda={} too small (ta={}, M={}, K={})", lda, ta, M, K);
-  ST_CHECK(ldb >= (tb ? K : N), "gemm_fp16: ldb={} too small (tb={}, K={}, N={})", ldb, tb, K, N);
+  if (!gemm_has_work("gemm_fp16", ta, tb, M, N, K, lda, ldb, accumulate ? 1.f : 0.f, C, ldc)) return;
   // Per thread, reused across calls: the steady-state step allocates nothing.
   thread_local std::vector<float> a32, b32;
   const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
@@ -59,9 +45,18 @@ void f32_to_half(HalfType t, const float* src, uint16_t* dst, int64_t n) { cpu_k
 
 void half_to_f32(HalfType t, const uint16_t* src, float* dst, int64_t n) { cpu_kernels().half_to_f32(t, src, dst, n); }
 
+// Long runs are split over the threads in fixed chunks (each element's rounding is its own, so
+// the result does not depend on the split); short ones stay on the calling thread.
 void f32_to_half_rows(HalfType t, const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols) {
-  if (t == HalfType::fp16) f32_to_fp16_rows(src, ld_src, dst, rows, cols);
-  else f32_to_bf16_rows(src, ld_src, dst, rows, cols);
+  if (ld_src == cols) {
+    const int64_t n = rows * cols, chunk = 16384;
+#pragma omp parallel for if (n >= 65536)
+    for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c)
+      f32_to_half(t, src + c * chunk, dst + c * chunk, std::min(chunk, n - c * chunk));
+    return;
+  }
+#pragma omp parallel for if (rows * cols >= 65536)
+  for (int64_t r = 0; r < rows; ++r) f32_to_half(t, src + r * ld_src, dst + r * cols, cols);
 }
 
 void gemm_half(HalfType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,

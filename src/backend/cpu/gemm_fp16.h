@@ -16,8 +16,6 @@ namespace seqtrain {
 // f32 -> fp16 with round-to-nearest-even; values beyond the half range become +-inf, tiny ones
 // fp16 subnormals or zero, NaN stays (quiet) NaN. n contiguous elements.
 void f32_to_fp16(const float* src, uint16_t* dst, int64_t n);
-// rows x cols from a strided f32 matrix (row stride ld_src) into a contiguous fp16 one.
-void f32_to_fp16_rows(const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols);
 float fp16_to_f32(uint16_t v);
 void fp16_to_f32(const uint16_t* src, float* dst, int64_t n);
 

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cpu/kernels/exp_series.h"
+
 namespace seqtrain {
 namespace {
 
@@ -25,14 +27,7 @@ inline float exp_approx(float x) {
   const float n = static_cast<float>(static_cast<int32_t>(x * 1.44269504f + 128.5f)) - 128.f;
   float r = n * -0.693145751953125f + x;
   r = n * -1.428606765330187e-06f + r;
-  float p = 1.f / 5040.f;
-  p = p * r + 1.f / 720.f;
-  p = p * r + 1.f / 120.f;
-  p = p * r + 1.f / 24.f;
-  p = p * r + 1.f / 6.f;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
+  const float p = exp_taylor_tail(r * (1.f / 5040.f) + 1.f / 720.f, r);
   // The builtin, not std::bit_cast: an unoptimised build emits std::bit_cast as a weak function
   // that every level's object would share (KernelObjectsShareNoCode), one level's code for all.
   const float scale = __builtin_bit_cast(float, (static_cast<int32_t>(n) + 127) << 23);

@@ -90,51 +90,75 @@ static void add_partials(const float* partials, int64_t blocks, int64_t ld, int6
   }
 }
 
+// The gates a step saved for backward: fp32, or their 16-bit copies (gates_half).
+struct SavedGates {
+  const float* f32;
+  const uint16_t* half;
+};
+
+static SavedGates saved_gates(const FusedRnnArgs& a, int64_t t) {
+  if (a.gates_half) return {nullptr, half_gates_at(a, t)};
+  return {gates_at(a, t), nullptr};
+}
+
+// Row n's G saved gates as fp32: in place, or 16-bit copies widened into `row`, the row of the
+// gate gradients it is about to become (each lane reads its gates before it writes there).
+static const float* gate_row(const FusedRnnArgs& a, const SavedGates& sg, int64_t n, int64_t G, float* row) {
+  if (!sg.half) return sg.f32 + n * G;
+  ST_ISA_NS::half_to_f32(a.half, sg.half + n * G, row, G);
+  return row;
+}
+
+// row(n, acc) for every batch row: the rows go in blocks of kRowBlock over the threads, and acc
+// is the block's own zeroed row of width w in bias_partials, into which row() adds its rows'
+// bias-gradient terms (add_partials then sums the blocks in order: the same sums for any
+// thread count).
+template <class Row>
+static void for_row_blocks(const FusedRnnGrads& g, int64_t N, int64_t H, int64_t w, Row&& row) {
+#pragma omp parallel for if (worth_threads(N * H))
+  for (int64_t b = 0; b < row_blocks(N); ++b) {
+    float* acc = g.bias_partials + b * w;
+    for (int64_t j = 0; j < w; ++j) acc[j] = 0.f;
+    for (int64_t n = b * kRowBlock; n < imin(N, (b + 1) * kRowBlock); ++n) row(n, acc);
+  }
+}
+
 // Backward of one LSTM step: gate gradients (fp32 into dgi, 16-bit copies into dgi_b), the
 // carried dc and the direct part of dh, and the blocks' bias-gradient sums.
 void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, uint16_t* dgi_b) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 4 * H, ld = a.ld_out;
-  const float* gates = a.gates_half ? nullptr : gates_at(a, t);
-  const uint16_t* gates16 = a.gates_half ? half_gates_at(a, t) : nullptr;
+  const SavedGates sg = saved_gates(a, t);
   const float* dout = g.dout + t * N * ld;
   const float* c = a.extra + t * N * H;
   const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
-#pragma omp parallel for if (worth_threads(N * H))
-  for (int64_t b = 0; b < row_blocks(N); ++b) {
-    float* acc = g.bias_partials + b * G;
-    for (int64_t j = 0; j < G; ++j) acc[j] = 0.f;
-    for (int64_t n = b * kRowBlock; n < imin(N, (b + 1) * kRowBlock); ++n) {
-      float* d = dgi + n * G;
-      // 16-bit saved gates are widened into the row of d: iteration j reads gates j, H+j, 2H+j,
-      // 3H+j before it writes the gradients there.
-      if (gates16) ST_ISA_NS::half_to_f32(a.half, gates16 + n * G, d, G);
-      const float* gn = gates16 ? d : gates + n * G;
-      float* dhn = g.dh + n * H;
-      float* dcn = g.dc + n * H;
-      const float* cn = c + n * H;
-      const float* cpn = c_prev ? c_prev + n * H : nullptr;
-      const float* doutn = dout + n * ld;
-      for_lanes(H, [&](auto l) {
-        const vf i = l.load(gn), f = l.load(gn + H), gg = l.load(gn + 2 * H), o = l.load(gn + 3 * H);
-        const vf tc = tanh(l.load(cn));
-        const vf dh = l.load(doutn) + l.load(dhn);
-        const vf dcv = l.load(dcn) + dh * o * (1.f - tc * tc);
-        const vf cp = cpn ? l.load(cpn) : splat(0.f);
-        const vf di = dcv * gg * i * (1.f - i), df = dcv * cp * f * (1.f - f);
-        const vf dg = dcv * i * (1.f - gg * gg), dov = dh * tc * o * (1.f - o);
-        l.store(d, di);
-        l.store(d + H, df);
-        l.store(d + 2 * H, dg);
-        l.store(d + 3 * H, dov);
-        l.store(acc, l.load(acc) + di);
-        l.store(acc + H, l.load(acc + H) + df);
-        l.store(acc + 2 * H, l.load(acc + 2 * H) + dg);
-        l.store(acc + 3 * H, l.load(acc + 3 * H) + dov);
-        l.store(dcn, dcv * f);
-      });
-      if (dgi_b) ST_ISA_NS::f32_to_half(a.half, d, dgi_b + n * G, G);
-    }
-  }
+  for_row_blocks(g, N, H, G, [&](int64_t n, float* acc) {
+    float* d = dgi + n * G;
+    const float* gn = gate_row(a, sg, n, G, d);
+    float* dhn = g.dh + n * H;
+    float* dcn = g.dc + n * H;
+    const float* cn = c + n * H;
+    const float* cpn = c_prev ? c_prev + n * H : nullptr;
+    const float* doutn = dout + n * ld;
+    for_lanes(H, [&](auto l) {
+      const vf i = l.load(gn), f = l.load(gn + H), gg = l.load(gn + 2 * H), o = l.load(gn + 3 * H);
+      const vf tc = tanh(l.load(cn));
+      const vf dh = l.load(doutn) + l.load(dhn);
+      const vf dcv = l.load(dcn) + dh * o * (1.f - tc * tc);
+      const vf cp = cpn ? l.load(cpn) : splat(0.f);
+      const vf di = dcv * gg * i * (1.f - i), df = dcv * cp * f * (1.f - f);
+      const vf dg = dcv * i * (1.f - gg * gg), dov = dh * tc * o * (1.f - o);
+      l.store(d, di);
+      l.store(d + H, df);
+      l.store(d + 2 * H, dg);
+      l.store(d + 3 * H, dov);
+      l.store(acc, l.load(acc) + di);
+      l.store(acc + H, l.load(acc + H) + df);
+      l.store(acc + 2 * H, l.load(acc + 2 * H) + dg);
+      l.store(acc + 3 * H, l.load(acc + 3 * H) + dov);
+      l.store(dcn, dcv * f);
+    });
+    if (dgi_b) ST_ISA_NS::f32_to_half(a.half, d, dgi_b + n * G, G);
+  });
   add_partials(g.bias_partials, row_blocks(N), G, G, g.db_ih);
   add_partials(g.bias_partials, row_blocks(N), G, G, g.db_hh);  // the LSTM's two biases get equal gradients
 }
@@ -145,49 +169,42 @@ void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s
 void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, float* dgh,
                        uint16_t* dgi_b, uint16_t* dgh_b) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 3 * H, ld = a.ld_out, W = G + H;
-  const float* gates = a.gates_half ? nullptr : gates_at(a, t);
-  const uint16_t* gates16 = a.gates_half ? half_gates_at(a, t) : nullptr;
+  const SavedGates sg = saved_gates(a, t);
   const float* dout = g.dout + t * N * ld;
   const float* e = a.extra + t * N * H;
   const float* h_prev = s ? a.out + time_of(a, s - 1) * N * ld : nullptr;
-#pragma omp parallel for if (worth_threads(N * H))
-  for (int64_t b = 0; b < row_blocks(N); ++b) {
-    float* acc = g.bias_partials + b * W;
-    for (int64_t j = 0; j < W; ++j) acc[j] = 0.f;
-    for (int64_t n = b * kRowBlock; n < imin(N, (b + 1) * kRowBlock); ++n) {
-      float* di = dgi + n * G;
-      float* dr = dgh + n * G;
-      if (gates16) ST_ISA_NS::half_to_f32(a.half, gates16 + n * G, di, G);  // as in lstm_step_backward
-      const float* gn = gates16 ? di : gates + n * G;
-      float* dhn = g.dh + n * H;
-      const float* hpn = h_prev ? h_prev + n * ld : nullptr;
-      const float* doutn = dout + n * ld;
-      const float* en = e + n * H;
-      for_lanes(H, [&](auto l) {
-        const vf r = l.load(gn), z = l.load(gn + H), nv = l.load(gn + 2 * H);
-        const vf hp = hpn ? l.load(hpn) : splat(0.f);
-        const vf dh = l.load(doutn) + l.load(dhn);
-        const vf dn = dh * (1.f - z) * (1.f - nv * nv);
-        const vf dz = dh * (hp - nv) * z * (1.f - z);
-        const vf drr = dn * l.load(en) * r * (1.f - r);
-        l.store(di, drr);
-        l.store(di + H, dz);
-        l.store(di + 2 * H, dn);
-        l.store(dr, drr);
-        l.store(dr + H, dz);
-        l.store(dr + 2 * H, dn * r);
-        l.store(acc, l.load(acc) + drr);
-        l.store(acc + H, l.load(acc + H) + dz);
-        l.store(acc + 2 * H, l.load(acc + 2 * H) + dn);
-        l.store(acc + G, l.load(acc + G) + dn * r);
-        l.store(dhn, dh * z);  // the direct path; the gate paths are added by the recurrent GEMM
-      });
-      if (dgi_b) {
-        ST_ISA_NS::f32_to_half(a.half, di, dgi_b + n * G, G);
-        ST_ISA_NS::f32_to_half(a.half, dr, dgh_b + n * G, G);
-      }
+  for_row_blocks(g, N, H, W, [&](int64_t n, float* acc) {
+    float* di = dgi + n * G;
+    float* dr = dgh + n * G;
+    const float* gn = gate_row(a, sg, n, G, di);
+    float* dhn = g.dh + n * H;
+    const float* hpn = h_prev ? h_prev + n * ld : nullptr;
+    const float* doutn = dout + n * ld;
+    const float* en = e + n * H;
+    for_lanes(H, [&](auto l) {
+      const vf r = l.load(gn), z = l.load(gn + H), nv = l.load(gn + 2 * H);
+      const vf hp = hpn ? l.load(hpn) : splat(0.f);
+      const vf dh = l.load(doutn) + l.load(dhn);
+      const vf dn = dh * (1.f - z) * (1.f - nv * nv);
+      const vf dz = dh * (hp - nv) * z * (1.f - z);
+      const vf drr = dn * l.load(en) * r * (1.f - r);
+      l.store(di, drr);
+      l.store(di + H, dz);
+      l.store(di + 2 * H, dn);
+      l.store(dr, drr);
+      l.store(dr + H, dz);
+      l.store(dr + 2 * H, dn * r);
+      l.store(acc, l.load(acc) + drr);
+      l.store(acc + H, l.load(acc + H) + dz);
+      l.store(acc + 2 * H, l.load(acc + 2 * H) + dn);
+      l.store(acc + G, l.load(acc + G) + dn * r);
+      l.store(dhn, dh * z);  // the direct path; the gate paths are added by the recurrent GEMM
+    });
+    if (dgi_b) {
+      ST_ISA_NS::f32_to_half(a.half, di, dgi_b + n * G, G);
+      ST_ISA_NS::f32_to_half(a.half, dr, dgh_b + n * G, G);
     }
-  }
+  });
   add_partials(g.bias_partials, row_blocks(N), W, G, g.db_ih);
   add_partials(g.bias_partials, row_blocks(N), W, 2 * H, g.db_hh);
   add_partials(g.bias_partials + G, row_blocks(N), W, H, g.db_hh + 2 * H);

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "backend/attention_dropout.h"
+#include "backend/cpu/kernels/exp_series.h"
 
 #ifndef ST_ISA_NS
 #error "backend/cpu/kernels/ files are compiled once per ISA level with ST_ISA_NS set (CMakeLists.txt)"
@@ -142,13 +143,7 @@ inline vf exp(vf x) {
   const vf n = (x * 1.44269504f + 12582912.f) - 12582912.f;
 #endif
   const vf r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;  // ln 2 split in two
-  vf p = splat(1.f / 720.f);
-  p = p * r + 1.f / 120.f;
-  p = p * r + 1.f / 24.f;
-  p = p * r + 1.f / 6.f;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
+  const vf p = exp_taylor_tail(splat(1.f / 720.f), r);
 #if defined(__AVX512F__)
   return _mm512_maskz_scalef_ps(0xffff, p, n);
 #else
