@@ -1,0 +1,76 @@
+// CudaBackend: the Backend seam on one NVIDIA GPU (backend.h states every operation's contract;
+// the reference backend is the oracle the tests hold it to). Device memory from cudaMalloc
+// (host_accessible() false: host code reaches parameters only through the copies, nn/params.h),
+// every operation queued on the backend's one stream in call order; GEMMs on cuBLASLt (fp32 with
+// TF32 when the precision policy allows it, bf16 and fp16 operands with fp32 accumulation),
+// recurrent layers on cuDNN's RNN API (cuda_rnn.cu), attention as seqtrain's own FlashAttention
+// kernels (cuda_attention.cu), the row ops, activations, AdamW/SGD and norms as seqtrain's own
+// kernels over the flat buffers (cuda_rows.cu, cuda_backend.cu).
+//
+// Files: cuda_backend.cu (context, memory, GEMM, convert, bias, optimizer, norms, fill/copy/scale,
+// activations), cuda_rows.cu (cross-entropy, LayerNorm, embedding, dropout), cuda_attention.cu,
+// cuda_rnn.cu (make_recurrent), plugin_entry.cpp (the plugin's C entry points).
+//
+// Operations that return a host value (l2_norm, cross_entropy_forward's sums) synchronize the
+// stream to read it; everything else is asynchronous on the stream.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "backend/allocation_table.h"
+#include "backend/backend.h"
+
+namespace seqtrain::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  // Makes `device` current and creates the stream, the cuBLASLt and cuDNN handles and the GEMM
+  // workspace; Error (with the CUDA message) when any of it fails.
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string_view name() const override { return name_; }
+  SEQTRAIN_BACKEND_OPERATIONS
+  SEQTRAIN_BACKEND_MEMORY
+  bool host_accessible() const override { return false; }
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasLtHandle_t cublaslt() const { return lt_; }
+  cudnnHandle_t cudnn() const { return dnn_; }
+  // Whether fp32 GEMMs may use TF32 tensor cores (the precision policy's choice; on by default as
+  // the seeds set torch.backends.cuda.matmul.allow_tf32).
+  bool tf32() const { return tf32_; }
+  void set_tf32(bool on) { tf32_ = on; }
+  // A device buffer of at least `bytes` kept by the backend for kernels' temporaries (reduction
+  // partials, flags); valid until the next call that asks for scratch. Grows, never shrinks.
+  void* scratch(size_t bytes);
+  // Pinned host memory of at least `bytes` for reading small results back (a loss sum, a norm).
+  void* pinned(size_t bytes);
+  // Blocks until every operation queued so far has finished (and surfaces its error).
+  void synchronize();
+
+ private:
+  int device_ = 0;
+  std::string name_;  // "cuda:N"
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  cudnnHandle_t dnn_ = nullptr;
+  void* gemm_workspace_ = nullptr;
+  size_t gemm_workspace_bytes_ = 0;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  void* pinned_ = nullptr;
+  size_t pinned_bytes_ = 0;
+  bool tf32_ = true;
+  AllocationTable allocations_;
+};
+
+}  // namespace seqtrain::cuda

@@ -1,0 +1,136 @@
+// Finding, loading and checking the CUDA plugin: see cuda_plugin.h.
+#include "backend/cuda_plugin.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "backend/backend.h"
+#include "backend/cuda/plugin_abi.h"
+#include "core/error.h"
+
+namespace seqtrain {
+namespace {
+
+// The plugin's entry points (backend/cuda/plugin_abi.h).
+struct Plugin {
+  void* handle = nullptr;
+  std::string path;
+  decltype(&seqtrain_cuda_abi) abi = nullptr;
+  decltype(&seqtrain_cuda_device_count) device_count = nullptr;
+  decltype(&seqtrain_cuda_backend) backend = nullptr;
+};
+
+std::string executable_dir() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  return std::filesystem::path(buf).parent_path().string();
+}
+
+// SEQTRAIN_CUDA_PLUGIN names the library; otherwise it is looked for beside the executable.
+std::string plugin_path() {
+  if (const char* p = std::getenv("SEQTRAIN_CUDA_PLUGIN"); p && *p) return p;
+  return executable_dir() + "/libseqtrain_cuda.so";
+}
+
+// Loads the plugin once; `why` gets the reason when it cannot be used.
+const Plugin* load_plugin(std::string& why) {
+  static std::once_flag once;
+  static Plugin plugin;
+  static std::string failure;
+  std::call_once(once, [] {
+    const std::string path = plugin_path();
+    if (!std::filesystem::exists(path)) {
+      failure = fmt::format("this seqtrain has no CUDA backend: {} is missing (it is built only when the CUDA "
+                            "toolkit is found at build time)", path);
+      return;
+    }
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      failure = fmt::format("the CUDA backend {} could not be loaded: {}", path, dlerror());
+      return;
+    }
+    Plugin p;
+    p.handle = h;
+    p.path = path;
+    p.abi = reinterpret_cast<decltype(p.abi)>(dlsym(h, "seqtrain_cuda_abi"));
+    p.device_count = reinterpret_cast<decltype(p.device_count)>(dlsym(h, "seqtrain_cuda_device_count"));
+    p.backend = reinterpret_cast<decltype(p.backend)>(dlsym(h, "seqtrain_cuda_backend"));
+    if (!p.abi || !p.device_count || !p.backend) {
+      failure = fmt::format("{} is not a seqtrain CUDA plugin (an entry point is missing)", path);
+      return;
+    }
+    if (p.abi() != kCudaPluginAbi) {
+      failure = fmt::format("{} was built from another seqtrain version (plugin ABI {}, this binary {}): rebuild "
+                            "both from one tree", path, p.abi(), kCudaPluginAbi);
+      return;
+    }
+    plugin = p;
+  });
+  why = failure;
+  return failure.empty() ? &plugin : nullptr;
+}
+
+}  // namespace
+
+const CudaAvailability& cuda_availability() {
+  static const CudaAvailability a = [] {
+    CudaAvailability r;
+    const Plugin* p = load_plugin(r.why_none);
+    if (!p) return r;
+    r.plugin = p->path;
+    char why[512] = {0};
+    r.devices = p->device_count(why, sizeof why);
+    if (r.devices <= 0) {
+      r.devices = 0;
+      r.why_none = why[0] ? why : "the CUDA runtime sees no GPU";
+    }
+    return r;
+  }();
+  return a;
+}
+
+Backend& cuda_backend(int device) {
+  const CudaAvailability& a = cuda_availability();
+  ST_CHECK(a.devices > 0, "runtime.device asks for cuda:{} but no GPU can be used: {}. Fix: runtime.device: cpu "
+           "(or auto, which falls back to the CPU)", device, a.why_none);
+  ST_CHECK(device >= 0 && device < a.devices, "runtime.device asks for cuda:{} but this machine has {} GPU(s) "
+           "(cuda:0..cuda:{}): pick one of them", device, a.devices, a.devices - 1);
+  static std::mutex mu;
+  static std::map<int, Backend*> backends;
+  std::lock_guard<std::mutex> lock(mu);
+  Backend*& b = backends[device];
+  if (!b) {
+    std::string why;
+    char err[512] = {0};
+    b = load_plugin(why)->backend(device, err, sizeof err);
+    ST_CHECK(b, "the CUDA backend for cuda:{} could not start: {}. Fix: runtime.device: cpu", device, err);
+  }
+  return *b;
+}
+
+int resolve_device(std::string_view device) {
+  if (device == "cpu") return -1;
+  if (device == "auto") return cuda_availability().devices > 0 ? 0 : -1;
+  if (device == "cuda") return 0;
+  if (device.substr(0, 5) == "cuda:" && device.size() > 5 && device.size() <= 8) {
+    int n = 0;
+    for (char c : device.substr(5)) {
+      ST_CHECK(c >= '0' && c <= '9', "config key 'runtime.device' is '{}': accepted values are auto, cpu, cuda and "
+               "cuda:N (N a GPU index, e.g. cuda:0)", device);
+      n = n * 10 + (c - '0');
+    }
+    return n;
+  }
+  fail("config key 'runtime.device' is '{}': accepted values are auto, cpu, cuda and cuda:N (N a GPU index, e.g. "
+       "cuda:0)", device);
+}
+
+}  // namespace seqtrain

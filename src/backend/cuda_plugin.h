@@ -1,0 +1,37 @@
+// The CUDA backend as a run-time plugin. The CUDA code (src/backend/cuda/) is built, when the
+// toolkit is found, into its own shared library, libseqtrain_cuda.so beside the executables, and
+// loaded here with dlopen on the first request for a GPU. Why a plugin and not a link: seqtrain
+// stays one binary that starts on any x86-64 machine, with or without the CUDA libraries (a
+// binary linked against libcudart, cuBLASLt and cuDNN does not start where they are missing),
+// and a CPU run does not pay the ~0.1 s that loading cuBLASLt and cuDNN costs every process.
+// The plugin resolves seqtrain's own symbols (Backend, Error, Tensor, ...) from the executable,
+// which exports them (CMakeLists.txt: ENABLE_EXPORTS).
+//
+// runtime.device: auto | cpu | cuda | cuda:N (config/fields.h) is resolved here: auto is cuda:0
+// when the plugin loads and sees a GPU, cpu otherwise.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace seqtrain {
+
+class Backend;
+
+// What the machine offers: the GPUs the CUDA runtime sees, or why none is usable (no plugin in
+// this build, no driver, a driver older than the runtime, no device). Probed once per process.
+struct CudaAvailability {
+  int devices = 0;
+  std::string why_none;  // empty when devices > 0
+  std::string plugin;    // the plugin's path, empty when none was found
+};
+const CudaAvailability& cuda_availability();
+
+// The CUDA backend of GPU `device`, one instance per device for the process. Throws Error with
+// the reason and the fix (runtime.device: cpu) when there is no such GPU.
+Backend& cuda_backend(int device);
+
+// Parses runtime.device ("auto", "cpu", "cuda", "cuda:N"); returns the device index for a CUDA
+// choice (auto with a GPU: 0), -1 for the CPU. A malformed value is an Error naming the key.
+int resolve_device(std::string_view device);
+
+}  // namespace seqtrain
