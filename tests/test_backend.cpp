@@ -59,7 +59,7 @@ TEST(Backend, NamesAndSelection) {
   EXPECT_EQ(backend_named("cpu").name(), "cpu");
   EXPECT_EQ(backend_named("reference").name(), "reference");
   EXPECT_EQ(&default_backend(), &backend_named("cpu"));
-  EXPECT_CONTAINS(error_of([] { backend_named("cuda"); }), "runtime.backend 'cuda' is not known");
+  EXPECT_CONTAINS(error_of([] { backend_named("vulkan"); }), "runtime.backend 'vulkan' is not known");
   ModelSpec s;
   s.hidden = 4;
   s.backend = "reference";

@@ -3,6 +3,7 @@
 #include "backend/backend.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda_plugin.h"
 #include "backend/reference/reference_backend.h"
 #include "core/error.h"
 
@@ -111,7 +112,8 @@ Backend& backend_named(std::string_view name) {
   static ReferenceBackend reference;
   if (name == "cpu") return cpu;
   if (name == "reference") return reference;
-  fail("runtime.backend '{}' is not known: use cpu or reference", name);
+  if (name.substr(0, 4) == "cuda") return cuda_backend(resolve_device(name));
+  fail("runtime.backend '{}' is not known: use cpu or reference (and runtime.device for a GPU)", name);
 }
 
 Backend& default_backend() { return backend_named("cpu"); }

@@ -133,4 +133,14 @@ int resolve_device(std::string_view device) {
        "cuda:0)", device);
 }
 
+std::string backend_for(std::string_view backend, std::string_view device) {
+  if (backend == "reference") {
+    ST_CHECK(device == "cpu" || device == "auto", "config key 'runtime.device' is '{}' but runtime.backend is "
+             "reference, the CPU oracle: set runtime.device: cpu, or runtime.backend: cpu", device);
+    return "reference";
+  }
+  const int d = resolve_device(device);
+  return d < 0 ? std::string(backend) : fmt::format("cuda:{}", d);
+}
+
 }  // namespace seqtrain

@@ -34,4 +34,9 @@ Backend& cuda_backend(int device);
 // choice (auto with a GPU: 0), -1 for the CPU. A malformed value is an Error naming the key.
 int resolve_device(std::string_view device);
 
+// The backend name (backend_named) a run uses for runtime.backend and runtime.device: reference
+// stays reference (a CPU oracle: any device other than cpu/auto is an Error naming both keys);
+// cpu with a device that resolves to GPU N is "cuda:N", else "cpu".
+std::string backend_for(std::string_view backend, std::string_view device);
+
 }  // namespace seqtrain

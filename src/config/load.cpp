@@ -18,11 +18,30 @@
 #include "config/frequency.h"
 #include "config/scalar.h"
 #include "config/suggest.h"
+#include "backend/cuda_plugin.h"
 #include "core/error.h"
 #include "config/model_config.h"
 
 namespace seqtrain {
 namespace {
+
+// runtime.device against this machine, at load (before a run directory is touched): a GPU asked
+// for by name must be usable now; auto never fails (it falls back to the CPU). `where` is the
+// key's origin (file:line or the override).
+void check_device(const Config& c, const std::string& where) {
+  try {
+    backend_for(c.runtime.backend, c.runtime.device);
+    if (c.runtime.device.substr(0, 4) != "cuda") return;
+    const CudaAvailability& a = cuda_availability();
+    const int want = resolve_device(c.runtime.device);
+    ST_CHECK(a.devices > 0, "config key 'runtime.device' is '{}' but no GPU can be used here: {}. Fix: "
+             "runtime.device: cpu (or auto, which uses a GPU when there is one)", c.runtime.device, a.why_none);
+    ST_CHECK(want < a.devices, "config key 'runtime.device' is '{}' but this machine has {} GPU(s): use cuda:0.."
+             "cuda:{}", c.runtime.device, a.devices, a.devices - 1);
+  } catch (const Error& e) {
+    fail("{}: {}", where, e.what());
+  }
+}
 
 namespace fs = std::filesystem;
 using namespace config_detail;
@@ -391,6 +410,7 @@ class Loader {
              "needs every data.augment value at 0", origin(on), on);
     }
     if (std::optional<ConfigProblem> p = check_model_config(c)) fail("{}: {}", origin(p->key), p->message);
+    check_device(c, origin("runtime.device"));
     if (c.runtime.backend == "reference" && c.runtime.precision != "fp32")
       fail("{}: config key 'runtime.precision' is {} but runtime.backend is reference, which computes in fp32 only "
            "(it has no bf16/fp16 GEMM): set runtime.precision: fp32, or runtime.backend: cpu",

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "backend/cuda_plugin.h"
+
 namespace seqtrain {
 
 std::optional<ConfigProblem> check_model_config(const Config& c) {
@@ -28,7 +30,7 @@ ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
   s.bidirectional = c.model.bidirectional;
   s.dropout = static_cast<float>(c.model.dropout);
   s.rnn_impl = c.runtime.rnn_impl;
-  s.backend = c.runtime.backend;
+  s.backend = backend_for(c.runtime.backend, c.runtime.device);
   s.grad_checkpoint = c.train.grad_checkpoint;
   // Timing-based choices can differ between two runs of the same config: a deterministic run
   // keeps the configured kernels. (A resumed run reuses its autotune.json either way.)

@@ -2,6 +2,7 @@
 #include "train/objective.h"
 
 #include "backend/backend.h"
+#include "backend/cuda_plugin.h"
 #include "core/error.h"
 #include "train/data_plan.h"
 
@@ -109,7 +110,7 @@ std::unique_ptr<Objective> make_objective(const std::string& loss, double huber_
 std::unique_ptr<Objective> make_objective(const Config& config, const DataPlan& plan) {
   LossOptions o;
   o.huber_delta = static_cast<float>(config.train.huber_delta);
-  o.backend = &backend_named(config.runtime.backend);  // the model's (config/model_config.cpp gives it the same)
+  o.backend = &backend_named(backend_for(config.runtime.backend, config.runtime.device));  // the model's (config/model_config.cpp gives it the same)
   const ObjectiveTask task = plan.vocab > 0      ? ObjectiveTask::next_token
                              : plan.classes > 0 ? ObjectiveTask::classify
                                                 : ObjectiveTask::forecast;
