@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/gpu_monitor.h"
 #include "train/trainer.h"
 
 namespace seqtrain {
@@ -21,6 +22,7 @@ struct StepEvent {
   double progress = 0;                 // updates / the run's planned updates, for an ETA
   std::optional<double> loss_scale;    // fp16 loss scaling only
   int64_t skipped_since_last = 0;      // fp16 steps skipped since the previous record
+  std::optional<GpuSample> gpu;        // a CUDA run where NVML answers: the GPU at this record
 };
 
 struct EpochEvent {  // an epoch's training pass ended (validation may follow)

@@ -17,6 +17,11 @@ void MetricsObserver::on_step(const StepEvent& e) {
     rec["loss_scale"] = *e.loss_scale;
     rec["skipped_steps"] = e.skipped_since_last;
   }
+  if (e.gpu) {
+    rec["gpu_util"] = e.gpu->utilisation;
+    rec["gpu_mem_mb"] = e.gpu->memory_used_mb;
+    rec["gpu_power_w"] = e.gpu->power_w;
+  }
   log_.write(rec);
 }
 

@@ -8,6 +8,7 @@
 #include "backend/cpu/autotune.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/isa.h"
+#include "backend/cuda_plugin.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
 #include "train/init_from.h"
@@ -258,6 +259,12 @@ void TrainLoop::announce() {
                                  model_->params().size(), plan_.train->size(), DataPlan::size_of(plan_.val),
                                  DataPlan::size_of(plan_.test), plan_.unit, threads_));
   observers_.on_note("CPU kernels: " + isa_summary());
+  const std::string_view device = model_->params().backend().name();
+  if (device.substr(0, 5) == "cuda:") {
+    gpu_ = std::make_unique<GpuMonitor>(resolve_device(device));
+    observers_.on_note(gpu_->available() ? fmt::format("{}: GPU utilisation, memory and power logged (NVML)", device)
+                                         : gpu_->why_unavailable());
+  }
   const std::string& covers = family(spec_.type).precision_covers;
   if (!covers.empty()) observers_.on_note(precision_why_ + " (" + covers + ")");
   else if (config_.runtime.precision != "fp32")
@@ -312,6 +319,7 @@ void TrainLoop::after_update(const StepResult& r) {
       e.loss_scale = scaler_->scale();
       e.skipped_since_last = scaler_->take_skipped_since_report();
     }
+    if (gpu_) e.gpu = gpu_->sample();
     observers_.on_step(e);
     log_start_ = Clock::now();
     log_samples_ = 0;

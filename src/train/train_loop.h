@@ -97,6 +97,7 @@ class TrainLoop {
   CheckpointWriter writer_;
   ConsoleObserver console_;
   std::unique_ptr<MetricsObserver> metrics_;
+  std::unique_ptr<GpuMonitor> gpu_;  // a CUDA run's NVML sampler for the step records; null on the CPU
   ObserverList observers_;
   Frequency eval_every_, checkpoint_every_;
 
