@@ -429,5 +429,47 @@ TEST(DataLoader, WorkersAutoFollowsCoresAndRam) {
   EXPECT_GT(system_available_ram(), 0);
 }
 
+// An allocator that refuses after `budget` buffers, as a page-locked pool at its limit does.
+struct RefusingAllocator : HostAllocator {
+  int64_t budget;
+  std::set<float*> live;
+  explicit RefusingAllocator(int64_t b) : budget(b) {}
+  float* allocate(size_t n) override {
+    if (budget-- <= 0) throw Error("cudaHostAlloc: out of memory (stand-in)");
+    float* p = new float[n == 0 ? 1 : n];
+    live.insert(p);
+    return p;
+  }
+  void deallocate(float* p, size_t) override {
+    EXPECT_EQ(live.erase(p), 1u) << "the primary got back a buffer it did not make";
+    delete[] p;
+  }
+};
+
+TEST(DataLoader, PinnedSlotsFallBackToTheHeapWhenRefusedAndTheRunGoesOn) {
+  CountingSource src(64);
+  RefusingAllocator pinned(3);
+  FallbackHostAllocator alloc(pinned);
+  {
+    LoaderOptions opt;
+    opt.workers = 2;
+    opt.prefetch = 2;
+    opt.batch_size = 4;
+    opt.allocator = &alloc;
+    Loader loader(src, opt);
+    EXPECT_EQ(pinned.live.size(), 3u);
+    EXPECT_EQ(alloc.fallbacks(), 7u);  // 10 buffers: 3 pinned, 7 from the heap
+    EXPECT_CONTAINS(alloc.first_failure(), "out of memory (stand-in)");
+    int64_t rows = 0;
+    loader.start_epoch(0);
+    while (const Batch* b = loader.next()) {
+      rows += b->count;
+      loader.release(b);
+    }
+    EXPECT_EQ(rows, 64);
+  }
+  EXPECT_TRUE(pinned.live.empty()) << "pinned buffers leaked or went to the heap";
+}
+
 }  // namespace
 }  // namespace seqtrain

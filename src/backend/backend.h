@@ -30,6 +30,7 @@
 #include "backend/rnn_cell.h"
 #include "core/arena.h"
 #include "core/dtype.h"
+#include "core/host_allocator.h"
 #include "core/tensor.h"
 
 namespace seqtrain {
@@ -253,6 +254,10 @@ class Backend {
   // live allocation of this backend (an Error otherwise).
   virtual void copy_to_host(const void* device_src, void* host_dst, size_t bytes) = 0;
   virtual void copy_from_host(const void* host_src, void* device_dst, size_t bytes) = 0;
+  // Page-locked host memory for buffers the host fills and this backend reads (the loader's
+  // slots), from which copies to the device can run asynchronously; nullptr when the backend
+  // reads host memory directly (cpu, reference) and ordinary memory is best. Owned by the backend.
+  virtual HostAllocator* pinned_allocator() { return nullptr; }
 
   // C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, lda/ldb/ldc the row strides as stored
   // (backend/cpu/gemm.h's conventions). `in` is A's and B's dtype (f32, or bf16/f16 raw 16-bit

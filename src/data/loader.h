@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/host_allocator.h"
 #include "data/batch_layout.h"
 #include "data/window_dataset.h"
 
@@ -47,15 +48,6 @@ class WindowSource final : public BatchSource {
   const WindowDataset& ds_;
 };
 
-// Where slot buffers come from. The default (nullptr in LoaderOptions) is ordinary heap memory;
-// the CUDA backend can pass one that returns page-locked memory (cudaHostAlloc) so copies to
-// the device run asynchronously. Must outlive the Loader.
-struct HostAllocator {
-  virtual ~HostAllocator() = default;
-  virtual float* allocate(size_t n) = 0;          // n floats; never null (throw on failure)
-  virtual void deallocate(float* p, size_t n) = 0;
-};
-
 // Rows [first, second) of a global batch of `rows` that rank `rank` of `world` takes.
 inline std::pair<int64_t, int64_t> shard_rows(int64_t rows, int rank, int world) {
   return {rows * rank / world, rows * (rank + 1) / world};
@@ -68,7 +60,9 @@ struct LoaderOptions {
   bool shuffle = false;     // order from epoch_order(size, shuffle, seed, epoch)
   uint64_t seed = 0;
   bool drop_last = false;   // drop the final partial batch of an epoch
-  HostAllocator* allocator = nullptr;  // slot buffers; nullptr = std::vector storage
+  // Slot buffers (core/host_allocator.h; must outlive the Loader); nullptr = std::vector storage.
+  // A training run passes its backend's pinned_allocator() (page-locked memory on a GPU).
+  HostAllocator* allocator = nullptr;
   // Data parallelism (llm.c's loader): every rank walks the same global batches and fills its
   // own contiguous shard of each, rows [count*rank/world, count*(rank+1)/world). batch_size
   // is the global batch; a short last batch splits into shards that differ by at most a row.

@@ -169,6 +169,7 @@ void TrainLoop::resume_or_start() {
                                      LoaderOptions{.workers = workers_, .prefetch = config_.data.prefetch,
                                                    .batch_size = config_.train.batch_size,
                                                    .shuffle = config_.train.shuffle, .seed = config_.seed,
+                                                   .allocator = model_->params().backend().pinned_allocator(),
                                                    .rank = comm_->rank(), .world = comm_->world(),
                                                    .layout = sample_layout(plan_)});
   x_.resize(config_.train.batch_size * feed_.source->x_size());

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "backend/allocation_table.h"
@@ -40,6 +41,9 @@ class CudaBackend final : public Backend {
   SEQTRAIN_BACKEND_OPERATIONS
   SEQTRAIN_BACKEND_MEMORY
   bool host_accessible() const override { return false; }
+  // Page-locked slots for the loader (cudaHostAlloc), heap memory where the driver refuses
+  // (cuda_pinned.cpp).
+  HostAllocator* pinned_allocator() override;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
@@ -71,6 +75,8 @@ class CudaBackend final : public Backend {
   size_t pinned_bytes_ = 0;
   bool tf32_ = true;
   AllocationTable allocations_;
+  std::unique_ptr<HostAllocator> page_locked_;      // cudaHostAlloc / cudaFreeHost
+  std::unique_ptr<FallbackHostAllocator> loader_slots_;  // page_locked_, or the heap when it refuses
 };
 
 }  // namespace seqtrain::cuda
