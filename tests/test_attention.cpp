@@ -15,6 +15,8 @@
 
 #include "backend/attention_dropout.h"
 #include "backend/backend.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/isa.h"
 #include "core/rng.h"
 #include "test_util.h"
 
@@ -131,6 +133,54 @@ void expect_close(const Result& got, const Result& want, const MaskCase& c, doub
 }
 
 class GptAttentionMasked : public ::testing::TestWithParam<MaskCase> {};
+
+// bf16 attention through one ISA level's kernels directly (the backend always takes the active
+// level's).
+Result run_level_bf16(Isa isa, const MaskCase& c, const Inputs& in) {
+  Result r;
+  r.y.assign(c.B * c.T * c.C, std::nanf(""));
+  r.lse.assign(c.B * c.H * c.T, std::nanf(""));
+  r.dqkv.assign(in.qkv.size(), std::nanf(""));
+  AttentionKernelArgs k;
+  k.B = c.B; k.T = c.T; k.H = c.H; k.C = c.C;
+  k.bf16 = true;
+  k.dropout = c.p > 0.f;
+  k.keep_threshold = attention_keep_threshold(c.p);
+  k.keep_scale = 1.f / (1.f - c.p);
+  k.seed = 42;
+  k.causal = c.causal;
+  k.key_padding_mask = c.pad == Pad::none ? nullptr : in.mask.data();
+  k.qkv = in.qkv.data(); k.y = r.y.data(); k.lse = r.lse.data();
+  k.dy = in.dy.data(); k.dqkv = r.dqkv.data();
+  const CpuKernels& kernels = cpu_kernels(isa);
+  std::vector<float> work(static_cast<size_t>(omp_get_max_threads()) *
+                          std::max(kernels.attention_work_floats(k, false), kernels.attention_work_floats(k, true)));
+  k.work = work.data();
+  kernels.attention_forward(k);
+  kernels.attention_backward(k);
+  return r;
+}
+
+// On an AVX512-BF16 CPU bf16 attention runs its products on vdpbf16ps (kernels/attention_bf16.cpp)
+// with its own operand layouts; the AVX-512 level rounds the same operands at the same points
+// and multiplies with fp32 FMAs. Only the summation order differs (measured: 1e-7 to 8e-7 of
+// scale; a summation difference can flip the bf16 rounding of one probability now and then).
+// Bar 1e-5, ten times the measured and 300 times below bf16's own error against fp32 (3e-3);
+// the layout bugs this guards against (a wrong pair, a stale row, odd D's padding word) move
+// results by O(1). Odd D (21), T not a tile multiple, both masks, dropout, padding, T < a pair.
+TEST(GptAttentionNativeBf16, EqualsTheFmaBf16PathOfTheAvx512Level) {
+  if (active_isa() < Isa::avx512_bf16) GTEST_SKIP() << "this CPU (or SEQTRAIN_ISA) has no AVX512-BF16 level";
+  for (const MaskCase c : {MaskCase{2, 70, 42, 2, 0.f, true, Pad::none}, MaskCase{3, 130, 48, 3, 0.1f, false, Pad::random},
+                           MaskCase{2, 200, 64, 1, 0.f, true, Pad::lengths}, MaskCase{1, 5, 6, 2, 0.f, true, Pad::none}}) {
+    const Inputs in = inputs(c);
+    const Result native = run_level_bf16(Isa::avx512_bf16, c, in), fma = run_level_bf16(Isa::avx512, c, in);
+    std::printf("native vs FMA bf16 (%s): y %.2e, lse %.2e, dqkv %.2e\n", case_name(c).c_str(),
+                rel_err(native.y, fma.y), rel_err(native.lse, fma.lse), rel_err(native.dqkv, fma.dqkv));
+    expect_close(native, fma, c, 1e-5);
+    // And both stay bf16's distance from the fp32 reference.
+    expect_close(native, run_op(ref(), c, in.qkv, in.dy, in.mask), c, 1e-2);
+  }
+}
 
 TEST_P(GptAttentionMasked, FlashMatchesReference) {
   const MaskCase c = GetParam();

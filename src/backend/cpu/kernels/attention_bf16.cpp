@@ -1,0 +1,327 @@
+// Attention with native bf16 products, for the AVX512-BF16 level only (the other levels compile
+// this file empty): the same tiles, online softmax, dropout and rounding points as
+// attention.cpp's bf16 mode, but every product runs on vdpbf16ps, which multiplies pairs of bf16
+// values and adds both products to an fp32 lane: 16 columns x 2 steps of the inner dimension per
+// instruction, twice the work of an fp32 FMA. attention.cpp's bf16 mode rounds the operands and
+// multiplies them with fp32 FMAs: bf16's numerics without its speed.
+//
+// vdpbf16ps wants each 32-bit lane of both operands to hold two consecutive elements of the inner
+// dimension k. Operands are therefore packed once per head as bf16 in one of two layouts:
+//   rows     X[r][k]: row-major, Dp columns — a pair (k, k+1) of one row is one 32-bit word;
+//   pairs    X2[r/2][c][2]: rows r and r+1 interleaved — the pair (X[r][c], X[r+1][c]) is one word,
+//            which is what a product whose inner dimension runs over rows needs.
+// and a transposed word matrix Kt2[k/2][j] (the words of K's rows, transposed) for q k^T. The
+// micro-kernel broadcasts one word of A and multiplies it against NV vectors of B's words.
+//
+// Results differ from the fp32-FMA bf16 mode only in summation order (each instruction adds the
+// k+1 product, then the k product, to the lane, rounding in between): both are exact products of
+// the same rounded operands accumulated in fp32.
+#include "backend/cpu/kernels/level.h"  // defines nothing: the levels without bf16 get an empty file
+
+#if defined(__AVX512BF16__)
+#include <immintrin.h>
+
+#include "backend/cpu/kernels/attention_tiles.h"
+
+namespace seqtrain::ST_ISA_NS {
+namespace {
+
+// Loads and stores through these may alias the float workspace the words are carved from.
+using u16a = uint16_t __attribute__((may_alias));
+using u32a = uint32_t __attribute__((may_alias));
+
+inline uint16_t bf16_bits(float x) {  // x already representable in bf16 (or rounded here)
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// C[r, 0:16 NV) (+)= sum over word steps p < P of A(r, p) . B[p, :], for the 4 rows r, where
+// A(r, p) is the word at A[r * ar + p * ak] and B's word rows are ldb words apart.
+template <int NV>
+inline void mk4_bf16_cols(const u32a* A, int64_t ar, int64_t ak, const u32a* B, int64_t ldb, int64_t P, float* C,
+                          int64_t ldc, bool accumulate) {
+  __m512 c[4][NV];
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < NV; ++v) c[r][v] = accumulate ? _mm512_loadu_ps(C + r * ldc + v * 16) : _mm512_setzero_ps();
+  for (int64_t p = 0; p < P; ++p) {
+    __m512bh b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_loadu_si512(B + p * ldb + v * 16);
+    const u32a* a_p = A + p * ak;
+    for (int r = 0; r < 4; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(a_p[r * ar]));
+      for (int v = 0; v < NV; ++v) c[r][v] = _mm512_dpbf16_ps(c[r][v], a, b[v]);
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(C + r * ldc + v * 16, c[r][v]);
+}
+
+// nv = columns / 16; two column vectors at a time (8 independent accumulator chains).
+inline void mk4_bf16(const u32a* A, int64_t ar, int64_t ak, const u32a* B, int64_t ldb, int64_t P, float* C,
+                     int64_t ldc, int64_t nv, bool accumulate) {
+  int64_t v = 0;
+  for (; v + 2 <= nv; v += 2) mk4_bf16_cols<2>(A, ar, ak, B + v * 16, ldb, P, C + v * 16, ldc, accumulate);
+  if (v < nv) mk4_bf16_cols<1>(A, ar, ak, B + v * 16, ldb, P, C + v * 16, ldc, accumulate);
+}
+
+// rows x D of a head (row stride ld) rounded to bf16 into dst [rows_pad, Dp] (rows layout), zeros
+// past them.
+void pack_rows_bf16(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t rows_pad, int64_t Dp, u16a* dst) {
+  std::memset(dst, 0, sizeof(uint16_t) * rows_pad * Dp);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < D; ++k) dst[r * Dp + k] = bf16_bits(src[r * ld + k]);
+}
+
+// The rows layout [rows_pad, Dp] into the pairs layout [rows_pad / 2, Dp, 2] (rows_pad even).
+void rows_to_pairs(const u16a* X, int64_t rows_pad, int64_t Dp, u16a* X2) {
+  for (int64_t r = 0; r < rows_pad; r += 2)
+    for (int64_t c = 0; c < Dp; ++c) {
+      X2[(r / 2) * 2 * Dp + 2 * c] = X[r * Dp + c];
+      X2[(r / 2) * 2 * Dp + 2 * c + 1] = X[(r + 1) * Dp + c];
+    }
+}
+
+// The words of the rows layout X [rows_pad, Dp] transposed: Xt2[p][j] = word p of row j, for the
+// P = ceil(D / 2) words that hold data.
+void words_transposed(const u16a* X, int64_t rows_pad, int64_t Dp, int64_t P, u32a* Xt2) {
+  const u32a* w = reinterpret_cast<const u32a*>(X);
+  for (int64_t j = 0; j < rows_pad; ++j)
+    for (int64_t p = 0; p < P; ++p) Xt2[p * rows_pad + j] = w[j * (Dp / 2) + p];
+}
+
+// Four fp32 rows [4][kTile] of bf16-representable values into bf16 rows (row stride kTile).
+void store_rows_bf16(const float* src, u16a* dst) {
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t v = 0; v < kTile; v += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + r * kTile + v),
+                          (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + r * kTile + v)));
+}
+
+// Rows [i, i + 4) of a tile (fp32, row stride kTile, i even) into the pairs layout of the tile:
+// word (i / 2, j) = (row i, row i + 1) at column j.
+void store_pairs_bf16(const float* src, int64_t i, u16a* dst2) {
+  for (int64_t r = 0; r < 4; r += 2)
+    for (int64_t j = 0; j < kTile; ++j) {
+      dst2[((i + r) / 2) * 2 * kTile + 2 * j] = bf16_bits(src[r * kTile + j]);
+      dst2[((i + r) / 2) * 2 * kTile + 2 * j + 1] = bf16_bits(src[(r + 1) * kTile + j]);
+    }
+}
+
+const u32a* words(const u16a* p) { return reinterpret_cast<const u32a*>(p); }
+
+// ---- forward ----
+
+struct ForwardBf16 {
+  u16a* Q;    // rows [Tp, Dp]
+  u32a* Kt2;  // [P, Tp] words
+  u16a* V2;   // pairs [Tp / 2, Dp, 2]
+  float *S, *Pf, *O, *m, *l, *kf, *kv;
+  u16a* P16;  // rows [4, kTile]
+};
+
+// Carved from the fp32 path's slice (attention.cpp's forward_work layout and sizes): each bf16
+// array takes at most the room of the fp32 array it replaces.
+ForwardBf16 forward_bf16_work(const Dims& d, int64_t Tp, float* w) {
+  ForwardBf16 f;
+  float* Qf = w;
+  float* Ktf = Qf + Tp * d.Dp;
+  float* Vf = Ktf + d.D * Tp;
+  f.S = Vf + Tp * d.Dp;
+  f.Pf = f.S + 4 * kTile;
+  f.O = f.Pf + 4 * kTile;
+  f.m = f.O + kTile * d.Dp;
+  f.l = f.m + kTile;
+  f.kf = f.l + kTile;
+  f.kv = f.kf + kTile;
+  f.Q = reinterpret_cast<u16a*>(Qf);
+  f.Kt2 = reinterpret_cast<u32a*>(Ktf);
+  f.V2 = reinterpret_cast<u16a*>(Vf);
+  f.P16 = reinterpret_cast<u16a*>(f.S);  // S is consumed into Pf before P16 is written
+  return f;
+}
+
+void forward_tile_bf16(const AttentionKernelArgs& a, const Dims& d, const ForwardBf16& f, int64_t b, int64_t h,
+                       int64_t q0) {
+  const int64_t nq = imin(kTile, d.T - q0), kend = a.causal ? q0 + nq : d.T, Tp = round_up(d.T, kTile);
+  const int64_t Dp = d.Dp, P = (d.D + 1) / 2;
+  std::memset(f.O, 0, sizeof(float) * kTile * Dp);
+  for (int64_t r = 0; r < kTile; ++r) { f.m[r] = -__builtin_inff(); f.l[r] = 0.f; }
+  for (int64_t rb = 0; rb < nq; rb += 4) {
+    const int64_t i0 = q0 + rb, jend = a.causal ? imin(i0 + 4, kend) : kend;
+    for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
+      if (!any_key(f.kv + j0)) continue;
+      mk4_bf16(words(f.Q) + i0 * (Dp / 2), Dp / 2, 1, f.Kt2 + j0, Tp, P, f.S, kTile, kTile / 16, false);
+      for (int64_t r = 0; r < 4; ++r) {
+        if (a.dropout) keep_row(a, b, h, i0 + r, j0, f.kf);
+        const float alpha = softmax_row(d, f.S + r * kTile, f.Pf + r * kTile, a.dropout ? f.kf : nullptr, f.kv,
+                                        a.causal, true, j0, i0 + r, f.m[rb + r], f.l[rb + r]);
+        float* o = f.O + (rb + r) * Dp;
+        for (int64_t v = 0; v < Dp; v += kLanes) vstore(o + v, vload(o + v) * alpha);
+      }
+      store_rows_bf16(f.Pf, f.P16);
+      const int64_t keys = imin(kTile, jend - j0);  // past them every row's p is 0
+      mk4_bf16(words(f.P16), kTile / 2, 1, words(f.V2) + (j0 / 2) * Dp, Dp, (keys + 1) / 2, f.O + rb * Dp, Dp,
+               Dp / 16, true);
+    }
+  }
+  for (int64_t r = 0; r < nq; ++r) {
+    const int64_t i = q0 + r;
+    const float l = f.l[r], inv = l > 0.f ? 1.f / l : 0.f;
+    float* y = a.y + (b * d.T + i) * d.C + h * d.D;
+    for (int64_t k = 0; k < d.D; ++k) y[k] = f.O[r * Dp + k] * inv;
+    a.lse[(b * d.H + h) * d.T + i] = l > 0.f ? f.m[r] + __builtin_logf(l) : -__builtin_inff();
+  }
+}
+
+// ---- backward ----
+
+struct BackwardBf16 {
+  u16a *Q, *Q2, *K2, *dY, *dY2;  // rows / pairs layouts
+  u32a *Kt2, *Vt2;               // [P, Tp] words
+  float *dQ, *dK, *dV, *S, *dP, *Pf, *dSf, *Di, *kf, *kv;
+  u16a *P2, *dS16, *dS2;         // the query tile's p (pairs), dS (rows and pairs)
+};
+
+// Carved from the fp32 path's slice (attention.cpp's backward_work layout and sizes).
+BackwardBf16 backward_bf16_work(const Dims& d, int64_t Tp, float* w) {
+  const int64_t rows = Tp * d.Dp, cols = d.D * Tp, tile = kTile * d.Dp, sq = kTile * kTile;
+  float* Qf = w;
+  float* Kf = Qf + rows;
+  float* dYf = Kf + rows;
+  BackwardBf16 g;
+  g.dQ = dYf + rows;
+  float* Ktf = g.dQ + rows;
+  float* Vtf = Ktf + cols;
+  g.dK = Vtf + cols;
+  g.dV = g.dK + tile;
+  g.S = g.dV + tile;
+  g.dP = g.S + 4 * kTile;
+  float* Pt = g.dP + 4 * kTile;
+  float* dSt = Pt + sq;
+  g.Di = dSt + sq;
+  g.kf = g.Di + Tp;
+  g.kv = g.kf + kTile;
+  g.Q = reinterpret_cast<u16a*>(Qf);
+  g.Q2 = g.Q + rows;  // the second half of Q's fp32 room
+  g.K2 = reinterpret_cast<u16a*>(Kf);
+  g.dY = reinterpret_cast<u16a*>(dYf);
+  g.dY2 = g.dY + rows;
+  g.Kt2 = reinterpret_cast<u32a*>(Ktf);
+  g.Vt2 = reinterpret_cast<u32a*>(Vtf);
+  g.P2 = reinterpret_cast<u16a*>(Pt);
+  g.Pf = Pt + sq / 2;         // 4 fp32 rows in the unused half of P's room
+  g.dSf = g.Pf + 4 * kTile;
+  g.dS16 = reinterpret_cast<u16a*>(dSt);
+  g.dS2 = g.dS16 + sq;
+  return g;
+}
+
+// Rows [i0, i0 + 4) of a (query tile x key tile) block, as attention.cpp's backward_rows, with
+// bf16 products; the dropped p and dS go to the tile's pairs layouts (and dS to its rows).
+void backward_rows_bf16(const AttentionKernelArgs& a, const Dims& d, const BackwardBf16& g, int64_t b, int64_t h,
+                        int64_t Tp, int64_t i0, int64_t rb, int64_t j0) {
+  const int64_t Dp = d.Dp, P = (d.D + 1) / 2;
+  mk4_bf16(words(g.Q) + i0 * (Dp / 2), Dp / 2, 1, g.Kt2 + j0, Tp, P, g.S, kTile, kTile / 16, false);
+  mk4_bf16(words(g.dY) + i0 * (Dp / 2), Dp / 2, 1, g.Vt2 + j0, Tp, P, g.dP, kTile, kTile / 16, false);
+  const float* lse = a.lse + (b * d.H + h) * d.T;
+  for (int64_t r = 0; r < 4; ++r) {
+    const int64_t i = i0 + r;
+    const float row_lse = i < d.T ? lse[i] : 0.f, Di = g.Di[i];
+    const vf live = splat(i < d.T ? 1.f : 0.f);
+    if (a.dropout) keep_row(a, b, h, i, j0, g.kf);
+    for (int64_t v = 0; v < kTile; v += kLanes) {
+      vf p = exp(vload(g.S + r * kTile + v) * d.scale - row_lse);
+      p = valid_lanes(g.kv, a.causal, j0, v, i) * live > 0.f ? p : splat(0.f);
+      vf dp = vload(g.dP + r * kTile + v), pd = p;
+      if (a.dropout) {
+        const vf kf = vload(g.kf + v);
+        dp *= kf;
+        pd *= kf;
+      }
+      vstore(g.Pf + r * kTile + v, round_bf16(pd));
+      vstore(g.dSf + r * kTile + v, round_bf16(p * (dp - Di) * d.scale));
+    }
+  }
+  store_pairs_bf16(g.Pf, rb, g.P2);
+  store_pairs_bf16(g.dSf, rb, g.dS2);
+  store_rows_bf16(g.dSf, g.dS16 + rb * kTile);
+}
+
+void backward_key_tile_bf16(const AttentionKernelArgs& a, const Dims& d, const BackwardBf16& g, int64_t b,
+                            int64_t h, int64_t Tp, int64_t j0) {
+  const int64_t Dp = d.Dp, nvd = Dp / 16;
+  std::memset(g.dK, 0, sizeof(float) * kTile * Dp);
+  std::memset(g.dV, 0, sizeof(float) * kTile * Dp);
+  const int64_t first_q = !any_key(g.kv + j0) ? d.T : a.causal ? j0 : 0;
+  for (int64_t q0 = first_q; q0 < d.T; q0 += kTile) {
+    const int64_t rows = round_up(imin(kTile, d.T - q0), 4);
+    for (int64_t rb = 0; rb < rows; rb += 4) backward_rows_bf16(a, d, g, b, h, Tp, q0 + rb, rb, j0);
+    // dv += p^T dy and dk += dS^T q: the inner dimension is the tile's query rows, in pairs.
+    for (int64_t jb = 0; jb < kTile; jb += 4) {
+      mk4_bf16(words(g.P2) + jb, 1, kTile, words(g.dY2) + (q0 / 2) * Dp, Dp, rows / 2, g.dV + jb * Dp, Dp, nvd, true);
+      mk4_bf16(words(g.dS2) + jb, 1, kTile, words(g.Q2) + (q0 / 2) * Dp, Dp, rows / 2, g.dK + jb * Dp, Dp, nvd, true);
+    }
+    for (int64_t rb = 0; rb < rows; rb += 4) {  // dq += dS k
+      const int64_t keys = imin(kTile, (a.causal ? q0 + rb + 4 : d.T) - j0);
+      mk4_bf16(words(g.dS16) + rb * (kTile / 2), kTile / 2, 1, words(g.K2) + (j0 / 2) * Dp, Dp, (keys + 1) / 2,
+               g.dQ + (q0 + rb) * Dp, Dp, nvd, true);
+    }
+  }
+  float* dqkv = a.dqkv + b * d.T * d.ld + h * d.D;
+  for (int64_t j = j0; j < imin(d.T, j0 + kTile); ++j)
+    for (int64_t k = 0; k < d.D; ++k) {
+      dqkv[j * d.ld + d.C + k] = g.dK[(j - j0) * Dp + k];
+      dqkv[j * d.ld + 2 * d.C + k] = g.dV[(j - j0) * Dp + k];
+    }
+}
+
+}  // namespace
+
+void forward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, float* w) {
+  const int64_t Tp = round_up(d.T, kTile);
+  const ForwardBf16 f = forward_bf16_work(d, Tp, w);
+  const float* head = a.qkv + b * d.T * d.ld + h * d.D;
+  pack_rows_bf16(head, d.ld, d.T, d.D, Tp, d.Dp, f.Q);
+  // K's rows go through V's room (packed to V2 right after) on their way to Kt2.
+  pack_rows_bf16(head + d.C, d.ld, d.T, d.D, Tp, d.Dp, f.V2);
+  words_transposed(f.V2, Tp, d.Dp, (d.D + 1) / 2, f.Kt2);
+  pack_rows_bf16(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, f.Q + Tp * d.Dp);  // the free half of Q's room
+  rows_to_pairs(f.Q + Tp * d.Dp, Tp, d.Dp, f.V2);
+  key_flags(a, b, Tp, f.kv);
+  for (int64_t q0 = 0; q0 < d.T; q0 += kTile) forward_tile_bf16(a, d, f, b, h, q0);
+}
+
+void backward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, float* w) {
+  const int64_t Tp = round_up(d.T, kTile), Dp = d.Dp, P = (d.D + 1) / 2;
+  const BackwardBf16 g = backward_bf16_work(d, Tp, w);
+  const float* head = a.qkv + b * d.T * d.ld + h * d.D;
+  const float* dy = a.dy + b * d.T * d.C + h * d.D;
+  const float* y = a.y + b * d.T * d.C + h * d.D;
+  pack_rows_bf16(head, d.ld, d.T, d.D, Tp, Dp, g.Q);
+  rows_to_pairs(g.Q, Tp, Dp, g.Q2);
+  pack_rows_bf16(dy, d.C, d.T, d.D, Tp, Dp, g.dY);
+  rows_to_pairs(g.dY, Tp, Dp, g.dY2);
+  // K and V rows pass through the free half of K's room on their way to K2, Kt2 and Vt2.
+  u16a* tmp = g.K2 + Tp * Dp;
+  pack_rows_bf16(head + d.C, d.ld, d.T, d.D, Tp, Dp, tmp);
+  rows_to_pairs(tmp, Tp, Dp, g.K2);
+  words_transposed(tmp, Tp, Dp, P, g.Kt2);
+  pack_rows_bf16(head + 2 * d.C, d.ld, d.T, d.D, Tp, Dp, tmp);
+  words_transposed(tmp, Tp, Dp, P, g.Vt2);
+  std::memset(g.dQ, 0, sizeof(float) * Tp * Dp);
+  key_flags(a, b, Tp, g.kv);
+  for (int64_t i = 0; i < Tp; ++i) {  // D_i from the fp32 values, as attention.cpp
+    float s = 0.f;
+    if (i < d.T)
+      for (int64_t k = 0; k < d.D; ++k) s += dy[i * d.C + k] * y[i * d.C + k];
+    g.Di[i] = s;
+  }
+  for (int64_t j0 = 0; j0 < d.T; j0 += kTile) backward_key_tile_bf16(a, d, g, b, h, Tp, j0);
+  float* dq = a.dqkv + b * d.T * d.ld + h * d.D;
+  for (int64_t i = 0; i < d.T; ++i)
+    for (int64_t k = 0; k < d.D; ++k) dq[i * d.ld + k] = g.dQ[i * Dp + k];
+}
+
+}  // namespace seqtrain::ST_ISA_NS
+#endif  // __AVX512BF16__
