@@ -162,8 +162,8 @@ class CudaRecurrentLayers final : public RecurrentLayers {
   struct Layer {
     explicit Layer(CudaBackend& be) : weights(be), reserve(be), seq_lengths(be) {}
     int64_t in = 0;
+    DropoutDesc dropout;  // before rnn: the RNN descriptor refers to it, so it is destroyed last
     RnnDesc rnn;
-    DropoutDesc dropout;
     size_t weight_bytes = 0;
     DeviceMemory weights, reserve, seq_lengths;
     // Where linLayerID `id` of direction d keeps its matrix and bias, at [d * 2G + id], in floats
@@ -279,8 +279,7 @@ void CudaRecurrentLayers::set_shape(Layer& l, int64_t T, int64_t N) {
   ST_CUDNN(cudnnGetRNNTempSpaceSizes(be_.cudnn(), l.rnn.get(), CUDNN_FWD_MODE_INFERENCE, l.xdesc.get(), &work_infer,
                                      &unused));
   workspace_.ensure(std::max(work_train, work_infer));
-  l.reserve_bytes = reserve;
-  l.reserve.ensure(reserve);
+  l.reserve_bytes = reserve;  // allocated by the first training forward (evaluation needs none)
   l.T = T;
   l.N = N;
   l.trained = false;
@@ -342,6 +341,7 @@ void CudaRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const
   check_weights(w, false);
   bind_stream();
   set_shape(l, T, N);
+  if (training) l.reserve.ensure(l.reserve_bytes);
   pack(l, w);
   ST_CUDNN(cudnnRNNForward(be_.cudnn(), l.rnn.get(), training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
                            static_cast<const int32_t*>(l.seq_lengths.get()), l.xdesc.get(), x.ptr, l.ydesc.get(),
@@ -403,9 +403,15 @@ std::unique_ptr<RecurrentLayers> CudaBackend::make_recurrent(const RecurrentSpec
   if (compute == DType::f16) require(BackendOp::rnn_fp16, "(runtime.precision fp16)");
   if (spec.options.grad_checkpoint) require(BackendOp::rnn_grad_checkpoint, "(train.grad_checkpoint)");
   require(BackendOp::rnn_fp32);
-  ST_CHECK(compute == DType::f32 && !spec.options.grad_checkpoint,
-           "the {} backend has no {} recurrent layer{}: its cuDNN layers are fp32 only; use runtime.backend cpu", name(),
-           dtype_name(compute), spec.options.grad_checkpoint ? " with gradient checkpointing" : "");
+  const char* precision = precision_name(spec.options.precision);
+  ST_CHECK(compute == DType::f32,
+           "the {} backend has no {} recurrent layer (runtime.precision {}): its cuDNN layers are fp32 only; use "
+           "runtime.backend cpu for it",
+           name(), precision, precision);
+  ST_CHECK(!spec.options.grad_checkpoint,
+           "the {} backend has no gradient-checkpointed recurrent layer (train.grad_checkpoint): use runtime.backend "
+           "cpu for it",
+           name());
   return std::make_unique<CudaRecurrentLayers>(*this, spec);
 }
 
