@@ -29,6 +29,9 @@ cudaError_t launch_rnn_blocks(const RnnBlockTable& t, bool add, cudaStream_t str
   constexpr int kThreads = 256;
   const int64_t want = (t.longest + kThreads - 1) / kThreads;
   const dim3 grid(static_cast<unsigned>(std::clamp<int64_t>(want, 1, 128)), static_cast<unsigned>(t.count));
+  // Report this launch's error only: an earlier failed runtime call (a copy refused for a host
+  // pointer, already reported by its own check) would otherwise still be pending here.
+  (void)cudaGetLastError();
   if (add)
     move_blocks<true><<<grid, kThreads, 0, stream>>>(t);
   else
