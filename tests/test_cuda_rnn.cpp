@@ -118,7 +118,7 @@ Results run_reference(const Stack& s, const Inputs& in) {
 
 // A Tensor a CUDA backward returned, on the host. The layers write dx into the arena's memory,
 // which is host memory until the activation Arena allocates through the backend (a known gap;
-// cuda_rnn.cu then copies dx there) and device memory after. copy_to_host accepts only this
+// cuda_rnn.cpp then copies dx there) and device memory after. copy_to_host accepts only this
 // backend's allocations and is an Error for anything else, so an Error here means host memory,
 // read directly; the test is correct before and after the seam lands.
 std::vector<float> read_back(Backend& gpu, const Tensor& t) {
