@@ -1,4 +1,4 @@
-// The CUDA backend's recurrent layers (backend/cuda/cuda_rnn.cu, cuDNN's RNN API) held to the
+// The CUDA backend's recurrent layers (backend/cuda/cuda_rnn.cpp, cuDNN's RNN API) held to the
 // reference backend's (PyTorch's equations, fp64 accumulation): LSTM and GRU, one and two
 // directions, a stack of two layers of different input widths (layer 1 reads layer 0's output,
 // as RnnStack runs them), forward y and backward dx, dW, db; gradients added on a second step;
