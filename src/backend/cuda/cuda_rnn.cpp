@@ -1,0 +1,418 @@
+// The CUDA backend's recurrent layers (CudaBackend::make_recurrent): one cuDNN RNN per layer
+// (the caller, nn/rnn.h's RnnStack, loops over layers), LSTM or GRU, one or two directions, fp32
+// data and strict fp32 math, on the PyTorch-layout weights of backend.h's RecurrentWeights.
+//
+// Why cuDNN's formulas are PyTorch's (the reference backend's, reference_rnn.h):
+//   LSTM: the standard cell with two biases (CUDNN_RNN_DOUBLE_BIAS: b_ih in the input GEMM, b_hh
+//         in the recurrent one), as nn.LSTM.
+//   GRU:  cuDNN computes h' = tanh(W_h x + b_Wh + r * (R_h h + b_Rh)) and h = (1 - z) h' + z h_prev
+//         (cudnn_adv.h's CUDNN_GRU comment and the cuDNN API reference): the recurrent bias sits
+//         inside r *, i.e. PyTorch's "linear before reset" n = tanh(W_in x + b_in + r (W_hn h + b_hn)).
+//
+// Weight layout. cuDNN keeps all of a layer's matrices and biases in one opaque "weight space";
+// cudnnGetRNNWeightParams says where each (pseudo-layer, linLayerID) matrix and bias lives.
+// For a one-layer RNN the pseudo-layer is the direction (0 forward, 1 reverse). The linLayerID
+// order (cuDNN API reference, cudnnGetRNNWeightParams; cudnn_adv.h lists none):
+//   LSTM: 0-3 input-side W (input gate, forget gate, new memory c', output gate), 4-7 the
+//         recurrent-side R of the same gates      = PyTorch's i, f, g, o rows of W_ih / W_hh
+//   GRU:  0-2 input-side W (reset r, update z, new memory h'), 3-5 recurrent-side R
+//                                                 = PyTorch's r, z, n rows of W_ih / W_hh
+// so PyTorch gate g of W_ih (rows [g*H, (g+1)*H), row-major [H, C]) is linLayerID g, of W_hh
+// linLayerID G + g, and each cuDNN matrix is that same row-major [H, C] block: every gate
+// matrix and bias is one contiguous run on both sides. b_ih's gate g is the bias of id g, b_hh's
+// the bias of id G + g. Sizes are checked against the descriptors cuDNN returns; the order is
+// what the GPU test (tests/test_cuda_rnn.cpp) holds to the reference.
+//
+// Per step: forward copies the PyTorch weights into the layer's weight space (they change every
+// optimizer step) with one kernel launch (cuda_rnn.cu), then cudnnRNNForward (training mode keeps the reserve
+// space backward needs). Backward runs cudnnRNNBackwardData_v8 (dx; it also leaves the gate
+// gradients in the reserve space) and then cudnnRNNBackwardWeights_v8 with CUDNN_WGRAD_MODE_ADD
+// into a packed gradient space zeroed just before, and one kernel launch ADDS that space into
+// the PyTorch-layout dw/db (the contract adds gradients; cuDNN's packed layout is not PyTorch's,
+// so it cannot accumulate into them directly).
+//
+// Memory. Everything cuDNN needs between forward and backward (weight space, reserve space) and
+// the per-call temporaries (workspace, gradient space, a dx sink for want_dx = false) are device
+// buffers owned here, from the backend's allocate(), sized at the first call of a layer shape
+// and reused: a steady-state step allocates nothing. The initial states hx/cx are null
+// pointers, which cuDNN reads as zeros (PyTorch's zero initial state); hy/cy, dhx/dcx are not
+// asked for.
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_rnn.h"
+#include "core/error.h"
+
+namespace seqtrain::cuda {
+namespace {
+
+// Gathers one layer's blocks for launch_rnn_blocks.
+class BlockTable {
+ public:
+  BlockTable() : t_{} {}
+  void add(const float* src, float* dst, int64_t n) {
+    ST_CHECK(t_.count < kRnnMaxBlocks, "cuda recurrent layer: more than {} weight blocks", kRnnMaxBlocks);
+    t_.b[t_.count++] = RnnBlock{src, dst, n};
+    t_.longest = std::max(t_.longest, n);
+  }
+  void launch(bool add, cudaStream_t stream) const { ST_CUDA(launch_rnn_blocks(t_, add, stream)); }
+
+ private:
+  RnnBlockTable t_;
+};
+
+// ---- Owned cuDNN descriptors and device buffers ----
+
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class Descriptor {
+ public:
+  Descriptor() { ST_CUDNN(Create(&d_)); }
+  ~Descriptor() { Destroy(d_); }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  T get() const { return d_; }
+
+ private:
+  T d_ = nullptr;
+};
+using RnnDesc = Descriptor<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
+using RnnDataDesc = Descriptor<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
+using TensorDesc = Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using DropoutDesc = Descriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor, cudnnDestroyDropoutDescriptor>;
+
+// Device memory from the backend that only grows. Growing waits for the stream first: work
+// queued earlier may still read the old buffer.
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(CudaBackend& be) : be_(be) {}
+  ~DeviceMemory() {
+    try {
+      be_.release(p_);
+    } catch (...) {  // a destructor must not throw: a failed release is left to the backend's teardown
+    }
+  }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  void* ensure(size_t bytes) {
+    if (bytes <= bytes_) return p_;
+    if (p_) ST_CUDA(cudaStreamSynchronize(be_.stream()));
+    be_.release(p_);
+    p_ = nullptr;
+    bytes_ = 0;
+    p_ = be_.allocate(bytes);
+    bytes_ = bytes;
+    return p_;
+  }
+  void* get() const { return p_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  CudaBackend& be_;
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+int64_t descriptor_elements(cudnnTensorDescriptor_t d) {
+  cudnnDataType_t type;
+  int nb = 0, dims[8] = {}, strides[8] = {};
+  ST_CUDNN(cudnnGetTensorNdDescriptor(d, 8, &type, &nb, dims, strides));
+  int64_t n = 1;
+  for (int i = 0; i < nb; ++i) n *= dims[i];
+  return n;
+}
+
+// True when the GPU can address p (device, managed or pinned host memory); plain host memory
+// from malloc is not.
+bool device_accessible(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // older runtimes flag unregistered host memory as an error
+    return false;
+  }
+  return a.type != cudaMemoryTypeUnregistered;
+}
+
+int to_int(int64_t v, const char* what) {
+  ST_CHECK(v > 0 && v <= INT_MAX, "cuda recurrent layer: {} = {} must be in [1, {}] for cuDNN", what, v, INT_MAX);
+  return static_cast<int>(v);
+}
+
+// ---- The layers ----
+
+class CudaRecurrentLayers final : public RecurrentLayers {
+ public:
+  CudaRecurrentLayers(CudaBackend& be, const RecurrentSpec& spec);
+  void forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y, Arena& arena,
+               bool training) override;
+  Tensor backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx) override;
+  // The CUDA backend has one implementation (cuDNN); "fused" is the name the seam has for the
+  // default one, rnn_impl only chooses among the CPU backend's kernels.
+  RnnImpl layer_impl(size_t) const override { return RnnImpl::fused; }
+
+ private:
+  struct Layer {
+    explicit Layer(CudaBackend& be) : weights(be), reserve(be), seq_lengths(be) {}
+    int64_t in = 0;
+    DropoutDesc dropout;  // before rnn: the RNN descriptor refers to it, so it is destroyed last
+    RnnDesc rnn;
+    size_t weight_bytes = 0;
+    DeviceMemory weights, reserve, seq_lengths;
+    // Where linLayerID `id` of direction d keeps its matrix and bias, at [d * 2G + id], in floats
+    // from the start of the weight space (the gradient space has the same layout).
+    std::vector<size_t> matrix_at, bias_at;
+    // The (T, N) the descriptors and buffers below were made for.
+    int64_t T = 0, N = 0;
+    RnnDataDesc xdesc, ydesc;
+    TensorDesc hdesc;
+    size_t reserve_bytes = 0;
+    // The last forward's input and output (the caller's memory, alive until backward).
+    Tensor x, y;
+    bool trained = false;
+  };
+
+  void describe(Layer& l);
+  void find_slots(Layer& l);
+  void set_shape(Layer& l, int64_t T, int64_t N);
+  void check_weights(const RecurrentWeights& w, bool grads) const;
+  // Calls f(d, which, at, slot, n) for every gate block: `which` names the PyTorch array of
+  // direction d (0 W_ih, 1 W_hh, 2 b_ih, 3 b_hh), `at` the block's element offset in it, `slot`
+  // its offset in the weight space, n its length.
+  template <class F>
+  void each_block(const Layer& l, F&& f) const;
+  void pack(Layer& l, const RecurrentWeights& w);
+  void add_grads(const Layer& l, const RecurrentWeights& w, const float* grad_space);
+  void bind_stream() { ST_CUDNN(cudnnSetStream(be_.cudnn(), be_.stream())); }
+
+  CudaBackend& be_;
+  RnnCell cell_;
+  int64_t hidden_, dirs_, gates_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  // Shared by the layers: used within one call only.
+  DeviceMemory workspace_, grad_space_, dx_sink_;
+};
+
+CudaRecurrentLayers::CudaRecurrentLayers(CudaBackend& be, const RecurrentSpec& spec)
+    : be_(be), cell_(spec.cell), hidden_(spec.hidden), dirs_(spec.dirs), gates_(rnn_gates(spec.cell)),
+      workspace_(be), grad_space_(be), dx_sink_(be) {
+  ST_CHECK(dirs_ == 1 || dirs_ == 2, "cuda recurrent layer: dirs must be 1 or 2, got {}", dirs_);
+  to_int(hidden_, "hidden size");
+  for (const int64_t in : spec.inputs) {
+    auto l = std::make_unique<Layer>(be_);
+    l->in = in;
+    describe(*l);
+    find_slots(*l);
+    layers_.push_back(std::move(l));
+  }
+}
+
+// One cuDNN layer: no projection (projSize = hidden), no dropout (dropout applies between
+// cuDNN's own stacked layers, and there is one; RnnStack applies its own), CUDNN_FMA_MATH:
+// strict fp32 without TF32 tensor cores, because rnn_fp32 is held to the fp32 reference at 1e-4
+// and the recurrent GEMMs (N x H by H x 4H) are too small for TF32 to pay.
+void CudaRecurrentLayers::describe(Layer& l) {
+  bind_stream();
+  ST_CUDNN(cudnnSetDropoutDescriptor(l.dropout.get(), be_.cudnn(), 0.f, nullptr, 0, 0));
+  const int H = to_int(hidden_, "hidden size");
+  ST_CUDNN(cudnnSetRNNDescriptor_v8(l.rnn.get(), CUDNN_RNN_ALGO_STANDARD, cell_ == RnnCell::lstm ? CUDNN_LSTM : CUDNN_GRU,
+                                    CUDNN_RNN_DOUBLE_BIAS, dirs_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
+                                    CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH,
+                                    to_int(l.in, "input width"), H, H, 1, l.dropout.get(),
+                                    CUDNN_RNN_PADDED_IO_DISABLED));
+  ST_CUDNN(cudnnGetRNNWeightSpaceSize(be_.cudnn(), l.rnn.get(), &l.weight_bytes));
+  l.weights.ensure(l.weight_bytes);
+}
+
+// Asks cuDNN for every matrix and bias address once (they depend on the descriptor only) and
+// checks each has the size PyTorch's block has.
+void CudaRecurrentLayers::find_slots(Layer& l) {
+  TensorDesc mdesc, bdesc;
+  const auto* base = static_cast<const char*>(l.weights.get());
+  const int64_t H = hidden_;
+  l.matrix_at.assign(dirs_ * 2 * gates_, 0);
+  l.bias_at.assign(dirs_ * 2 * gates_, 0);
+  for (int64_t d = 0; d < dirs_; ++d)
+    for (int64_t id = 0; id < 2 * gates_; ++id) {
+      void* m = nullptr;
+      void* b = nullptr;
+      ST_CUDNN(cudnnGetRNNWeightParams(be_.cudnn(), l.rnn.get(), static_cast<int32_t>(d), l.weight_bytes,
+                                       l.weights.get(), static_cast<int32_t>(id), mdesc.get(), &m, bdesc.get(), &b));
+      const int64_t cols = id < gates_ ? l.in : H;
+      ST_CHECK(m && b && descriptor_elements(mdesc.get()) == H * cols && descriptor_elements(bdesc.get()) == H,
+               "cuda recurrent layer: cuDNN's weight {} of direction {} is not a [{}, {}] matrix with a [{}] bias", id,
+               d, H, cols, H);
+      l.matrix_at[d * 2 * gates_ + id] = (static_cast<const char*>(m) - base) / sizeof(float);
+      l.bias_at[d * 2 * gates_ + id] = (static_cast<const char*>(b) - base) / sizeof(float);
+    }
+}
+
+// Descriptors and buffers for (T, N). Every sequence has length T, so cuDNN's SEQ_MAJOR_PACKED
+// layout (at each step the batch's still-running sequences, longest first) is exactly the
+// caller's time-major x [T, N, C] and y [T, N, H*dirs], the reverse direction's half in columns
+// [H, 2H) as cuDNN concatenates it. PACKED rather than SEQ_MAJOR_UNPACKED because the unpacked
+// layouts need padded I/O enabled in the RNN descriptor, which has no use here.
+void CudaRecurrentLayers::set_shape(Layer& l, int64_t T, int64_t N) {
+  if (l.T == T && l.N == N) return;
+  const int t = to_int(T, "sequence length"), n = to_int(N, "batch size");
+  const int H = to_int(hidden_, "hidden size");
+  const std::vector<int> lengths(n, t);
+  ST_CUDNN(cudnnSetRNNDataDescriptor(l.xdesc.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, t, n,
+                                     to_int(l.in, "input width"), lengths.data(), nullptr));
+  ST_CUDNN(cudnnSetRNNDataDescriptor(l.ydesc.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, t, n,
+                                     to_int(H * dirs_, "output width"), lengths.data(), nullptr));
+  const int dims[3] = {static_cast<int>(dirs_), n, H}, strides[3] = {n * H, H, 1};
+  ST_CUDNN(cudnnSetTensorNdDescriptor(l.hdesc.get(), CUDNN_DATA_FLOAT, 3, dims, strides));
+  // cuDNN reads the lengths again on the device, asynchronously.
+  l.seq_lengths.ensure(lengths.size() * sizeof(int));
+  be_.copy_from_host(lengths.data(), l.seq_lengths.get(), lengths.size() * sizeof(int));
+  size_t work_train = 0, work_infer = 0, reserve = 0, unused = 0;
+  ST_CUDNN(cudnnGetRNNTempSpaceSizes(be_.cudnn(), l.rnn.get(), CUDNN_FWD_MODE_TRAINING, l.xdesc.get(), &work_train,
+                                     &reserve));
+  ST_CUDNN(cudnnGetRNNTempSpaceSizes(be_.cudnn(), l.rnn.get(), CUDNN_FWD_MODE_INFERENCE, l.xdesc.get(), &work_infer,
+                                     &unused));
+  workspace_.ensure(std::max(work_train, work_infer));
+  l.reserve_bytes = reserve;  // allocated by the first training forward (evaluation needs none)
+  l.T = T;
+  l.N = N;
+  l.trained = false;
+}
+
+void CudaRecurrentLayers::check_weights(const RecurrentWeights& w, bool grads) const {
+  for (int64_t d = 0; d < dirs_; ++d) {
+    ST_CHECK(w.w_ih[d] && w.w_hh[d] && w.b_ih[d] && w.b_hh[d],
+             "cuda recurrent layer: direction {} has a null weight or bias pointer", d);
+    ST_CHECK(!grads || (w.dw_ih[d] && w.dw_hh[d] && w.db_ih[d] && w.db_hh[d]),
+             "cuda recurrent layer: direction {} has a null gradient pointer", d);
+  }
+}
+
+template <class F>
+void CudaRecurrentLayers::each_block(const Layer& l, F&& f) const {
+  const int64_t G = gates_, H = hidden_;
+  for (int64_t d = 0; d < dirs_; ++d)
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t in = d * 2 * G + g, rec = in + G;  // PyTorch gate g -> linLayerIDs g, G + g
+      f(d, 0, g * H * l.in, l.matrix_at[in], H * l.in);
+      f(d, 1, g * H * H, l.matrix_at[rec], H * H);
+      f(d, 2, g * H, l.bias_at[in], H);
+      f(d, 3, g * H, l.bias_at[rec], H);
+    }
+}
+
+void CudaRecurrentLayers::pack(Layer& l, const RecurrentWeights& w) {
+  const float* const* from[4] = {w.w_ih, w.w_hh, w.b_ih, w.b_hh};
+  float* space = static_cast<float*>(l.weights.get());
+  BlockTable t;
+  each_block(l, [&](int64_t d, int which, int64_t at, size_t slot, int64_t n) {
+    t.add(from[which][d] + at, space + slot, n);
+  });
+  t.launch(false, be_.stream());
+}
+
+void CudaRecurrentLayers::add_grads(const Layer& l, const RecurrentWeights& w, const float* grad_space) {
+  float* const* to[4] = {w.dw_ih, w.dw_hh, w.db_ih, w.db_hh};
+  BlockTable t;
+  each_block(l, [&](int64_t d, int which, int64_t at, size_t slot, int64_t n) {
+    t.add(grad_space + slot, to[which][d] + at, n);
+  });
+  t.launch(true, be_.stream());
+}
+
+void CudaRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y,
+                                  Arena&, bool training) {
+  ST_CHECK(layer < layers_.size(), "cuda recurrent layer {} does not exist ({} layers)", layer, layers_.size());
+  Layer& l = *layers_[layer];
+  ST_CHECK(x.shape.size() == 3 && x.shape[2] == l.in && x.contiguous(),
+           "recurrent layer {} input must be a contiguous [time, batch, {}], got {}", layer, l.in, shape_str(x.shape));
+  const int64_t T = x.shape[0], N = x.shape[1];
+  ST_CHECK(y.shape == Shape({T, N, hidden_ * dirs_}) && y.contiguous(),
+           "recurrent layer {} output must be [{}, {}, {}], got {}", layer, T, N, hidden_ * dirs_, shape_str(y.shape));
+  ST_CHECK(device_accessible(x.ptr) && device_accessible(y.ptr),
+           "cuda recurrent layer {}: x and y must be GPU memory (the activation Arena on the cuda backend's memory)",
+           layer);
+  check_weights(w, false);
+  bind_stream();
+  set_shape(l, T, N);
+  if (training) l.reserve.ensure(l.reserve_bytes);
+  pack(l, w);
+  ST_CUDNN(cudnnRNNForward(be_.cudnn(), l.rnn.get(), training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
+                           static_cast<const int32_t*>(l.seq_lengths.get()), l.xdesc.get(), x.ptr, l.ydesc.get(),
+                           y.ptr, l.hdesc.get(), nullptr, nullptr, l.hdesc.get(), nullptr, nullptr, l.weight_bytes,
+                           l.weights.get(), workspace_.bytes(), workspace_.get(), training ? l.reserve_bytes : 0,
+                           training ? l.reserve.get() : nullptr));
+  l.x = x;
+  l.y = y;
+  l.trained = training;
+}
+
+// dx goes to the arena's memory when the GPU can write it. Until the activation Arena allocates
+// through the backend (known gap), the arena hands out host memory: dx is then computed in an
+// owned device buffer and copied into the arena's block, synchronously, so the returned Tensor
+// is correct either way. BackwardData runs even without want_dx: BackwardWeights needs what it
+// leaves in the reserve space.
+Tensor CudaRecurrentLayers::backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena,
+                                     bool want_dx) {
+  ST_CHECK(layer < layers_.size(), "cuda recurrent layer {} does not exist ({} layers)", layer, layers_.size());
+  Layer& l = *layers_[layer];
+  ST_CHECK(l.trained, "cuda recurrent layer {}: backward needs a training forward of the layer first", layer);
+  ST_CHECK(dy.shape == l.y.shape && dy.contiguous(), "recurrent layer {} output gradient must be {}, got {}", layer,
+           shape_str(l.y.shape), shape_str(dy.shape));
+  ST_CHECK(device_accessible(dy.ptr), "cuda recurrent layer {}: dy must be GPU memory", layer);
+  check_weights(w, true);
+  bind_stream();
+  const Shape x_shape = l.x.shape;
+  const size_t dx_bytes = static_cast<size_t>(numel_of(x_shape)) * sizeof(float);
+  Tensor dx = want_dx ? arena.tensor(x_shape) : Tensor();
+  const bool direct = want_dx && device_accessible(dx.ptr);
+  void* dx_dev = direct ? dx.ptr : dx_sink_.ensure(dx_bytes);
+  ST_CUDNN(cudnnRNNBackwardData_v8(be_.cudnn(), l.rnn.get(), static_cast<const int32_t*>(l.seq_lengths.get()),
+                                   l.ydesc.get(), l.y.ptr, dy.ptr, l.xdesc.get(), dx_dev, l.hdesc.get(), nullptr,
+                                   nullptr, nullptr, l.hdesc.get(), nullptr, nullptr, nullptr, l.weight_bytes,
+                                   l.weights.get(), workspace_.bytes(), workspace_.get(), l.reserve_bytes,
+                                   l.reserve.get()));
+  void* grads = grad_space_.ensure(l.weight_bytes);
+  ST_CUDA(cudaMemsetAsync(grads, 0, l.weight_bytes, be_.stream()));
+  ST_CUDNN(cudnnRNNBackwardWeights_v8(be_.cudnn(), l.rnn.get(), CUDNN_WGRAD_MODE_ADD,
+                                      static_cast<const int32_t*>(l.seq_lengths.get()), l.xdesc.get(), l.x.ptr,
+                                      l.hdesc.get(), nullptr, l.ydesc.get(), l.y.ptr, l.weight_bytes, grads,
+                                      workspace_.bytes(), workspace_.get(), l.reserve_bytes, l.reserve.get()));
+  add_grads(l, w, static_cast<const float*>(grads));
+  if (want_dx && !direct) {
+    ST_CUDA(cudaMemcpyAsync(dx.ptr, dx_dev, dx_bytes, cudaMemcpyDeviceToHost, be_.stream()));
+    ST_CUDA(cudaStreamSynchronize(be_.stream()));
+  }
+  return dx;
+}
+
+}  // namespace
+
+// The refusals name the op (as the reference backend's do); the last check keeps a bf16/fp16 or
+// checkpointed spec from running as plain fp32 even if supports() were widened without a
+// matching implementation here.
+std::unique_ptr<RecurrentLayers> CudaBackend::make_recurrent(const RecurrentSpec& spec) {
+  const DType compute = spec.options.precision.compute;
+  if (compute == DType::bf16) require(BackendOp::rnn_bf16, "(runtime.precision bf16)");
+  if (compute == DType::f16) require(BackendOp::rnn_fp16, "(runtime.precision fp16)");
+  if (spec.options.grad_checkpoint) require(BackendOp::rnn_grad_checkpoint, "(train.grad_checkpoint)");
+  require(BackendOp::rnn_fp32);
+  const char* precision = precision_name(spec.options.precision);
+  ST_CHECK(compute == DType::f32,
+           "the {} backend has no {} recurrent layer (runtime.precision {}): its cuDNN layers are fp32 only; use "
+           "runtime.backend cpu for it",
+           name(), precision, precision);
+  ST_CHECK(!spec.options.grad_checkpoint,
+           "the {} backend has no gradient-checkpointed recurrent layer (train.grad_checkpoint): use runtime.backend "
+           "cpu for it",
+           name());
+  return std::make_unique<CudaRecurrentLayers>(*this, spec);
+}
+
+}  // namespace seqtrain::cuda

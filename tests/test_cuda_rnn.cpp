@@ -1,0 +1,259 @@
+// The CUDA backend's recurrent layers (backend/cuda/cuda_rnn.cpp, cuDNN's RNN API) held to the
+// reference backend's (PyTorch's equations, fp64 accumulation): LSTM and GRU, one and two
+// directions, a stack of two layers of different input widths (layer 1 reads layer 0's output,
+// as RnnStack runs them), forward y and backward dx, dW, db; gradients added on a second step;
+// the inference forward; the refusals of what cuDNN's fp32 layers do not do. Every test needs a
+// GPU and skips without one.
+//
+// Tolerance: 1e-4 of each tensor's largest magnitude (test_backend.cpp's scaled error). cuDNN
+// runs strict fp32 (CUDNN_FMA_MATH, no TF32) with fp32 accumulation and its own GEMM order and
+// transcendentals; the reference accumulates in fp64. One fp32 dot product here (K <= 27) is off
+// by ~sqrt(K) 2^-24 ~ 1e-6 relative; seven recurrent steps and two layers compound that and the
+// device's exp/tanh add a few ulps each, which leaves 1e-4 a margin of tens without letting a
+// wrong gate order or a dropped bias through (those move results by O(1); a 1e-2 nudge of one
+// bias is shown to exceed the tolerance).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/rng.h"
+#include "cuda_test_util.h"
+#include "test_util.h"
+
+namespace seqtrain::testing {
+namespace {
+
+constexpr double kTol = 1e-4;
+constexpr int64_t T = 7, N = 5, C = 6, H = 9;
+
+std::vector<float> random_values(Rng& rng, size_t n, float lo = -1.f, float hi = 1.f) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.uniform(lo, hi);
+  return v;
+}
+
+// max |a - b| / max |b|: the error relative to the tensor's scale.
+double scaled_error(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double err = 0, scale = 1e-12;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return err / scale;
+}
+
+Backend& reference() { return backend_named("reference"); }
+
+// The two-layer stack's shapes: layer 1's input is layer 0's output [T, N, H * dirs].
+struct Stack {
+  RnnCell cell;
+  int64_t dirs;
+  int64_t gh() const { return rnn_gates(cell) * H; }
+  int64_t input(int k) const { return k == 0 ? C : H * dirs; }
+  // One direction's W_ih, W_hh, b_ih, b_hh, back to back.
+  int64_t per_dir(int k) const { return gh() * input(k) + gh() * H + 2 * gh(); }
+  int64_t params(int k) const { return dirs * per_dir(k); }
+  int64_t y_size() const { return T * N * H * dirs; }
+  RecurrentSpec spec() const { return RecurrentSpec{cell, H, dirs, {input(0), input(1)}, {}}; }
+
+  // Points w at the parameters `p` and gradients `g` of layer k (host or device pointers alike).
+  RecurrentWeights weights(int k, const float* p, float* g) const {
+    RecurrentWeights w;
+    const int64_t c = input(k);
+    for (int64_t d = 0; d < dirs; ++d) {
+      const float* b = p + d * per_dir(k);
+      float* gb = g + d * per_dir(k);
+      w.w_ih[d] = b; w.w_hh[d] = b + gh() * c; w.b_ih[d] = b + gh() * (c + H); w.b_hh[d] = w.b_ih[d] + gh();
+      w.dw_ih[d] = gb; w.dw_hh[d] = gb + gh() * c; w.db_ih[d] = gb + gh() * (c + H); w.db_hh[d] = w.db_ih[d] + gh();
+    }
+    return w;
+  }
+};
+
+// What the tests compare: the outputs and the input gradients of both layers, the gradients
+// summed over all steps run.
+struct Results {
+  std::vector<float> y[2], dx[2], grads[2];
+};
+
+struct Inputs {
+  std::vector<float> params[2], x, dy;  // dy: the top layer's output gradient
+};
+
+Inputs random_inputs(const Stack& s, uint64_t seed) {
+  Rng rng(seed);
+  Inputs in;
+  for (int k = 0; k < 2; ++k) in.params[k] = random_values(rng, s.params(k), -0.4f, 0.4f);
+  in.x = random_values(rng, T * N * C);
+  in.dy = random_values(rng, s.y_size());
+  return in;
+}
+
+// The reference: host memory throughout.
+Results run_reference(const Stack& s, const Inputs& in) {
+  auto layers = reference().make_recurrent(s.spec());
+  Results r;
+  Arena arena;
+  std::vector<float> x = in.x, dy = in.dy;
+  const Shape y_shape{T, N, H * s.dirs};
+  for (int k = 0; k < 2; ++k) {
+    r.grads[k].assign(s.params(k), 0.f);
+    r.y[k].assign(s.y_size(), 0.f);
+  }
+  layers->forward(0, s.weights(0, in.params[0].data(), r.grads[0].data()), Tensor(x.data(), {T, N, C}),
+                  Tensor(r.y[0].data(), y_shape), arena, true);
+  layers->forward(1, s.weights(1, in.params[1].data(), r.grads[1].data()), Tensor(r.y[0].data(), y_shape),
+                  Tensor(r.y[1].data(), y_shape), arena, true);
+  Tensor dx1 = layers->backward(1, s.weights(1, in.params[1].data(), r.grads[1].data()),
+                                Tensor(dy.data(), y_shape), arena, true);
+  r.dx[1].assign(dx1.f32(), dx1.f32() + dx1.numel());
+  Tensor dx0 = layers->backward(0, s.weights(0, in.params[0].data(), r.grads[0].data()), dx1, arena, true);
+  r.dx[0].assign(dx0.f32(), dx0.f32() + dx0.numel());
+  return r;
+}
+
+// A Tensor a CUDA backward returned, on the host. The layers write dx into the arena's memory,
+// which is host memory until the activation Arena allocates through the backend (a known gap;
+// cuda_rnn.cpp then copies dx there) and device memory after. copy_to_host accepts only this
+// backend's allocations and is an Error for anything else, so an Error here means host memory,
+// read directly; the test is correct before and after the seam lands.
+std::vector<float> read_back(Backend& gpu, const Tensor& t) {
+  std::vector<float> host(t.numel());
+  try {
+    gpu.copy_to_host(t.ptr, host.data(), t.nbytes());
+  } catch (const Error&) {
+    const float* p = t.f32();
+    host.assign(p, p + t.numel());
+  }
+  return host;
+}
+
+// The GPU: x, y, dy, parameters and gradients in device memory. `steps` forward + backward
+// passes of the same batch; dx of the bottom layer is asked for on the first only (RnnStack
+// asks for none there; the second pass runs that path).
+Results run_cuda(Backend& gpu, const Stack& s, const Inputs& in, int steps) {
+  auto layers = gpu.make_recurrent(s.spec());
+  const Shape y_shape{T, N, H * s.dirs};
+  DeviceArray<float> x(gpu, in.x), dy(gpu, in.dy), dy0(gpu, s.y_size());
+  DeviceArray<float> p0(gpu, in.params[0]), p1(gpu, in.params[1]);
+  DeviceArray<float> g0(gpu, std::vector<float>(s.params(0), 0.f)), g1(gpu, std::vector<float>(s.params(1), 0.f));
+  DeviceArray<float> y0(gpu, s.y_size()), y1(gpu, s.y_size());
+  const RecurrentWeights w0 = s.weights(0, p0.get(), g0.get()), w1 = s.weights(1, p1.get(), g1.get());
+  Results r;
+  Arena arena;
+  for (int step = 0; step < steps; ++step) {
+    arena.reset();
+    layers->forward(0, w0, Tensor(x.get(), {T, N, C}), Tensor(y0.get(), y_shape), arena, true);
+    layers->forward(1, w1, Tensor(y0.get(), y_shape), Tensor(y1.get(), y_shape), arena, true);
+    const Tensor dx1 = layers->backward(1, w1, Tensor(dy.get(), y_shape), arena, true);
+    r.dx[1] = read_back(gpu, dx1);
+    dy0.upload(r.dx[1]);  // wherever dx1 lives, layer 0's backward reads device memory
+    const bool want_dx = step == 0;
+    const Tensor dx0 = layers->backward(0, w0, Tensor(dy0.get(), y_shape), arena, want_dx);
+    EXPECT_EQ(dx0.ptr != nullptr, want_dx);
+    if (want_dx) r.dx[0] = read_back(gpu, dx0);
+  }
+  r.y[0] = y0.download();
+  r.y[1] = y1.download();
+  r.grads[0] = g0.download();
+  r.grads[1] = g1.download();
+  return r;
+}
+
+std::vector<float> times(std::vector<float> v, float s) {
+  for (auto& x : v) x *= s;
+  return v;
+}
+
+class CudaRnnLayers : public ::testing::TestWithParam<Stack> {};
+
+TEST_P(CudaRnnLayers, ForwardAndBackwardAgreeWithTheReference) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  const Stack s = GetParam();
+  const Inputs in = random_inputs(s, 11);
+  const Results want = run_reference(s, in);
+  const Results got = run_cuda(gpu, s, in, 1);
+  for (int k = 0; k < 2; ++k) {
+    SCOPED_TRACE(::testing::Message() << "layer " << k);
+    EXPECT_LT(scaled_error(got.y[k], want.y[k]), kTol);
+    EXPECT_LT(scaled_error(got.dx[k], want.dx[k]), kTol);
+    EXPECT_LT(scaled_error(got.grads[k], want.grads[k]), kTol);
+  }
+  // The comparison can fail: the top layer's input bias of one cell-candidate unit (LSTM g, GRU
+  // n) moved by 1e-2 moves y by ~1e-3 of its scale, ten times the tolerance.
+  Inputs nudged = in;
+  nudged.params[1][s.gh() * (s.input(1) + H) + 2 * H] += 1e-2f;
+  const Results other = run_reference(s, nudged);
+  EXPECT_GT(scaled_error(got.y[1], other.y[1]), kTol);
+}
+
+// Backward adds to the gradients: two steps on one batch give twice one step's gradients, and
+// the second step's outputs and dx are the first's (nothing else leaks from step to step).
+TEST_P(CudaRnnLayers, GradientsAreAddedAcrossSteps) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  const Stack s = GetParam();
+  const Inputs in = random_inputs(s, 12);
+  const Results want = run_reference(s, in);
+  const Results got = run_cuda(gpu, s, in, 2);
+  for (int k = 0; k < 2; ++k) {
+    SCOPED_TRACE(::testing::Message() << "layer " << k);
+    EXPECT_LT(scaled_error(got.grads[k], times(want.grads[k], 2.f)), kTol);
+    EXPECT_LT(scaled_error(got.y[k], want.y[k]), kTol);
+  }
+  EXPECT_LT(scaled_error(got.dx[1], want.dx[1]), kTol);
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaRnn, CudaRnnLayers,
+                         ::testing::Values(Stack{RnnCell::lstm, 1}, Stack{RnnCell::lstm, 2}, Stack{RnnCell::gru, 1},
+                                           Stack{RnnCell::gru, 2}),
+                         [](const ::testing::TestParamInfo<Stack>& i) {
+                           return std::string(i.param.cell == RnnCell::lstm ? "lstm" : "gru") +
+                                  (i.param.dirs == 2 ? "_bidirectional" : "_unidirectional");
+                         });
+
+// The inference forward (no reserve space kept) computes what the training forward does. cuDNN
+// may pick other kernels for it, so the bar is fp32 rounding (1e-5), not bit equality; backward
+// after it is an Error (nothing was kept).
+TEST(CudaRnn, InferenceForwardEqualsTrainingForward) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  for (const Stack s : {Stack{RnnCell::lstm, 2}, Stack{RnnCell::gru, 2}}) {
+    SCOPED_TRACE(s.cell == RnnCell::lstm ? "lstm" : "gru");
+    const Inputs in = random_inputs(s, 13);
+    auto layers = gpu.make_recurrent(s.spec());
+    const Shape y_shape{T, N, H * s.dirs};
+    DeviceArray<float> x(gpu, in.x), p0(gpu, in.params[0]), g0(gpu, std::vector<float>(s.params(0), 0.f));
+    DeviceArray<float> y_train(gpu, s.y_size()), y_infer(gpu, s.y_size()), dy(gpu, in.dy);
+    const RecurrentWeights w0 = s.weights(0, p0.get(), g0.get());
+    Arena arena;
+    layers->forward(0, w0, Tensor(x.get(), {T, N, C}), Tensor(y_train.get(), y_shape), arena, true);
+    layers->forward(0, w0, Tensor(x.get(), {T, N, C}), Tensor(y_infer.get(), y_shape), arena, false);
+    EXPECT_LT(scaled_error(y_infer.download(), y_train.download()), 1e-5);
+    EXPECT_CONTAINS(error_of([&] { layers->backward(0, w0, Tensor(dy.get(), y_shape), arena, true); }),
+                    "needs a training forward");
+  }
+}
+
+TEST(CudaRnn, RefusesBf16Fp16AndCheckpointingByName) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  EXPECT_TRUE(gpu.supports(BackendOp::rnn_fp32));
+  EXPECT_FALSE(gpu.supports(BackendOp::rnn_bf16));
+  EXPECT_FALSE(gpu.supports(BackendOp::rnn_fp16));
+  EXPECT_FALSE(gpu.supports(BackendOp::rnn_grad_checkpoint));
+  RecurrentSpec spec{RnnCell::lstm, 4, 1, {3}, {}};
+  spec.options.precision = Precision{.compute = DType::bf16};
+  EXPECT_CONTAINS(error_of([&] { gpu.make_recurrent(spec); }), "backend has no bf16 recurrent layer");
+  spec.options.precision = Precision{.compute = DType::f16, .loss_scaling = true};
+  EXPECT_CONTAINS(error_of([&] { gpu.make_recurrent(spec); }), "backend has no fp16 recurrent layer");
+  spec.options.precision = Precision{};
+  spec.options.grad_checkpoint = true;
+  EXPECT_CONTAINS(error_of([&] { gpu.make_recurrent(spec); }), "train.grad_checkpoint");
+  spec.options.grad_checkpoint = false;
+  EXPECT_NO_THROW(gpu.make_recurrent(spec));
+}
+
+}  // namespace
+}  // namespace seqtrain::testing
