@@ -105,9 +105,17 @@ class RecurrentLayers {
   // Activation bytes held outside the caller's arena (gradient checkpointing's recompute arena).
   virtual size_t scratch_bytes() const { return 0; }
   virtual Autotuner* autotuner() { return nullptr; }
-  // Which kernels layer k runs now (the CPU backend after autotuning: fused or onednn).
-  virtual RnnImpl layer_impl(size_t k) const = 0;
+  // Which kernels layer k runs now (the CPU backend after autotuning: fused or onednn). A backend
+  // with one implementation reports "fused", the seam's name for the default.
+  virtual RnnImpl layer_impl(size_t k) const { (void)k; return RnnImpl::fused; }
 };
+
+// forward and backward of RecurrentLayers, for an implementation's class body (written once, as
+// SEQTRAIN_BACKEND_OPERATIONS below).
+#define SEQTRAIN_RECURRENT_LAYERS_PASSES                                                                        \
+  void forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y, Arena& arena,         \
+               bool training) override;                                                                        \
+  Tensor backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx) override;
 
 // AdamW over params[0, n) (torch.optim.AdamW's arithmetic, optim/adamw.h), the hyperparameters
 // as doubles, step the 1-based step. `runs` are the decay mask as [begin, end) ranges of equal

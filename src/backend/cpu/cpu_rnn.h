@@ -23,9 +23,7 @@ class CpuRecurrentLayers : public RecurrentLayers {
  public:
   explicit CpuRecurrentLayers(const RecurrentSpec& spec);
 
-  void forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y, Arena& arena,
-               bool training) override;
-  Tensor backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx) override;
+  SEQTRAIN_RECURRENT_LAYERS_PASSES
   size_t scratch_bytes() const override { return ckpt_arena_.high_water(); }
   Autotuner* autotuner() override { return tuner_.get(); }
   RnnImpl layer_impl(size_t k) const override { return layers_.at(k).impl; }

@@ -151,12 +151,7 @@ int to_int(int64_t v, const char* what) {
 class CudaRecurrentLayers final : public RecurrentLayers {
  public:
   CudaRecurrentLayers(CudaBackend& be, const RecurrentSpec& spec);
-  void forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y, Arena& arena,
-               bool training) override;
-  Tensor backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx) override;
-  // The CUDA backend has one implementation (cuDNN); "fused" is the name the seam has for the
-  // default one, rnn_impl only chooses among the CPU backend's kernels.
-  RnnImpl layer_impl(size_t) const override { return RnnImpl::fused; }
+  SEQTRAIN_RECURRENT_LAYERS_PASSES  // one implementation (cuDNN): layer_impl's default, "fused"
 
  private:
   struct Layer {

@@ -12,10 +12,7 @@ namespace seqtrain {
 class ReferenceRecurrentLayers final : public RecurrentLayers {
  public:
   explicit ReferenceRecurrentLayers(const RecurrentSpec& spec);
-  void forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y, Arena& arena,
-               bool training) override;
-  Tensor backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx) override;
-  RnnImpl layer_impl(size_t) const override { return RnnImpl::fused; }
+  SEQTRAIN_RECURRENT_LAYERS_PASSES
 
  private:
   struct Saved {

@@ -103,65 +103,6 @@ void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t D, int6
 
 namespace {
 
-// The per-thread workspace of a forward task (one head): its queries, keys (transposed) and
-// values, packed once for all of the head's query tiles; a 4-row score and probability tile; a
-// query tile's output accumulator, running max and sum; one row of dropout factors; the key
-// flags.
-struct ForwardWork {
-  float *Q, *Kt, *V, *S, *P, *O, *m, *l, *kf, *kv;
-};
-ForwardWork forward_work(const Dims& d, int64_t Tp, float* w) {
-  ForwardWork f;
-  f.Q = w;
-  f.Kt = f.Q + Tp * d.Dp;
-  f.V = f.Kt + d.D * Tp;
-  f.S = f.V + Tp * d.Dp;
-  f.P = f.S + 4 * kTile;
-  f.O = f.P + 4 * kTile;
-  f.m = f.O + kTile * d.Dp;
-  f.l = f.m + kTile;
-  f.kf = f.l + kTile;
-  f.kv = f.kf + kTile;
-  return f;
-}
-int64_t forward_floats(const Dims& d, int64_t Tp) {
-  return 2 * Tp * d.Dp + d.D * Tp + kTile * d.Dp + 11 * kTile + Tp;
-}
-
-// Queries [q0, q0 + kTile) of head (b, h) from its packed q, k, v: y rows and their logsumexp.
-void forward_tile(const AttentionKernelArgs& a, const Dims& d, const ForwardWork& f, int64_t b, int64_t h,
-                  int64_t q0) {
-  // Keys [0, kend): up to the tile's last query when causal, all of them otherwise.
-  const int64_t nq = imin(kTile, d.T - q0), kend = a.causal ? q0 + nq : d.T, Tp = round_up(d.T, kTile);
-  const int64_t Dp = d.Dp;
-  std::memset(f.O, 0, sizeof(float) * kTile * Dp);
-  for (int64_t r = 0; r < kTile; ++r) { f.m[r] = -__builtin_inff(); f.l[r] = 0.f; }
-  for (int64_t rb = 0; rb < nq; rb += 4) {
-    const int64_t i0 = q0 + rb, jend = a.causal ? imin(i0 + 4, kend) : kend;
-    // Causal: key tiles up to the block's last row, the ones above the diagonal never visited.
-    for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
-      if (!any_key(f.kv + j0)) continue;
-      mk4(f.Q + i0 * Dp, Dp, f.Kt + j0, Tp, d.D, f.S, kTile, kTile / kLanes, false);
-      for (int64_t r = 0; r < 4; ++r) {
-        if (a.dropout) keep_row(a, b, h, i0 + r, j0, f.kf);
-        const float alpha = softmax_row(d, f.S + r * kTile, f.P + r * kTile, a.dropout ? f.kf : nullptr, f.kv,
-                                        a.causal, a.bf16, j0, i0 + r, f.m[rb + r], f.l[rb + r]);
-        float* o = f.O + (rb + r) * Dp;
-        for (int64_t v = 0; v < Dp; v += kLanes) vstore(o + v, vload(o + v) * alpha);
-      }
-      const int64_t keys = imin(kTile, jend - j0);  // past them every row's p is 0
-      mk4(f.P, kTile, f.V + j0 * Dp, Dp, keys, f.O + rb * Dp, Dp, Dp / kLanes, true);
-    }
-  }
-  for (int64_t r = 0; r < nq; ++r) {
-    const int64_t i = q0 + r;
-    const float l = f.l[r], inv = l > 0.f ? 1.f / l : 0.f;  // l = 0: the row saw no key (zeros)
-    float* y = a.y + (b * d.T + i) * d.C + h * d.D;
-    for (int64_t k = 0; k < d.D; ++k) y[k] = f.O[r * Dp + k] * inv;
-    a.lse[(b * d.H + h) * d.T + i] = l > 0.f ? f.m[r] + __builtin_logf(l) : -__builtin_inff();
-  }
-}
-
 // Head (b, h): its q, k, v packed once, then every query tile.
 void forward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, float* w) {
 #if defined(__AVX512BF16__)
@@ -174,7 +115,15 @@ void forward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_
   pack_transposed(head + d.C, d.ld, d.T, d.D, Tp, a.bf16, f.Kt);
   pack_rows(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.V);
   key_flags(a, b, Tp, f.kv);
-  for (int64_t q0 = 0; q0 < d.T; q0 += kTile) forward_tile(a, d, f, b, h, q0);
+  const ForwardTile tile{f.S, f.P, f.O, f.m, f.l, f.kf, f.kv};
+  const int64_t Dp = d.Dp;
+  auto scores = [&](int64_t i0, int64_t j0) {
+    mk4(f.Q + i0 * Dp, Dp, f.Kt + j0, Tp, d.D, f.S, kTile, kTile / kLanes, false);
+  };
+  auto accumulate = [&](int64_t rb, int64_t j0, int64_t keys) {
+    mk4(f.P, kTile, f.V + j0 * Dp, Dp, keys, f.O + rb * Dp, Dp, Dp / kLanes, true);
+  };
+  for (int64_t q0 = 0; q0 < d.T; q0 += kTile) forward_tile(a, d, tile, b, h, q0, scores, accumulate);
 }
 
 }  // namespace
@@ -220,29 +169,7 @@ void backward_rows(const AttentionKernelArgs& a, const Dims& d, const BackwardWo
                    int64_t Tp, int64_t i0, int64_t j0, float* P, float* dS) {
   mk4(g.Q + i0 * d.Dp, d.Dp, g.Kt + j0, Tp, d.D, g.S, kTile, kTile / kLanes, false);
   mk4(g.dY + i0 * d.Dp, d.Dp, g.Vt + j0, Tp, d.D, g.dP, kTile, kTile / kLanes, false);
-  const float* lse = a.lse + (b * d.H + h) * d.T;
-  for (int64_t r = 0; r < 4; ++r) {
-    const int64_t i = i0 + r;
-    // Padded query rows (i >= T) get p = 0: their lse is not real. A row that saw no key has
-    // lse -inf and every lane masked: its p is 0 (the select drops the inf).
-    const float row_lse = i < d.T ? lse[i] : 0.f, Di = g.Di[i];
-    const vf live = splat(i < d.T ? 1.f : 0.f);
-    if (a.dropout) keep_row(a, b, h, i, j0, g.kf);
-    for (int64_t v = 0; v < kTile; v += kLanes) {
-      vf p = exp(vload(g.S + r * kTile + v) * d.scale - row_lse);
-      p = valid_lanes(g.kv, a.causal, j0, v, i) * live > 0.f ? p : splat(0.f);
-      vf dp = vload(g.dP + r * kTile + v), pd = p;
-      if (a.dropout) {
-        const vf kf = vload(g.kf + v);
-        dp *= kf;
-        pd *= kf;
-      }
-      vf ds = p * (dp - Di) * d.scale;
-      if (a.bf16) { pd = round_bf16(pd); ds = round_bf16(ds); }
-      vstore(P + r * kTile + v, pd);
-      vstore(dS + r * kTile + v, ds);
-    }
-  }
+  probability_rows(a, d, g.S, g.dP, g.Di, g.kf, g.kv, b, h, i0, j0, a.bf16, P, dS);
 }
 
 // Key tile [j0, j0 + kTile) against every query tile at or below it when causal, every query
@@ -267,12 +194,9 @@ void backward_key_tile(const AttentionKernelArgs& a, const Dims& d, const Backwa
       mk4(g.dS + rb * kTile, kTile, g.K + j0 * Dp, Dp, keys, g.dQ + (q0 + rb) * Dp, Dp, nvd, true);  // dq += dS k
     }
   }
-  float* dqkv = a.dqkv + b * d.T * d.ld + h * d.D;
-  for (int64_t j = j0; j < imin(d.T, j0 + kTile); ++j)
-    for (int64_t k = 0; k < d.D; ++k) {
-      dqkv[j * d.ld + d.C + k] = g.dK[(j - j0) * Dp + k];
-      dqkv[j * d.ld + 2 * d.C + k] = g.dV[(j - j0) * Dp + k];
-    }
+  const int64_t j1 = imin(d.T, j0 + kTile);
+  write_grad_rows(a, d, g.dK, b, h, 1, j0, j1);
+  write_grad_rows(a, d, g.dV, b, h, 2, j0, j1);
 }
 
 void backward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, float* w) {
@@ -283,7 +207,6 @@ void backward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64
   const BackwardWork g = backward_work(d, Tp, w);
   const float* head = a.qkv + b * d.T * d.ld + h * d.D;
   const float* dy = a.dy + b * d.T * d.C + h * d.D;
-  const float* y = a.y + b * d.T * d.C + h * d.D;
   pack_rows(head, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.Q);
   pack_rows(head + d.C, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.K);
   pack_rows(dy, d.C, d.T, d.D, Tp, Dp, a.bf16, g.dY);
@@ -291,17 +214,9 @@ void backward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64
   pack_transposed(head + 2 * d.C, d.ld, d.T, d.D, Tp, a.bf16, g.Vt);
   std::memset(g.dQ, 0, sizeof(float) * Tp * Dp);
   key_flags(a, b, Tp, g.kv);
-  // D_i = rowsum(dy_i * y_i) = rowsum(dP_i * P_i) (with dropout too): from the fp32 values.
-  for (int64_t i = 0; i < Tp; ++i) {
-    float s = 0.f;
-    if (i < d.T)
-      for (int64_t k = 0; k < d.D; ++k) s += dy[i * d.C + k] * y[i * d.C + k];
-    g.Di[i] = s;
-  }
+  row_dots(a, d, b, h, Tp, g.Di);
   for (int64_t j0 = 0; j0 < d.T; j0 += kTile) backward_key_tile(a, d, g, b, h, Tp, j0);
-  float* dq = a.dqkv + b * d.T * d.ld + h * d.D;
-  for (int64_t i = 0; i < d.T; ++i)
-    for (int64_t k = 0; k < d.D; ++k) dq[i * d.ld + k] = g.dQ[i * Dp + k];
+  write_grad_rows(a, d, g.dQ, b, h, 0, 0, d.T);
 }
 
 }  // namespace

@@ -113,65 +113,19 @@ const u32a* words(const u16a* p) { return reinterpret_cast<const u32a*>(p); }
 // ---- forward ----
 
 struct ForwardBf16 {
-  u16a* Q;    // rows [Tp, Dp]
-  u32a* Kt2;  // [P, Tp] words
-  u16a* V2;   // pairs [Tp / 2, Dp, 2]
-  float *S, *Pf, *O, *m, *l, *kf, *kv;
-  u16a* P16;  // rows [4, kTile]
+  ForwardWork w;  // the fp32 path's slice: S, the fp32 P, O, m, l, kf, kv used as they are
+  u16a* Q;        // rows [Tp, Dp], in w.Q's room
+  u32a* Kt2;      // [P, Tp] words, in w.Kt's room
+  u16a* V2;       // pairs [Tp / 2, Dp, 2], in w.V's room
+  u16a* P16;      // rows [4, kTile], in w.S's room (S is consumed into w.P before P16 is written)
 };
 
-// Carved from the fp32 path's slice (attention.cpp's forward_work layout and sizes): each bf16
-// array takes at most the room of the fp32 array it replaces.
+// Carved from the fp32 path's slice (forward_work): each bf16 array takes at most the room of
+// the fp32 array it replaces.
 ForwardBf16 forward_bf16_work(const Dims& d, int64_t Tp, float* w) {
-  ForwardBf16 f;
-  float* Qf = w;
-  float* Ktf = Qf + Tp * d.Dp;
-  float* Vf = Ktf + d.D * Tp;
-  f.S = Vf + Tp * d.Dp;
-  f.Pf = f.S + 4 * kTile;
-  f.O = f.Pf + 4 * kTile;
-  f.m = f.O + kTile * d.Dp;
-  f.l = f.m + kTile;
-  f.kf = f.l + kTile;
-  f.kv = f.kf + kTile;
-  f.Q = reinterpret_cast<u16a*>(Qf);
-  f.Kt2 = reinterpret_cast<u32a*>(Ktf);
-  f.V2 = reinterpret_cast<u16a*>(Vf);
-  f.P16 = reinterpret_cast<u16a*>(f.S);  // S is consumed into Pf before P16 is written
-  return f;
-}
-
-void forward_tile_bf16(const AttentionKernelArgs& a, const Dims& d, const ForwardBf16& f, int64_t b, int64_t h,
-                       int64_t q0) {
-  const int64_t nq = imin(kTile, d.T - q0), kend = a.causal ? q0 + nq : d.T, Tp = round_up(d.T, kTile);
-  const int64_t Dp = d.Dp, P = (d.D + 1) / 2;
-  std::memset(f.O, 0, sizeof(float) * kTile * Dp);
-  for (int64_t r = 0; r < kTile; ++r) { f.m[r] = -__builtin_inff(); f.l[r] = 0.f; }
-  for (int64_t rb = 0; rb < nq; rb += 4) {
-    const int64_t i0 = q0 + rb, jend = a.causal ? imin(i0 + 4, kend) : kend;
-    for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
-      if (!any_key(f.kv + j0)) continue;
-      mk4_bf16(words(f.Q) + i0 * (Dp / 2), Dp / 2, 1, f.Kt2 + j0, Tp, P, f.S, kTile, kTile / 16, false);
-      for (int64_t r = 0; r < 4; ++r) {
-        if (a.dropout) keep_row(a, b, h, i0 + r, j0, f.kf);
-        const float alpha = softmax_row(d, f.S + r * kTile, f.Pf + r * kTile, a.dropout ? f.kf : nullptr, f.kv,
-                                        a.causal, true, j0, i0 + r, f.m[rb + r], f.l[rb + r]);
-        float* o = f.O + (rb + r) * Dp;
-        for (int64_t v = 0; v < Dp; v += kLanes) vstore(o + v, vload(o + v) * alpha);
-      }
-      store_rows_bf16(f.Pf, f.P16);
-      const int64_t keys = imin(kTile, jend - j0);  // past them every row's p is 0
-      mk4_bf16(words(f.P16), kTile / 2, 1, words(f.V2) + (j0 / 2) * Dp, Dp, (keys + 1) / 2, f.O + rb * Dp, Dp,
-               Dp / 16, true);
-    }
-  }
-  for (int64_t r = 0; r < nq; ++r) {
-    const int64_t i = q0 + r;
-    const float l = f.l[r], inv = l > 0.f ? 1.f / l : 0.f;
-    float* y = a.y + (b * d.T + i) * d.C + h * d.D;
-    for (int64_t k = 0; k < d.D; ++k) y[k] = f.O[r * Dp + k] * inv;
-    a.lse[(b * d.H + h) * d.T + i] = l > 0.f ? f.m[r] + __builtin_logf(l) : -__builtin_inff();
-  }
+  const ForwardWork w32 = forward_work(d, Tp, w);
+  return {w32, reinterpret_cast<u16a*>(w32.Q), reinterpret_cast<u32a*>(w32.Kt), reinterpret_cast<u16a*>(w32.V),
+          reinterpret_cast<u16a*>(w32.S)};
 }
 
 // ---- backward ----
@@ -224,25 +178,7 @@ void backward_rows_bf16(const AttentionKernelArgs& a, const Dims& d, const Backw
   const int64_t Dp = d.Dp, P = (d.D + 1) / 2;
   mk4_bf16(words(g.Q) + i0 * (Dp / 2), Dp / 2, 1, g.Kt2 + j0, Tp, P, g.S, kTile, kTile / 16, false);
   mk4_bf16(words(g.dY) + i0 * (Dp / 2), Dp / 2, 1, g.Vt2 + j0, Tp, P, g.dP, kTile, kTile / 16, false);
-  const float* lse = a.lse + (b * d.H + h) * d.T;
-  for (int64_t r = 0; r < 4; ++r) {
-    const int64_t i = i0 + r;
-    const float row_lse = i < d.T ? lse[i] : 0.f, Di = g.Di[i];
-    const vf live = splat(i < d.T ? 1.f : 0.f);
-    if (a.dropout) keep_row(a, b, h, i, j0, g.kf);
-    for (int64_t v = 0; v < kTile; v += kLanes) {
-      vf p = exp(vload(g.S + r * kTile + v) * d.scale - row_lse);
-      p = valid_lanes(g.kv, a.causal, j0, v, i) * live > 0.f ? p : splat(0.f);
-      vf dp = vload(g.dP + r * kTile + v), pd = p;
-      if (a.dropout) {
-        const vf kf = vload(g.kf + v);
-        dp *= kf;
-        pd *= kf;
-      }
-      vstore(g.Pf + r * kTile + v, round_bf16(pd));
-      vstore(g.dSf + r * kTile + v, round_bf16(p * (dp - Di) * d.scale));
-    }
-  }
+  probability_rows(a, d, g.S, g.dP, g.Di, g.kf, g.kv, b, h, i0, j0, true, g.Pf, g.dSf);
   store_pairs_bf16(g.Pf, rb, g.P2);
   store_pairs_bf16(g.dSf, rb, g.dS2);
   store_rows_bf16(g.dSf, g.dS16 + rb * kTile);
@@ -268,12 +204,9 @@ void backward_key_tile_bf16(const AttentionKernelArgs& a, const Dims& d, const B
                g.dQ + (q0 + rb) * Dp, Dp, nvd, true);
     }
   }
-  float* dqkv = a.dqkv + b * d.T * d.ld + h * d.D;
-  for (int64_t j = j0; j < imin(d.T, j0 + kTile); ++j)
-    for (int64_t k = 0; k < d.D; ++k) {
-      dqkv[j * d.ld + d.C + k] = g.dK[(j - j0) * Dp + k];
-      dqkv[j * d.ld + 2 * d.C + k] = g.dV[(j - j0) * Dp + k];
-    }
+  const int64_t j1 = imin(d.T, j0 + kTile);
+  write_grad_rows(a, d, g.dK, b, h, 1, j0, j1);
+  write_grad_rows(a, d, g.dV, b, h, 2, j0, j1);
 }
 
 }  // namespace
@@ -288,8 +221,18 @@ void forward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, i
   words_transposed(f.V2, Tp, d.Dp, (d.D + 1) / 2, f.Kt2);
   pack_rows_bf16(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, f.Q + Tp * d.Dp);  // the free half of Q's room
   rows_to_pairs(f.Q + Tp * d.Dp, Tp, d.Dp, f.V2);
-  key_flags(a, b, Tp, f.kv);
-  for (int64_t q0 = 0; q0 < d.T; q0 += kTile) forward_tile_bf16(a, d, f, b, h, q0);
+  key_flags(a, b, Tp, f.w.kv);
+  const ForwardTile tile{f.w.S, f.w.P, f.w.O, f.w.m, f.w.l, f.w.kf, f.w.kv};
+  const int64_t Dp = d.Dp;
+  auto scores = [&](int64_t i0, int64_t j0) {
+    mk4_bf16(words(f.Q) + i0 * (Dp / 2), Dp / 2, 1, f.Kt2 + j0, Tp, (d.D + 1) / 2, f.w.S, kTile, kTile / 16, false);
+  };
+  auto accumulate = [&](int64_t rb, int64_t j0, int64_t keys) {
+    store_rows_bf16(f.w.P, f.P16);
+    mk4_bf16(words(f.P16), kTile / 2, 1, words(f.V2) + (j0 / 2) * Dp, Dp, (keys + 1) / 2, f.w.O + rb * Dp, Dp,
+             Dp / 16, true);
+  };
+  for (int64_t q0 = 0; q0 < d.T; q0 += kTile) forward_tile(a, d, tile, b, h, q0, scores, accumulate);
 }
 
 void backward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, float* w) {
@@ -297,7 +240,6 @@ void backward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, 
   const BackwardBf16 g = backward_bf16_work(d, Tp, w);
   const float* head = a.qkv + b * d.T * d.ld + h * d.D;
   const float* dy = a.dy + b * d.T * d.C + h * d.D;
-  const float* y = a.y + b * d.T * d.C + h * d.D;
   pack_rows_bf16(head, d.ld, d.T, d.D, Tp, Dp, g.Q);
   rows_to_pairs(g.Q, Tp, Dp, g.Q2);
   pack_rows_bf16(dy, d.C, d.T, d.D, Tp, Dp, g.dY);
@@ -311,16 +253,9 @@ void backward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, 
   words_transposed(tmp, Tp, Dp, P, g.Vt2);
   std::memset(g.dQ, 0, sizeof(float) * Tp * Dp);
   key_flags(a, b, Tp, g.kv);
-  for (int64_t i = 0; i < Tp; ++i) {  // D_i from the fp32 values, as attention.cpp
-    float s = 0.f;
-    if (i < d.T)
-      for (int64_t k = 0; k < d.D; ++k) s += dy[i * d.C + k] * y[i * d.C + k];
-    g.Di[i] = s;
-  }
+  row_dots(a, d, b, h, Tp, g.Di);
   for (int64_t j0 = 0; j0 < d.T; j0 += kTile) backward_key_tile_bf16(a, d, g, b, h, Tp, j0);
-  float* dq = a.dqkv + b * d.T * d.ld + h * d.D;
-  for (int64_t i = 0; i < d.T; ++i)
-    for (int64_t k = 0; k < d.D; ++k) dq[i * d.ld + k] = g.dQ[i * Dp + k];
+  write_grad_rows(a, d, g.dQ, b, h, 0, 0, d.T);
 }
 
 }  // namespace seqtrain::ST_ISA_NS

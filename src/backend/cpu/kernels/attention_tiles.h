@@ -111,12 +111,145 @@ inline float softmax_row(const Dims& d, const float* s, float* p, const float* k
   return alpha;
 }
 
+// Rows [i0, i0 + 4) of a backward block from its raw scores S and dP = dy v^T ([4][kTile] each):
+// p recomputed from the saved lse, then the dropped p (p times the dropout factors) and
+// dS = p (dP * dropout - D_i) scale written to P and dS ([4][kTile]), rounded to bf16 when asked.
+// Padded query rows (i >= T) get p = 0: their lse is not real; a row that saw no key has lse -inf
+// and every lane masked: its p is 0 (the select drops the inf).
+inline void probability_rows(const AttentionKernelArgs& a, const Dims& d, const float* S, const float* dP,
+                             const float* Di_rows, float* kf, const float* kv, int64_t b, int64_t h, int64_t i0,
+                             int64_t j0, bool bf16, float* P, float* dS) {
+  const float* lse = a.lse + (b * d.H + h) * d.T;
+  for (int64_t r = 0; r < 4; ++r) {
+    const int64_t i = i0 + r;
+    const float row_lse = i < d.T ? lse[i] : 0.f, Di = Di_rows[i];
+    const vf live = splat(i < d.T ? 1.f : 0.f);
+    if (a.dropout) keep_row(a, b, h, i, j0, kf);
+    for (int64_t v = 0; v < kTile; v += kLanes) {
+      vf p = exp(vload(S + r * kTile + v) * d.scale - row_lse);
+      p = valid_lanes(kv, a.causal, j0, v, i) * live > 0.f ? p : splat(0.f);
+      vf dp = vload(dP + r * kTile + v), pd = p;
+      if (a.dropout) {
+        const vf f = vload(kf + v);
+        dp *= f;
+        pd *= f;
+      }
+      vf ds = p * (dp - Di) * d.scale;
+      if (bf16) { pd = round_bf16(pd); ds = round_bf16(ds); }
+      vstore(P + r * kTile + v, pd);
+      vstore(dS + r * kTile + v, ds);
+    }
+  }
+}
+
 }  // namespace
 
 inline Dims dims_of(const AttentionKernelArgs& a) {
   const int64_t D = a.C / a.H;
   return {a.B, a.T, a.H, a.C, D, round_up(D, kLanes), 3 * a.C, 1.f / __builtin_sqrtf(static_cast<float>(D))};
 }
+
+// A forward tile's epilogue: rows [q0, q0 + nq) of head (b, h) from the tile's accumulator O
+// (row stride Dp), running max m and sum l: y = O / l and lse = m + log l; a row that saw no key
+// (l = 0) gets zeros and lse -inf.
+inline void write_tile_rows(const AttentionKernelArgs& a, const Dims& d, const float* O, const float* m,
+                            const float* l, int64_t b, int64_t h, int64_t q0, int64_t nq) {
+  for (int64_t r = 0; r < nq; ++r) {
+    const int64_t i = q0 + r;
+    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+    float* y = a.y + (b * d.T + i) * d.C + h * d.D;
+    for (int64_t k = 0; k < d.D; ++k) y[k] = O[r * d.Dp + k] * inv;
+    a.lse[(b * d.H + h) * d.T + i] = l[r] > 0.f ? m[r] + __builtin_logf(l[r]) : -__builtin_inff();
+  }
+}
+
+// D_i = rowsum(dy_i * y_i) = rowsum(dP_i * P_i) (with dropout too) for the Tp rows of head
+// (b, h), from the fp32 values (0 on padded rows).
+inline void row_dots(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, int64_t Tp, float* Di) {
+  const float* dy = a.dy + b * d.T * d.C + h * d.D;
+  const float* y = a.y + b * d.T * d.C + h * d.D;
+  for (int64_t i = 0; i < Tp; ++i) {
+    float s = 0.f;
+    if (i < d.T)
+      for (int64_t k = 0; k < d.D; ++k) s += dy[i * d.C + k] * y[i * d.C + k];
+    Di[i] = s;
+  }
+}
+
+// Rows [r0, r1) of a padded gradient (row stride Dp, its row 0 = row r0) into column block
+// `part` (0 q, 1 k, 2 v) of head (b, h)'s dqkv rows.
+inline void write_grad_rows(const AttentionKernelArgs& a, const Dims& d, const float* g, int64_t b, int64_t h,
+                            int part, int64_t r0, int64_t r1) {
+  float* dqkv = a.dqkv + b * d.T * d.ld + h * d.D + part * d.C;
+  for (int64_t j = r0; j < r1; ++j)
+    for (int64_t k = 0; k < d.D; ++k) dqkv[j * d.ld + k] = g[(j - r0) * d.Dp + k];
+}
+
+namespace {
+
+// The per-thread workspace of a forward task (one head): its queries, keys (transposed) and
+// values, packed once for all of the head's query tiles; a 4-row score and probability tile; a
+// query tile's output accumulator, running max and sum; one row of dropout factors; the key
+// flags.
+struct ForwardWork {
+  float *Q, *Kt, *V, *S, *P, *O, *m, *l, *kf, *kv;
+};
+inline ForwardWork forward_work(const Dims& d, int64_t Tp, float* w) {
+  ForwardWork f;
+  f.Q = w;
+  f.Kt = f.Q + Tp * d.Dp;
+  f.V = f.Kt + d.D * Tp;
+  f.S = f.V + Tp * d.Dp;
+  f.P = f.S + 4 * kTile;
+  f.O = f.P + 4 * kTile;
+  f.m = f.O + kTile * d.Dp;
+  f.l = f.m + kTile;
+  f.kf = f.l + kTile;
+  f.kv = f.kf + kTile;
+  return f;
+}
+inline int64_t forward_floats(const Dims& d, int64_t Tp) {
+  return 2 * Tp * d.Dp + d.D * Tp + kTile * d.Dp + 11 * kTile + Tp;
+}
+
+// The online-softmax state of one forward query tile, in its task's workspace: the 4-row score
+// and probability tiles, the tile's output accumulator (row stride Dp), running max and sum, one
+// row of dropout factors, the head's key flags.
+struct ForwardTile {
+  float *S, *P, *O, *m, *l, *kf, *kv;
+};
+
+// Queries [q0, q0 + kTile) of head (b, h): y rows and their logsumexp. The products come from
+// the caller: scores(i0, j0) fills tile.S with the raw q k^T of rows [i0, i0 + 4) and key tile
+// j0; accumulate(rb, j0, keys) adds tile.P's 4 rows times the key tile's first `keys` rows of v
+// into tile.O's rows [rb, rb + 4). Causal: key tiles up to the block's last row, the ones above
+// the diagonal never visited; key tiles of padding only skipped.
+template <class Scores, class Accumulate>
+void forward_tile(const AttentionKernelArgs& a, const Dims& d, const ForwardTile& f, int64_t b, int64_t h,
+                  int64_t q0, Scores scores, Accumulate accumulate) {
+  // Keys [0, kend): up to the tile's last query when causal, all of them otherwise.
+  const int64_t nq = imin(kTile, d.T - q0), kend = a.causal ? q0 + nq : d.T;
+  std::memset(f.O, 0, sizeof(float) * kTile * d.Dp);
+  for (int64_t r = 0; r < kTile; ++r) { f.m[r] = -__builtin_inff(); f.l[r] = 0.f; }
+  for (int64_t rb = 0; rb < nq; rb += 4) {
+    const int64_t i0 = q0 + rb, jend = a.causal ? imin(i0 + 4, kend) : kend;
+    for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
+      if (!any_key(f.kv + j0)) continue;
+      scores(i0, j0);
+      for (int64_t r = 0; r < 4; ++r) {
+        if (a.dropout) keep_row(a, b, h, i0 + r, j0, f.kf);
+        const float alpha = softmax_row(d, f.S + r * kTile, f.P + r * kTile, a.dropout ? f.kf : nullptr, f.kv,
+                                        a.causal, a.bf16, j0, i0 + r, f.m[rb + r], f.l[rb + r]);
+        float* o = f.O + (rb + r) * d.Dp;
+        for (int64_t v = 0; v < d.Dp; v += kLanes) vstore(o + v, vload(o + v) * alpha);
+      }
+      accumulate(rb, j0, imin(kTile, jend - j0));  // past `keys` every row's p is 0
+    }
+  }
+  write_tile_rows(a, d, f.O, f.m, f.l, b, h, q0, nq);
+}
+
+}  // namespace
 
 #if defined(__AVX512BF16__)
 // One head's forward / backward with native bf16 products (attention_bf16.cpp), in the same
