@@ -451,7 +451,9 @@ TEST(CudaBackend, SgdFiveStepsMatchTheReference) {
     }
     const std::string what = "momentum " + std::to_string(var.momentum) + " nesterov " + std::to_string(var.nesterov);
     EXPECT_LT(scaled_err(pd.download(), p), 1e-6) << what;
-    if (var.momentum != 0) EXPECT_LT(scaled_err(bufd.download(), buf), 1e-6) << what;
+    if (var.momentum != 0) {
+      EXPECT_LT(scaled_err(bufd.download(), buf), 1e-6) << what;
+    }
   }
 }
 
