@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iterator>
@@ -66,7 +67,11 @@ uint32_t bits(float f) {
 // here as "could not be loaded: undefined symbol ...". On a machine without a GPU it then says
 // why there is none; on one with a GPU it has no reason to give.
 TEST(CudaPlugin, LoadsAndResolvesEverySymbol) {
-  const auto plugin = std::filesystem::path(SEQTRAIN_BINARY).parent_path() / "libseqtrain_cuda.so";
+  // Where backend/cuda_plugin.cpp looks: SEQTRAIN_CUDA_PLUGIN, else beside this executable.
+  const char* env = std::getenv("SEQTRAIN_CUDA_PLUGIN");
+  const std::filesystem::path plugin = env && *env ? std::filesystem::path(env)
+                                                   : std::filesystem::read_symlink("/proc/self/exe").parent_path() /
+                                                         "libseqtrain_cuda.so";
   if (!std::filesystem::exists(plugin)) GTEST_SKIP() << "this build has no CUDA plugin (" << plugin << ")";
   const CudaAvailability& a = cuda_availability();
   ASSERT_FALSE(a.plugin.empty()) << a.why_none;
