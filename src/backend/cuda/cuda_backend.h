@@ -5,12 +5,13 @@
 // TF32 when the precision policy allows it, bf16 and fp16 operands with fp32 accumulation),
 // recurrent layers on cuDNN's RNN API (cuda_rnn.cu), attention as seqtrain's own FlashAttention
 // kernels (cuda_attention.cu), the row ops, activations, AdamW/SGD and norms as seqtrain's own
-// kernels over the flat buffers (cuda_rows.cu, cuda_backend.cu).
+// kernels over the flat buffers (cuda_rows.cu, cuda_elementwise.cu, cuda_optim.cu).
 //
 // Files: cuda_backend.cpp (context, memory, supports), cuda_gemm.cpp (GEMM on cuBLASLt),
 // cuda_ops.cpp (convert, bias, AdamW/SGD, norm, fill/copy/scale, activations; kernels in
-// cuda_elementwise.cu and cuda_optim.cu), cuda_rows.cu (cross-entropy, LayerNorm, embedding, dropout), cuda_attention.cu,
-// cuda_rnn.cu (make_recurrent), plugin_entry.cpp (the plugin's C entry points).
+// cuda_elementwise.cu and cuda_optim.cu), cuda_rows.cu (cross-entropy, LayerNorm, embedding,
+// dropout), cuda_attention.cu, cuda_rnn.cu (make_recurrent), plugin_entry.cpp (the plugin's C
+// entry points).
 //
 // Operations that return a host value (l2_norm, cross_entropy_forward's sums) synchronize the
 // stream to read it; everything else is asynchronous on the stream.
