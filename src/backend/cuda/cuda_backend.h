@@ -5,11 +5,13 @@
 // TF32 when the precision policy allows it, bf16 and fp16 operands with fp32 accumulation),
 // recurrent layers on cuDNN's RNN API (cuda_rnn.cu), attention as seqtrain's own FlashAttention
 // kernels (cuda_attention.cu), the row ops, activations, AdamW/SGD and norms as seqtrain's own
-// kernels over the flat buffers (cuda_rows.cu, cuda_backend.cu).
+// kernels over the flat buffers (cuda_rows.cu, cuda_elementwise.cu, cuda_optim.cu).
 //
-// Files: cuda_backend.cu (context, memory, GEMM, convert, bias, optimizer, norms, fill/copy/scale,
-// activations), cuda_rows.cu (cross-entropy, LayerNorm, embedding, dropout), cuda_attention.cu,
-// cuda_rnn.cu (make_recurrent), plugin_entry.cpp (the plugin's C entry points).
+// Files: cuda_backend.cpp (context, memory, supports), cuda_gemm.cpp (GEMM on cuBLASLt),
+// cuda_ops.cpp (convert, bias, AdamW/SGD, norm, fill/copy/scale, activations; kernels in
+// cuda_elementwise.cu and cuda_optim.cu), cuda_rows.cu (cross-entropy, LayerNorm, embedding,
+// dropout), cuda_attention.cu, cuda_rnn.cu (make_recurrent), cuda_pinned.cpp (the loader's
+// page-locked slots), plugin_entry.cpp (the plugin's C entry points).
 //
 // Operations that return a host value (l2_norm, cross_entropy_forward's sums) synchronize the
 // stream to read it; everything else is asynchronous on the stream.
@@ -77,6 +79,18 @@ class CudaBackend final : public Backend {
   AllocationTable allocations_;
   std::unique_ptr<HostAllocator> page_locked_;      // cudaHostAlloc / cudaFreeHost
   std::unique_ptr<FallbackHostAllocator> loader_slots_;  // page_locked_, or the heap when it refuses
+
+  // The cuBLASLt plans (descriptors, layouts, chosen algorithm) by GEMM shape, so that a
+  // steady-state step creates nothing (cuda_gemm.cpp).
+  struct GemmCache;
+  struct GemmCacheDeleter {
+    void operator()(GemmCache* c) const noexcept;
+  };
+  std::unique_ptr<GemmCache, GemmCacheDeleter> gemm_cache_;
+
+  // Frees everything the constructor made; safe on a half-built backend and after the CUDA
+  // runtime has been torn down at exit (errors are ignored: there is nobody left to tell).
+  void destroy() noexcept;
 };
 
 }  // namespace seqtrain::cuda

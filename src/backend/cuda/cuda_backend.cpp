@@ -1,0 +1,151 @@
+// CudaBackend's context and memory: the device, its one stream, the cuBLASLt and cuDNN handles,
+// the GEMM workspace, the scratch and pinned buffers the kernels and read-backs share, device
+// allocations kept in an AllocationTable (so a foreign pointer or a copy past a buffer's end is
+// an Error, as on the host backends), and which operations this backend has. The operations
+// themselves live in cuda_gemm.cpp, cuda_ops.cpp and the other files cuda_backend.h lists.
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+
+namespace seqtrain::cuda {
+namespace {
+
+// cuBLASLt picks faster kernels (split-K, larger tiles) when it may use a workspace; 32 MiB is
+// what NVIDIA recommends for Hopper and is nothing next to a model's activations.
+constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+
+// Scratch and pinned buffers grow to the next multiple of this, so a sequence of slightly
+// larger requests does not reallocate (and synchronize) each time.
+constexpr size_t kGrowQuantum = size_t{1} << 20;
+
+size_t grown(size_t bytes) { return (bytes + kGrowQuantum - 1) / kGrowQuantum * kGrowQuantum; }
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device) : device_(device), name_(fmt::format("cuda:{}", device)) {
+  try {
+    ST_CUDA(cudaSetDevice(device_));
+    // Non-blocking: the legacy default stream (which other libraries may use) does not
+    // serialize against this one.
+    ST_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    ST_CUBLAS(cublasLtCreate(&lt_));
+    ST_CUDNN(cudnnCreate(&dnn_));
+    ST_CUDNN(cudnnSetStream(dnn_, stream_));
+    ST_CUDA(cudaMalloc(&gemm_workspace_, kGemmWorkspaceBytes));
+    gemm_workspace_bytes_ = kGemmWorkspaceBytes;
+  } catch (...) {
+    destroy();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() { destroy(); }
+
+// Return codes are ignored on purpose: the backends live until exit (plugin_entry.cpp), when the
+// static CUDA runtime may already be unloading (cudaErrorCudartUnloading) and nothing can be
+// reported or fixed. The device buffers of allocations_ are the caller's; the driver reclaims
+// them with the context.
+void CudaBackend::destroy() noexcept {
+  gemm_cache_.reset();
+  if (pinned_) (void)cudaFreeHost(pinned_);
+  if (scratch_) (void)cudaFree(scratch_);
+  if (gemm_workspace_) (void)cudaFree(gemm_workspace_);
+  if (dnn_) (void)cudnnDestroy(dnn_);
+  if (lt_) (void)cublasLtDestroy(lt_);
+  if (stream_) (void)cudaStreamDestroy(stream_);
+  pinned_ = scratch_ = gemm_workspace_ = nullptr;
+  pinned_bytes_ = scratch_bytes_ = gemm_workspace_bytes_ = 0;
+  dnn_ = nullptr;
+  lt_ = nullptr;
+  stream_ = nullptr;
+}
+
+bool CudaBackend::supports(BackendOp op) const {
+  switch (op) {
+    case BackendOp::rnn_bf16:
+    case BackendOp::rnn_fp16:
+    case BackendOp::rnn_grad_checkpoint:
+      return false;
+    case BackendOp::gemm_f32: case BackendOp::gemm_bf16: case BackendOp::gemm_f16:
+    case BackendOp::bias: case BackendOp::rnn_fp32:
+    case BackendOp::adamw: case BackendOp::sgd: case BackendOp::norm: case BackendOp::scale:
+    case BackendOp::fill: case BackendOp::copy: case BackendOp::activation:
+    case BackendOp::attention_f32: case BackendOp::attention_bf16:
+    case BackendOp::cross_entropy: case BackendOp::layer_norm: case BackendOp::embedding:
+    case BackendOp::dropout:
+      return true;
+  }
+  return false;
+}
+
+// ---- scratch, pinned, synchronize ---------------------------------------------------------------
+
+// Growing frees the old buffer, which kernels queued earlier may still be using: wait for them
+// first (growth is rare: the sizes settle after the first step).
+void* CudaBackend::scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_ && scratch_) return scratch_;
+  synchronize();
+  if (scratch_) ST_CUDA(cudaFree(scratch_));
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  const size_t want = grown(bytes == 0 ? 1 : bytes);
+  ST_CUDA(cudaMalloc(&scratch_, want));
+  scratch_bytes_ = want;
+  return scratch_;
+}
+
+// As scratch(): an asynchronous copy into the old buffer may still be in flight.
+void* CudaBackend::pinned(size_t bytes) {
+  if (bytes <= pinned_bytes_ && pinned_) return pinned_;
+  synchronize();
+  if (pinned_) ST_CUDA(cudaFreeHost(pinned_));
+  pinned_ = nullptr;
+  pinned_bytes_ = 0;
+  const size_t want = grown(bytes == 0 ? 1 : bytes);
+  ST_CUDA(cudaMallocHost(&pinned_, want));
+  pinned_bytes_ = want;
+  return pinned_;
+}
+
+void CudaBackend::synchronize() { ST_CUDA(cudaStreamSynchronize(stream_)); }
+
+// ---- memory ---------------------------------------------------------------------------------------
+
+// cudaMalloc aligns to 256 bytes, beyond kDeviceAlignment and what cuBLASLt's fastest kernels
+// want for a whole buffer.
+void* CudaBackend::allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  ST_CUDA(cudaMalloc(&p, bytes));
+  allocations_.add(p, bytes);
+  return p;
+}
+
+// The table first: a foreign pointer or a second release is an Error before anything is freed.
+// cudaFree waits for the device, so work still queued on the buffer finishes first.
+void CudaBackend::release(void* p) {
+  if (!p) return;
+  allocations_.remove(p, name());
+  ST_CUDA(cudaFree(p));
+}
+
+void CudaBackend::copy_to_host(const void* device_src, void* host_dst, size_t bytes) {
+  allocations_.check_range(device_src, bytes, name(), "copy_to_host");
+  if (bytes == 0) return;
+  ST_CUDA(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+}
+
+// Synchronized before returning: from pageable memory CUDA stages the bytes before the call
+// returns, but from pinned memory (a loader's page-locked slot) the copy is truly asynchronous,
+// and the contract lets the caller reuse its buffer at once. Host-to-device copies are rare
+// (loading parameters, a batch per step), so the wait costs little.
+void CudaBackend::copy_from_host(const void* host_src, void* device_dst, size_t bytes) {
+  allocations_.check_range(device_dst, bytes, name(), "copy_from_host");
+  if (bytes == 0) return;
+  ST_CUDA(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  synchronize();
+}
+
+}  // namespace seqtrain::cuda
