@@ -176,7 +176,7 @@ TEST_P(CudaAttention, BitwiseDeterministic) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gpu, CudaAttention,
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaAttention,
                          ::testing::Values(Case{2, 70, 36, 3, 0.f, true, Pad::none},       // D 12, 3 tiles
                                            Case{2, 70, 36, 3, 0.f, false, Pad::none},
                                            Case{2, 70, 36, 3, 0.f, true, Pad::random},     // causal row 0 empty
