@@ -14,20 +14,31 @@
 // The CPU kernels hash a vector of columns at once through the same attention_hash template.
 // Everything has internal linkage (an unnamed namespace): the per-ISA kernel files include this
 // header, and each must keep its own copy (backend/cpu/kernels/level.h's rule).
+//
+// ST_HOST_DEVICE marks the functions callable from CUDA kernels too (backend/cuda draws the same
+// mask on the GPU); for the plain C++ compiler it is empty.
 #pragma once
 #include <cmath>
 #include <cstdint>
 
+#ifndef ST_HOST_DEVICE
+#ifdef __CUDACC__
+#define ST_HOST_DEVICE __host__ __device__
+#else
+#define ST_HOST_DEVICE
+#endif
+#endif
+
 namespace seqtrain {
 namespace {
 
-inline uint64_t attention_mix64(uint64_t x) {
+ST_HOST_DEVICE inline uint64_t attention_mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
 
-inline uint64_t attention_row_key(uint64_t seed, int64_t b, int64_t h, int64_t i) {
+ST_HOST_DEVICE inline uint64_t attention_row_key(uint64_t seed, int64_t b, int64_t h, int64_t i) {
   uint64_t k = attention_mix64(seed ^ 0x6a09e667f3bcc909ULL);
   k = attention_mix64(k + static_cast<uint64_t>(b));
   k = attention_mix64(k + static_cast<uint64_t>(h));
@@ -38,7 +49,7 @@ inline uint64_t attention_row_key(uint64_t seed, int64_t b, int64_t h, int64_t i
 // them (the CPU kernels hash a vector of key columns at once: vec.h's hash_bits), so every
 // implementation computes the one definition.
 template <class U>
-inline U attention_hash(U j, uint64_t row_key) {
+ST_HOST_DEVICE inline U attention_hash(U j, uint64_t row_key) {
   U x = (j * 0x9e3779b9u) ^ static_cast<uint32_t>(row_key);
   x ^= x >> 16;
   x *= 0x85ebca6bu;
@@ -47,16 +58,16 @@ inline U attention_hash(U j, uint64_t row_key) {
   x ^= x >> 16;
   return (x ^ static_cast<uint32_t>(row_key >> 32)) >> 8;
 }
-inline uint32_t attention_bits(uint64_t row_key, int64_t j) {
+ST_HOST_DEVICE inline uint32_t attention_bits(uint64_t row_key, int64_t j) {
   return attention_hash(static_cast<uint32_t>(j), row_key);
 }
 
 // Kept iff attention_bits(...) >= this; p = 0 keeps everything, p = 1 nothing.
-inline uint32_t attention_keep_threshold(float p) {
+ST_HOST_DEVICE inline uint32_t attention_keep_threshold(float p) {
   return static_cast<uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0));
 }
 
-inline bool attention_keep(uint64_t seed, int64_t b, int64_t h, int64_t i, int64_t j, float p) {
+ST_HOST_DEVICE inline bool attention_keep(uint64_t seed, int64_t b, int64_t h, int64_t i, int64_t j, float p) {
   return attention_bits(attention_row_key(seed, b, h, i), j) >= attention_keep_threshold(p);
 }
 
