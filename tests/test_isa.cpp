@@ -156,8 +156,8 @@ TEST(Isa, EveryLevelUpdatesAdamWAlike) {
       State st{p0, m0, v0};
       AdamWKernelArgs a;
       a.params = st.p.data(); a.grads = g.data(); a.m = st.m.data(); a.v = st.v.data(); a.decay_mask = decay_mask;
-      a.n = n; a.decay = 0.999f; a.b1 = 0.9f; a.one_minus_b1 = 0.1f; a.b2 = 0.999f; a.one_minus_b2 = 0.001f;
-      a.bc2_sqrt = 0.0447f; a.eps = 1e-8f; a.neg_step_size = -0.01f;
+      a.n = n; a.s.decay = 0.999f; a.s.b1 = 0.9f; a.s.one_minus_b1 = 0.1f; a.s.b2 = 0.999f; a.s.one_minus_b2 = 0.001f;
+      a.s.bc2_sqrt = 0.0447f; a.s.eps = 1e-8f; a.s.neg_step_size = -0.01f;
       cpu_kernels(isa).adamw(a);
       return st;
     };

@@ -2,6 +2,8 @@
 // runtime.backend name (runtime.precision's resolution is backend/precision.cpp).
 #include "backend/backend.h"
 
+#include <cmath>
+
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda_plugin.h"
 #include "backend/reference/reference_backend.h"
@@ -114,6 +116,22 @@ Backend& backend_named(std::string_view name) {
   if (name == "reference") return reference;
   if (name.substr(0, 4) == "cuda") return cuda_backend(resolve_device(name));
   fail("runtime.backend '{}' is not known: use cpu or reference (and runtime.device for a GPU)", name);
+}
+
+AdamWScalars adamw_scalars(const AdamWUpdate& u) {
+  const double t = static_cast<double>(u.step);
+  const double bias_c1 = 1.0 - std::pow(u.beta1, t);
+  const double bias_c2 = 1.0 - std::pow(u.beta2, t);
+  AdamWScalars s;
+  s.decay = static_cast<float>(1.0 - u.lr * u.weight_decay);
+  s.b1 = static_cast<float>(u.beta1);
+  s.one_minus_b1 = static_cast<float>(1.0 - u.beta1);
+  s.b2 = static_cast<float>(u.beta2);
+  s.one_minus_b2 = static_cast<float>(1.0 - u.beta2);
+  s.bc2_sqrt = static_cast<float>(std::sqrt(bias_c2));
+  s.eps = static_cast<float>(u.eps);
+  s.neg_step_size = static_cast<float>(-(u.lr / bias_c1));
+  return s;
 }
 
 Backend& default_backend() { return backend_named("cpu"); }

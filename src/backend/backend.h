@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/activation_kind.h"
+#include "backend/adamw_scalars.h"
 #include "backend/precision.h"
 #include "backend/rnn_cell.h"
 #include "core/arena.h"
@@ -130,6 +131,8 @@ struct AdamWUpdate {
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   int64_t step = 1;
 };
+// The update's scalars for the kernels (backend/adamw_scalars.h), decay for a decaying run.
+AdamWScalars adamw_scalars(const AdamWUpdate& u);
 // SGD (torch.optim.SGD): momentum_buffer null without momentum; `first` is the first step (the
 // buffer is then set to the gradient, as torch does).
 struct SgdUpdate {

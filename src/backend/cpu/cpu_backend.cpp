@@ -110,18 +110,9 @@ std::unique_ptr<RecurrentLayers> CpuBackend::make_recurrent(const RecurrentSpec&
 // meets a float32 tensor; the per-element arithmetic (the per-ISA kernel) follows torch's
 // operation order so the two agree to the last bit or close to it.
 void CpuBackend::adamw(const AdamWUpdate& u) {
-  const double t = static_cast<double>(u.step);
-  const double bias_c1 = 1.0 - std::pow(u.beta1, t);
-  const double bias_c2 = 1.0 - std::pow(u.beta2, t);
+  const AdamWScalars scalars = adamw_scalars(u);
   AdamWKernelArgs k;
-  const float decay = static_cast<float>(1.0 - u.lr * u.weight_decay);
-  k.b1 = static_cast<float>(u.beta1);
-  k.one_minus_b1 = static_cast<float>(1.0 - u.beta1);
-  k.b2 = static_cast<float>(u.beta2);
-  k.one_minus_b2 = static_cast<float>(1.0 - u.beta2);
-  k.bc2_sqrt = static_cast<float>(std::sqrt(bias_c2));
-  k.eps = static_cast<float>(u.eps);
-  k.neg_step_size = static_cast<float>(-(u.lr / bias_c1));
+  k.s = scalars;
   // One kernel call per run of the decay mask: the non-decaying runs multiply by 1 (what
   // torch's weight_decay-0 group does), and the fused kernel keeps no per-element branch.
   for (const DecayRange& r : *u.runs) {
@@ -130,7 +121,7 @@ void CpuBackend::adamw(const AdamWUpdate& u) {
     k.m = u.m + r.begin;
     k.v = u.v + r.begin;
     k.n = static_cast<int64_t>(r.end - r.begin);
-    k.decay = r.decay ? decay : 1.f;
+    k.s.decay = r.decay ? scalars.decay : 1.f;
     k.parallel = r.end - r.begin >= kParallelMin;
     cpu_kernels().adamw(k);
   }

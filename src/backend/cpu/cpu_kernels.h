@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/adamw_scalars.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/rnn_fused_args.h"
 
@@ -22,8 +23,7 @@ struct AdamWKernelArgs {
   // its mask instead (optim/optimizer.h), the non-decaying runs with decay = 1.
   const uint8_t* decay_mask = nullptr;
   int64_t n = 0;
-  float decay = 1.f, b1 = 0.f, one_minus_b1 = 1.f, b2 = 0.f, one_minus_b2 = 1.f;
-  float bc2_sqrt = 1.f, eps = 0.f, neg_step_size = 0.f;
+  AdamWScalars s;  // the run's scalars (decay 1 for a non-decaying run)
   bool parallel = false;
 };
 

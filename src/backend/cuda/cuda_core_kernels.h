@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/activation_kind.h"
+#include "backend/adamw_scalars.h"
 
 namespace seqtrain::cuda {
 
@@ -44,10 +45,6 @@ cudaError_t launch_activation_backward(ActKind k, const float* x, const float* y
 
 // AdamW over one run of the decay mask: the CPU kernel's float scalars (cpu_backend.cpp forms
 // them the same way), decay = 1 - lr wd for a decaying run, 1 otherwise.
-struct AdamWScalars {
-  float decay = 1.f, b1 = 0.f, one_minus_b1 = 1.f, b2 = 0.f, one_minus_b2 = 1.f;
-  float bc2_sqrt = 1.f, eps = 0.f, neg_step_size = 0.f;
-};
 cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, int64_t n, const AdamWScalars& a,
                          cudaStream_t s);
 

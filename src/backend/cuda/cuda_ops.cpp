@@ -50,22 +50,12 @@ void CudaBackend::bias_grad(const float* dy, float* db, int64_t rows, int64_t co
 // (u.runs, a host vector): runs are few, and each launch carries its run's decay.
 void CudaBackend::adamw(const AdamWUpdate& u) {
   check_runs(u.runs, "adamw");
-  const double t = static_cast<double>(u.step);
-  const double bias_c1 = 1.0 - std::pow(u.beta1, t);
-  const double bias_c2 = 1.0 - std::pow(u.beta2, t);
-  AdamWScalars s;
-  const float decay = static_cast<float>(1.0 - u.lr * u.weight_decay);
-  s.b1 = static_cast<float>(u.beta1);
-  s.one_minus_b1 = static_cast<float>(1.0 - u.beta1);
-  s.b2 = static_cast<float>(u.beta2);
-  s.one_minus_b2 = static_cast<float>(1.0 - u.beta2);
-  s.bc2_sqrt = static_cast<float>(std::sqrt(bias_c2));
-  s.eps = static_cast<float>(u.eps);
-  s.neg_step_size = static_cast<float>(-(u.lr / bias_c1));
+  const AdamWScalars scalars = adamw_scalars(u);
+  AdamWScalars s = scalars;
   for (const DecayRange& r : *u.runs) {
     const auto n = static_cast<int64_t>(r.end - r.begin);
     if (n == 0) continue;
-    s.decay = r.decay ? decay : 1.f;  // a non-decaying run: torch's weight_decay-0 group
+    s.decay = r.decay ? scalars.decay : 1.f;  // a non-decaying run: torch's weight_decay-0 group
     ST_CUDA(launch_adamw(u.params + r.begin, u.grads + r.begin, u.m + r.begin, u.v + r.begin, n, s, stream_));
   }
 }

@@ -14,11 +14,11 @@ void adamw(const AdamWKernelArgs& a) {
 #pragma omp parallel for simd if (a.parallel)
   for (int64_t i = 0; i < a.n; ++i) {
     const float g = grads[i];
-    float p = params[i] * (mask == nullptr || mask[i] ? a.decay : 1.f);
-    const float mi = m[i] * a.b1 + a.one_minus_b1 * g;
-    const float vi = v[i] * a.b2 + a.one_minus_b2 * g * g;
-    const float denom = __builtin_sqrtf(vi) / a.bc2_sqrt + a.eps;
-    p += a.neg_step_size * mi / denom;
+    float p = params[i] * (mask == nullptr || mask[i] ? a.s.decay : 1.f);
+    const float mi = m[i] * a.s.b1 + a.s.one_minus_b1 * g;
+    const float vi = v[i] * a.s.b2 + a.s.one_minus_b2 * g * g;
+    const float denom = __builtin_sqrtf(vi) / a.s.bc2_sqrt + a.s.eps;
+    p += a.s.neg_step_size * mi / denom;
     m[i] = mi;
     v[i] = vi;
     params[i] = p;
