@@ -306,6 +306,32 @@ TEST(DeviceMemory, GuardedBackendTrainsAGptBitwiseLikeTheReference) {
 }
 TEST(DeviceMemory, GuardedBackendTrainsScaledSgdMomentumBitwiseLikeTheReference) { guarded_matches_reference("sgd"); }
 
+// An arena over a backend takes its chunks from allocate(), clears through fill when the host
+// cannot touch them, and still makes no allocation in the steady state.
+TEST(DeviceMemory, ArenaOverAGuardedBackendAllocatesAndClearsOnTheDevice) {
+  GuardedBackend g(ref());
+  {
+    Arena arena(g);
+    EXPECT_FALSE(arena.host_accessible());
+    Tensor z = arena.zeros({3, 5});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(z.ptr) % Arena::kAlign, 0u);
+    std::vector<float> back(15, 1.f);
+    g.copy_to_host(z.ptr, back.data(), z.nbytes());
+    EXPECT_EQ(back, std::vector<float>(15, 0.f));
+    arena.prefault();  // host memory only: must not touch the guarded pages
+    const uint64_t before = Arena::os_allocations();
+    for (int i = 0; i < 3; ++i) {
+      arena.reset();
+      arena.zeros({100}, DType::i64);
+      arena.tensor({7});
+    }
+    EXPECT_EQ(Arena::os_allocations(), before);
+    EXPECT_EQ(g.live_buffers(), 1u);
+    EXPECT_CONTAINS(error_of([&] { arena.set_backend(ref()); }), "before its first allocation");
+  }
+  EXPECT_EQ(g.live_buffers(), 0u);
+}
+
 // ---- activations on the device: the step's arena is the guarded backend's memory too ----
 
 // Trains `spec` for 5 steps on the guarded backend (arena, batch, parameters all PROT_NONE to the

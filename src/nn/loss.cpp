@@ -116,7 +116,8 @@ void sum_gradient(LossKind kind, const Tensor& pred, const Tensor& target, Tenso
     Backend& be = backend_of(opt);
     double k = scale;
     if (per_count) {
-      const int64_t kept = a.rows - std::count(a.targets, a.targets + a.rows, opt.ignore_index);
+      // The kept rows' count from the op, not from the targets: they may be device memory.
+      const int64_t kept = be.cross_entropy_forward(a).count;
       k = kept ? scale / static_cast<double>(kept) : 0.0;
     }
     be.cross_entropy_backward(a, k, g);
