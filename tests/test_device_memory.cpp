@@ -395,6 +395,21 @@ TEST(DeviceMemory, GuardedActivationsTrainAGptWithDropoutBitwiseLikeTheReference
   guarded_activations_match_reference(s);
 }
 
+TEST(DeviceMemory, GuardedActivationsTrainACheckpointedGptBitwiseLikeTheReference) {
+  ModelSpec s;
+  s.type = "gpt";
+  s.vocab_size = 11;
+  s.lookback = s.output_size = 8;
+  s.input_size = 1;
+  s.layers = 2;
+  s.heads = 2;
+  s.hidden = 12;
+  s.dropout = 0.1f;
+  s.backend = "reference";
+  s.grad_checkpoint = true;  // the blocks recompute in Gpt's scratch arena, also on the device
+  guarded_activations_match_reference(s);
+}
+
 // A bad token id in a batch on the device is still named: the op finds it, one value is read back.
 TEST(DeviceMemory, GuardedTokenIdsNameABadIdFromDeviceMemory) {
   ModelSpec s;
