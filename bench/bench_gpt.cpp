@@ -294,7 +294,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       f[ATT] += tick(t0);
       Tensor ao = b.attn_proj.forward(b.y, arena);
       f[LIN] += tick(t0);
-      Tensor x1 = residual_add(x, ao, arena);
+      Tensor x1 = residual_add(be, x, ao, arena);
       f[RES] += tick(t0);
       Tensor h2 = b.ln_2.forward(x1, arena);
       f[LN] += tick(t0);
@@ -304,7 +304,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       f[GELU] += tick(t0);
       Tensor m = b.mlp_proj.forward(gu, arena);
       f[LIN] += tick(t0);
-      x = residual_add(x1, m, arena);
+      x = residual_add(be, x1, m, arena);
       f[RES] += tick(t0);
     }
     Tensor hin = ln_f.forward(x, arena);
@@ -332,7 +332,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       g[LIN] += tick(t0);
       Tensor dl2 = b.ln_2.backward(dh2, arena);
       g[LN] += tick(t0);
-      Tensor dx1 = residual_add(dx, dl2, arena);
+      Tensor dx1 = residual_add(be, dx, dl2, arena);
       g[RES] += tick(t0);
       Tensor dy = b.attn_proj.backward(dx1, arena);
       g[LIN] += tick(t0);
@@ -343,7 +343,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       g[LIN] += tick(t0);
       Tensor dl1 = b.ln_1.backward(dh1, arena);
       g[LN] += tick(t0);
-      dx = residual_add(dx1, dl1, arena);
+      dx = residual_add(be, dx1, dl1, arena);
       g[RES] += tick(t0);
     }
     wte.backward(dx, arena);

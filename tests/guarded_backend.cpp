@@ -205,4 +205,31 @@ void GuardedBackend::dropout_backward(const float* dy, float* dx, int64_t n, flo
   inner_.dropout_backward(dy, dx, n, p, seed);
 }
 
+void GuardedBackend::axpy(float alpha, const float* x, float* y, size_t n) {
+  Open open(*this);
+  inner_.axpy(alpha, x, y, n);
+}
+
+void GuardedBackend::transpose(const float* x, float* y, int64_t A, int64_t B, int64_t C) {
+  Open open(*this);
+  inner_.transpose(x, y, A, B, C);
+}
+
+double GuardedBackend::regression_loss_forward(RegressionLoss kind, const float* pred, const float* target, int64_t n,
+                                               float delta) {
+  Open open(*this);
+  return inner_.regression_loss_forward(kind, pred, target, n, delta);
+}
+
+void GuardedBackend::regression_loss_backward(RegressionLoss kind, const float* pred, const float* target, int64_t n,
+                                              float delta, float k, float* grad) {
+  Open open(*this);
+  inner_.regression_loss_backward(kind, pred, target, n, delta, k, grad);
+}
+
+int64_t GuardedBackend::token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {
+  Open open(*this);
+  return inner_.token_ids(from, x, ids, n, vocab);
+}
+
 }  // namespace seqtrain::testing

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.h"
@@ -405,6 +406,81 @@ TEST(BackendOps, DropoutKeepsOneMinusPAndSeedsDiffer) {
   std::vector<float> y(4);
   EXPECT_CONTAINS(error_of([&] { cpu().dropout_forward(y.data(), y.data(), 4, 1.5f, 1); }), "[0, 1]");
   EXPECT_CONTAINS(error_of([&] { ref().dropout_forward(y.data(), y.data(), 4, -0.5f, 1); }), "[0, 1]");
+}
+
+// ---- the activation ops (axpy, transpose, regression losses, token ids): plain float copies and
+// float arithmetic in the same order on both backends, so bit for bit; the loss sums are the same
+// serial double sums ----
+
+std::vector<float> random_floats(int64_t n, uint64_t seed, float lo = -2.f, float hi = 2.f) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = rng.uniform(lo, hi);
+  return v;
+}
+
+TEST(BackendOps, AxpyAndTransposeCpuEqualTheReferenceBitForBit) {
+  for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{70001}}) {
+    const std::vector<float> x = random_floats(n, 1), y0 = random_floats(n, 2);
+    std::vector<float> a = y0, b = y0;
+    cpu().axpy(0.37f, x.data(), a.data(), a.size());
+    ref().axpy(0.37f, x.data(), b.data(), b.size());
+    EXPECT_EQ(a, b) << n;
+    std::vector<float> sum = y0;
+    cpu().axpy(1.f, x.data(), sum.data(), sum.size());
+    for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(sum[i], y0[i] + x[i]);  // alpha 1: exactly y + x
+  }
+  for (auto [A, B, C] : {std::tuple<int64_t, int64_t, int64_t>{3, 5, 7}, {1, 4, 2}, {40, 33, 65}}) {
+    const std::vector<float> x = random_floats(A * B * C, 3);
+    std::vector<float> a(x.size()), b(x.size());
+    cpu().transpose(x.data(), a.data(), A, B, C);
+    ref().transpose(x.data(), b.data(), A, B, C);
+    EXPECT_EQ(a, b);
+    for (int64_t i = 0; i < A; ++i)
+      for (int64_t j = 0; j < B; ++j)
+        for (int64_t c = 0; c < C; ++c) ASSERT_EQ(a[(j * A + i) * C + c], x[(i * B + j) * C + c]);
+  }
+}
+
+TEST(BackendOps, RegressionLossesCpuEqualTheReferenceAndTheFormulas) {
+  const int64_t n = 1001;
+  const std::vector<float> p = random_floats(n, 4), y = random_floats(n, 5);
+  for (RegressionLoss kind : {RegressionLoss::mse, RegressionLoss::mae, RegressionLoss::huber}) {
+    const double sc = cpu().regression_loss_forward(kind, p.data(), y.data(), n, 0.5f);
+    EXPECT_EQ(sc, ref().regression_loss_forward(kind, p.data(), y.data(), n, 0.5f));
+    double want = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = double(p[i]) - y[i], a = std::abs(d);
+      want += kind == RegressionLoss::mse ? d * d : kind == RegressionLoss::mae ? a : (a < 0.5 ? 0.5 * a * a : 0.5 * (a - 0.25));
+    }
+    EXPECT_NEAR(sc, want, 1e-9 * std::abs(want));
+    std::vector<float> ga(n), gb(n);
+    cpu().regression_loss_backward(kind, p.data(), y.data(), n, 0.5f, 0.25f, ga.data());
+    ref().regression_loss_backward(kind, p.data(), y.data(), n, 0.5f, 0.25f, gb.data());
+    EXPECT_EQ(ga, gb);
+    const float d0 = p[0] - y[0];
+    const float g0 = kind == RegressionLoss::mse ? 2.f * 0.25f * d0
+                     : kind == RegressionLoss::mae ? (d0 > 0 ? 0.25f : -0.25f)
+                                                   : 0.25f * std::clamp(d0, -0.5f, 0.5f);
+    EXPECT_EQ(ga[0], g0);
+  }
+}
+
+TEST(BackendOps, TokenIdsConvertWholeNumbersAndNameTheFirstBadOne) {
+  for (Backend* be : {&cpu(), &ref()}) {
+    std::vector<float> f = {0.f, 3.f, 6.f, 2.f};
+    std::vector<int64_t> ids(4, -7);
+    EXPECT_EQ(be->token_ids(DType::f32, f.data(), ids.data(), 4, 7), -1);
+    EXPECT_EQ(ids, (std::vector<int64_t>{0, 3, 6, 2}));
+    f[2] = 1.5f;
+    EXPECT_EQ(be->token_ids(DType::f32, f.data(), ids.data(), 4, 7), 2);
+    f[1] = 7.f;
+    EXPECT_EQ(be->token_ids(DType::f32, f.data(), ids.data(), 4, 7), 1);
+    std::vector<int64_t> i64 = {1, 2, -1};
+    EXPECT_EQ(be->token_ids(DType::i64, i64.data(), ids.data(), 3, 7), 2);
+    for (BackendOp op : {BackendOp::axpy, BackendOp::transpose, BackendOp::regression_loss, BackendOp::token_ids})
+      EXPECT_TRUE(be->supports(op)) << backend_op_name(op);
+  }
 }
 
 }  // namespace

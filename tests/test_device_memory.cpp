@@ -177,11 +177,13 @@ struct Job {
   std::unique_ptr<LossScaler> scaler;
   std::unique_ptr<TrainStep> step;
   std::vector<double> losses;
-  bool tokens = false;  // a language model: int64 token batches and cross-entropy
+  bool tokens = false;    // a language model: int64 token batches and cross-entropy
+  bool classify = false;  // int64 class labels [4] and cross-entropy over output_size classes
 };
 
 // SGD runs also scale the loss (fp16's dynamic loss scaling), so the step unscales on the device.
-Job make_job(Backend* backend, const std::string& optimizer, const ModelSpec& spec = lstm_spec()) {
+Job make_job(Backend* backend, const std::string& optimizer, const ModelSpec& spec = lstm_spec(),
+             bool classify = false) {
   Job r;
   r.model = make_model(spec, backend ? on(*backend) : ModelEnv{});
   Rng init(42);
@@ -193,8 +195,9 @@ Job make_job(Backend* backend, const std::string& optimizer, const ModelSpec& sp
   r.sched = make_schedule(ScheduleOptions{.base_lr = 3e-3});
   if (optimizer == "sgd") r.scaler = std::make_unique<LossScaler>(LossScalerOptions{.init = 1024.0});
   r.tokens = r.model->spec().vocab_size > 0;
+  r.classify = classify;
   StepOptions so;
-  if (r.tokens) so.loss = LossKind::cross_entropy;
+  if (r.tokens || classify) so.loss = LossKind::cross_entropy;
   so.grad_clip = 0.5;
   so.grad_accum = 2;
   so.scaler = r.scaler.get();
@@ -218,7 +221,10 @@ void train(Job& r, int64_t from, int64_t to) {
       std::vector<float> x(4 * 6 * 3), y(4 * 2);
       for (auto& v : x) v = rng.uniform(-1.f, 1.f);
       for (auto& v : y) v = rng.uniform(-1.f, 1.f);
-      r.step->run(Tensor(x.data(), {4, 6, 3}), Tensor(y.data(), {4, 2}), static_cast<uint64_t>(s));
+      std::vector<int64_t> labels(4);
+      for (auto& l : labels) l = static_cast<int64_t>(rng.uniform(0.f, 0.999f) * static_cast<float>(spec.output_size));
+      const Tensor targets = r.classify ? Tensor(labels.data(), {4}, DType::i64) : Tensor(y.data(), {4, 2});
+      r.step->run(Tensor(x.data(), {4, 6, 3}), targets, static_cast<uint64_t>(s));
     }
     r.losses.push_back(r.step->take_loss());
   }
@@ -248,9 +254,11 @@ void guarded_matches_reference(const std::string& optimizer) {
   const GuardedBackend::Counts before = g.counts();
   train(guarded, 0, 4);
   train(plain, 0, 4);
-  // The step copies nothing across the seam; the first step allocates the optimizer's state.
-  EXPECT_EQ(g.copies(), before.to_host + before.from_host);
-  EXPECT_EQ(g.counts().allocations, before.allocations + (optimizer == "adamw" ? 2u : 1u));
+  // The step copies only its batch across the seam (inputs and targets); the first step
+  // allocates the optimizer's state and the activation arena's chunk.
+  EXPECT_EQ(g.counts().to_host, before.to_host);
+  EXPECT_EQ(g.counts().from_host, before.from_host + 4 * 2);
+  EXPECT_EQ(g.counts().allocations, before.allocations + (optimizer == "adamw" ? 2u : 1u) + 1u);
   EXPECT_NE(guarded.losses.front(), guarded.losses.back());
   expect_bitwise_equal(guarded, plain);
 
@@ -292,11 +300,134 @@ TEST(DeviceMemory, GuardedBackendTrainsAGptBitwiseLikeTheReference) {
   const size_t copies = g.copies();
   train(guarded, 0, 4);
   train(plain, 0, 4);
-  EXPECT_EQ(g.copies(), copies) << "a training step copied across the seam";
+  EXPECT_EQ(g.copies(), copies + 4 * 2) << "a training step copied more than its batch across the seam";
   EXPECT_NE(guarded.losses.front(), guarded.losses.back());
   expect_bitwise_equal(guarded, plain);
 }
 TEST(DeviceMemory, GuardedBackendTrainsScaledSgdMomentumBitwiseLikeTheReference) { guarded_matches_reference("sgd"); }
+
+// An arena over a backend takes its chunks from allocate(), clears through fill when the host
+// cannot touch them, and still makes no allocation in the steady state.
+TEST(DeviceMemory, ArenaOverAGuardedBackendAllocatesAndClearsOnTheDevice) {
+  GuardedBackend g(ref());
+  {
+    Arena arena(g);
+    EXPECT_FALSE(arena.host_accessible());
+    Tensor z = arena.zeros({3, 5});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(z.ptr) % Arena::kAlign, 0u);
+    std::vector<float> back(15, 1.f);
+    g.copy_to_host(z.ptr, back.data(), z.nbytes());
+    EXPECT_EQ(back, std::vector<float>(15, 0.f));
+    arena.prefault();  // host memory only: must not touch the guarded pages
+    const uint64_t before = Arena::os_allocations();
+    for (int i = 0; i < 3; ++i) {
+      arena.reset();
+      arena.zeros({100}, DType::i64);
+      arena.tensor({7});
+    }
+    EXPECT_EQ(Arena::os_allocations(), before);
+    EXPECT_EQ(g.live_buffers(), 1u);
+    EXPECT_CONTAINS(error_of([&] { arena.set_backend(ref()); }), "before its first allocation");
+  }
+  EXPECT_EQ(g.live_buffers(), 0u);
+}
+
+// ---- activations on the device: the step's arena is the guarded backend's memory too ----
+
+// Trains `spec` for 5 steps on the guarded backend (arena, batch, parameters all PROT_NONE to the
+// host) and on the plain reference: a stray host access to any activation faults; the run must
+// match bit for bit, and each step crosses the seam exactly twice (inputs and targets uploaded;
+// the loss comes back as the loss op's returned sum, not as a copy).
+void guarded_activations_match_reference(const ModelSpec& spec, bool classify = false) {
+  GuardedBackend g(ref());
+  Job guarded = make_job(&g, "adamw", spec, classify), plain = make_job(nullptr, "adamw", spec, classify);
+  EXPECT_EQ(guarded.step->arena().backend(), &g);
+  EXPECT_FALSE(guarded.step->arena().host_accessible());
+  const GuardedBackend::Counts before = g.counts();
+  constexpr int64_t kSteps = 5;
+  train(guarded, 0, kSteps);
+  train(plain, 0, kSteps);
+  EXPECT_EQ(g.counts().from_host - before.from_host, size_t{2} * kSteps);
+  EXPECT_EQ(g.counts().to_host - before.to_host, 0u);
+  EXPECT_EQ(g.counts().from_host_bytes - before.from_host_bytes,
+            kSteps * (guarded.tokens ? 2 * 4 * spec.lookback * 8 - 4 * spec.lookback * 4
+                                     : 4 * 6 * 3 * 4 + (classify ? 4 * 8 : 4 * 2 * 4)));
+  EXPECT_NE(guarded.losses.front(), guarded.losses.back());
+  expect_bitwise_equal(guarded, plain);
+}
+
+TEST(DeviceMemory, GuardedActivationsTrainAnLstmForecasterBitwiseLikeTheReference) {
+  guarded_activations_match_reference(lstm_spec());
+}
+
+TEST(DeviceMemory, GuardedActivationsTrainAGruClassifierBitwiseLikeTheReference) {
+  ModelSpec s = lstm_spec();
+  s.type = "gru";
+  s.output_size = 3;
+  guarded_activations_match_reference(s, /*classify=*/true);
+}
+
+TEST(DeviceMemory, GuardedActivationsTrainACharLstmBitwiseLikeTheReference) {
+  ModelSpec s;
+  s.type = "char_lstm";
+  s.vocab_size = 9;
+  s.embed_size = 4;
+  s.hidden = 8;
+  s.layers = 2;
+  s.lookback = s.output_size = 6;
+  s.input_size = 1;
+  s.dropout = 0.1f;
+  s.backend = "reference";
+  guarded_activations_match_reference(s);
+}
+
+TEST(DeviceMemory, GuardedActivationsTrainAGptWithDropoutBitwiseLikeTheReference) {
+  ModelSpec s;
+  s.type = "gpt";
+  s.vocab_size = 11;
+  s.lookback = s.output_size = 8;
+  s.input_size = 1;
+  s.layers = 2;
+  s.heads = 2;
+  s.hidden = 12;
+  s.dropout = 0.1f;
+  s.backend = "reference";
+  guarded_activations_match_reference(s);
+}
+
+TEST(DeviceMemory, GuardedActivationsTrainACheckpointedGptBitwiseLikeTheReference) {
+  ModelSpec s;
+  s.type = "gpt";
+  s.vocab_size = 11;
+  s.lookback = s.output_size = 8;
+  s.input_size = 1;
+  s.layers = 2;
+  s.heads = 2;
+  s.hidden = 12;
+  s.dropout = 0.1f;
+  s.backend = "reference";
+  s.grad_checkpoint = true;  // the blocks recompute in Gpt's scratch arena, also on the device
+  guarded_activations_match_reference(s);
+}
+
+// A bad token id in a batch on the device is still named: the op finds it, one value is read back.
+TEST(DeviceMemory, GuardedTokenIdsNameABadIdFromDeviceMemory) {
+  ModelSpec s;
+  s.type = "char_lstm";
+  s.vocab_size = 5;
+  s.embed_size = 4;
+  s.hidden = 8;
+  s.layers = 1;
+  s.lookback = s.output_size = 3;
+  s.input_size = 1;
+  s.backend = "reference";
+  GuardedBackend g(ref());
+  Job job = make_job(&g, "adamw", s);
+  std::vector<float> x = {0, 1, 2, 3, 9, 1};
+  std::vector<int64_t> y(6, 1);
+  EXPECT_CONTAINS(error_of([&] { job.step->run(Tensor(x.data(), {2, 3}), Tensor(y.data(), {2, 3}, DType::i64), 0); }),
+                  "token id 9 at batch 1 position 1 is outside the vocabulary of 5 ids");
+}
 
 // On a host-accessible backend the host views are the memory itself: training, saving and
 // loading a checkpoint's weights copy nothing but what they write or read.

@@ -34,6 +34,10 @@ std::string_view backend_op_name(BackendOp op) {
     case BackendOp::layer_norm: return "LayerNorm";
     case BackendOp::embedding: return "embedding lookup";
     case BackendOp::dropout: return "dropout";
+    case BackendOp::axpy: return "axpy";
+    case BackendOp::transpose: return "transpose";
+    case BackendOp::regression_loss: return "regression loss";
+    case BackendOp::token_ids: return "token-id check";
   }
   return "?";
 }

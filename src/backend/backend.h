@@ -51,6 +51,10 @@ enum class BackendOp : uint8_t {
   layer_norm,                      // layer_norm_forward / _backward
   embedding,                       // embedding_forward / _backward
   dropout,                         // dropout_forward / _backward
+  axpy,                            // y += alpha * x over activations (residual adds)
+  transpose,                       // [A, B, C] -> [B, A, C] (time-major <-> batch-first)
+  regression_loss,                 // regression_loss_forward / _backward (mse, mae, huber)
+  token_ids,                       // token_ids: checked f32 / i64 values -> int64 ids
 };
 std::string_view backend_op_name(BackendOp op);
 
@@ -242,6 +246,16 @@ void check_embedding_args(const EmbeddingArgs& a);
 // storing one, and no implementation's result depends on its thread count.
 void check_dropout_args(const float* x, const float* y, int64_t n, float p);
 
+// The regression losses over n (prediction, target) pairs, d = pred - target (nn/loss.h):
+//   mse  sum d^2        gradient 2 k d
+//   mae  sum |d|        gradient k sign(d)
+//   huber sum h(d), h = d^2 / 2 if |d| < delta else delta (|d| - delta / 2)
+//                       gradient k clamp(d, -delta, delta)
+// forward returns the sum to the host, accumulated in double with d formed in double (as
+// cross_entropy_forward returns its sums: the one read-back of a step's loss); backward
+// overwrites grad [n] with the float expressions above, k the caller's scale.
+enum class RegressionLoss : uint8_t { mse, mae, huber };
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -320,6 +334,23 @@ class Backend {
   // (p, seed).
   virtual void dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) = 0;
   virtual void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) = 0;
+
+  // ---- Activations: what models did with host loops before activations moved to the device ----
+  // y[i] += alpha * x[i] (float arithmetic; alpha = 1 gives exactly y + x).
+  virtual void axpy(float alpha, const float* x, float* y, size_t n) = 0;
+  // y[b, a, :] = x[a, b, :] for x [A, B, C] contiguous, y [B, A, C] contiguous (RNN stacks work
+  // time-major, models and losses batch-first).
+  virtual void transpose(const float* x, float* y, int64_t A, int64_t B, int64_t C) = 0;
+  // RegressionLoss above: the sum (to the host) and the overwritten gradient.
+  virtual double regression_loss_forward(RegressionLoss kind, const float* pred, const float* target, int64_t n,
+                                         float delta) = 0;
+  virtual void regression_loss_backward(RegressionLoss kind, const float* pred, const float* target, int64_t n,
+                                        float delta, float k, float* grad) = 0;
+  // ids[i] = x[i] for n values of dtype `from` (f32 or i64) that must be whole numbers in
+  // [0, vocab): the language models' input check. Returns -1 when all are, otherwise the index of
+  // the first that is not (ids then unspecified; the caller reads that one value back to say
+  // why): one host-returned scalar, as the loss sums.
+  virtual int64_t token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) = 0;
 };
 
 // The overrides of every operation above, for a concrete backend's class body: the list is
@@ -351,7 +382,14 @@ class Backend {
   void embedding_forward(const EmbeddingArgs& a, const float* table, float* y, bool accumulate) override;           \
   void embedding_backward(const EmbeddingArgs& a, const float* dy, float* dtable) override;                         \
   void dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) override;                      \
-  void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) override;
+  void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) override;                    \
+  void axpy(float alpha, const float* x, float* y, size_t n) override;                                               \
+  void transpose(const float* x, float* y, int64_t A, int64_t B, int64_t C) override;                                \
+  double regression_loss_forward(RegressionLoss kind, const float* pred, const float* target, int64_t n,             \
+                                 float delta) override;                                                              \
+  void regression_loss_backward(RegressionLoss kind, const float* pred, const float* target, int64_t n, float delta, \
+                                float k, float* grad) override;                                                      \
+  int64_t token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;
 
 // The memory functions above, for a concrete backend's class body (kept apart from
 // SEQTRAIN_BACKEND_OPERATIONS: memory and operations change independently).

@@ -13,6 +13,7 @@
 #include "io/atomic_dir.h"
 #include "train/checkpoint.h"
 #include "train/data_plan.h"
+#include "backend/device_batch.h"
 #include "train/load_model.h"
 #include "train/stop_token.h"
 #include "train/trainer.h"
@@ -127,9 +128,10 @@ int run_eval(const EvalArgs& a) {
            a.split == "test" ? ", or --split val" : "");
   const double loss = evaluate(*l.model, split, l.config.train.loss, l.config.train.huber_delta, l.config.train.batch_size);
   // MAE and RMSE in the data's original units.
-  Arena arena;
+  Backend& backend = l.model->params().backend();
+  Arena arena(backend);
   const int64_t B = l.config.train.batch_size;
-  std::vector<float> x(B * split.x_size()), y(B * split.y_size());
+  std::vector<float> x(B * split.x_size()), y(B * split.y_size()), p(B * split.y_size());
   double abs_sum = 0, sq_sum = 0;
   int64_t count = 0;
   for (int64_t b = 0; b < split.size(); b += B) {
@@ -137,11 +139,12 @@ int run_eval(const EvalArgs& a) {
     split.fill_batch(b, n, x.data(), y.data());
     arena.reset();
     StepContext ctx(arena);
-    Tensor pred = l.model->forward(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), ctx);
-    l.data.denormalize_targets(pred.f32(), n);
+    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), arena, backend);
+    read_floats(backend, l.model->forward(batch, ctx), p.data());
+    l.data.denormalize_targets(p.data(), n);
     l.data.denormalize_targets(y.data(), n);
     for (int64_t i = 0; i < n * split.y_size(); ++i) {
-      const double e = pred.f32()[i] - y[i];
+      const double e = p[i] - y[i];
       abs_sum += std::abs(e);
       sq_sum += e * e;
       ++count;
@@ -177,8 +180,10 @@ int predict_npy(const CheckpointRef& ck, const PredictArgs& a) {
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
   std::vector<float> out(n_samples * outputs);
   forward_batches(*model, input, steps, features, config.train.batch_size,
-                  [&](int64_t first, int64_t n, const Tensor& pred, float*) {
-                    std::copy(pred.f32(), pred.f32() + n * outputs, out.begin() + first * outputs);
+                  [&](int64_t first, int64_t n, const Tensor& pred, float*, Arena&) {
+                    ST_CHECK(pred.numel() == n * outputs, "predict: the model gave {} outputs for {} samples of {}",
+                             pred.numel(), n, outputs);
+                    read_floats(model->params().backend(), pred, out.data() + first * outputs);
                   });
   std::vector<int64_t> shape{n_samples};
   if (classes > 0) shape.push_back(classes);
@@ -203,17 +208,19 @@ int run_predict(const PredictArgs& a) {
   for (int64_t h = 0; h < H; ++h)
     for (const auto& t : l.data.targets) csv += (csv.empty() ? "" : ",") + t + "_t+" + std::to_string(h + 1);
   csv += "\n";
-  Arena arena;
-  std::vector<float> x(B * split.x_size());
+  Backend& backend = l.model->params().backend();
+  Arena arena(backend);
+  std::vector<float> x(B * split.x_size()), p(B * split.y_size());
   for (int64_t b = 0; b < split.size(); b += B) {
     const int64_t n = std::min(B, split.size() - b);
     split.fill_batch(b, n, x.data(), nullptr);
     arena.reset();
     StepContext ctx(arena);
-    Tensor pred = l.model->forward(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), ctx);
-    l.data.denormalize_targets(pred.f32(), n);
+    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), arena, backend);
+    read_floats(backend, l.model->forward(batch, ctx), p.data());
+    l.data.denormalize_targets(p.data(), n);
     for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < split.y_size(); ++j) csv += fmt::format("{}{:.7g}", j ? "," : "", pred.f32()[i * split.y_size() + j]);
+      for (int64_t j = 0; j < split.y_size(); ++j) csv += fmt::format("{}{:.7g}", j ? "," : "", p[i * split.y_size() + j]);
       csv += "\n";
     }
   }

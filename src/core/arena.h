@@ -12,9 +12,26 @@
 
 namespace seqtrain {
 
+class Backend;
+
 class Arena {
  public:
   static constexpr size_t kAlign = 64;
+
+  // Host memory (operator new's aligned allocation), as every arena had before the device seam.
+  Arena() = default;
+  // Chunks from `backend`'s allocate(): activations live where the model's parameters do, so a
+  // device backend gets device pointers and host code must reach them through its operations.
+  explicit Arena(Backend& backend) : backend_(&backend) {}
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena();
+  // Chooses the backend before the first allocation (members built before their model's backend
+  // is known); an Error once chunks exist.
+  void set_backend(Backend& backend);
+  Backend* backend() const { return backend_; }
+  // Whether host code may read and write what alloc() returns.
+  bool host_accessible() const;
 
   // Memory is uninitialised; zeros() is the variant that clears it.
   void* alloc(size_t bytes);
@@ -34,8 +51,11 @@ class Arena {
   static uint64_t os_allocations();
 
  private:
-  struct Chunk { std::unique_ptr<std::byte[], void (*)(std::byte*)> mem{nullptr, nullptr}; size_t size = 0; size_t top = 0; };
+  struct Chunk { std::byte* mem = nullptr; size_t size = 0; size_t top = 0; };
   void add_chunk(size_t bytes);
+  void free_chunk(Chunk& c);
+  void clear_chunks();
+  Backend* backend_ = nullptr;  // null: host memory
   std::vector<Chunk> chunks_;
   size_t used_ = 0;
   size_t high_water_ = 0;

@@ -25,17 +25,6 @@ const ModelSpec& checked(const ModelSpec& s) {
   return s;
 }
 
-// [A, B, C] -> [B, A, C] (swaps time-major and batch-first).
-Tensor swap01(const Tensor& x, Arena& arena) {
-  const int64_t A = x.shape[0], B = x.shape[1], C = x.shape[2];
-  Tensor y = arena.tensor({B, A, C});
-  const float* s = x.f32();
-  float* d = y.f32();
-  for (int64_t a = 0; a < A; ++a)
-    for (int64_t b = 0; b < B; ++b) std::memcpy(d + (b * A + a) * C, s + (a * B + b) * C, C * sizeof(float));
-  return y;
-}
-
 float sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
 }  // namespace
 
@@ -60,12 +49,12 @@ Tensor CharLm::forward(const Batch& batch, StepContext& ctx) {
   const Tensor& x = batch.inputs;
   Arena& arena = ctx.arena;
   // [batch, T], or [batch, T, 1] as the trainer's loader hands over windows of one feature.
-  Tensor ids = token_ids(x, arena, spec_.type, spec_.vocab_size);
+  Tensor ids = token_ids(params_.backend(), x, arena, spec_.type, spec_.vocab_size);
   B_ = ids.shape[0];
   T_ = ids.shape[1];
   Tensor e = embed_.forward(ids, arena);                             // [B, T, E]
   Tensor top = rnn_.forward(e, arena, ctx.training, ctx.dropout_seed);  // [T, B, H]
-  Tensor h = drop_.forward(swap01(top, arena), arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));  // [B, T, H]
+  Tensor h = drop_.forward(transpose01(params_.backend(), top, arena), arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));  // [B, T, H]
   return head_.forward(h, arena);                                    // [B, T, V]
 }
 
@@ -76,7 +65,7 @@ void CharLm::backward(StepContext& ctx) {
   ST_CHECK(dlogits.numel() == numel_of(want) && dlogits.contiguous(), "{}: logit gradient {} does not match logits {}",
            spec_.type, shape_str(dlogits.shape), shape_str(want));
   Tensor dh = drop_.backward(head_.backward(dlogits.reshape(want), arena), arena);  // [B, T, H]
-  Tensor de = rnn_.backward(swap01(dh, arena), arena, true);                         // [B, T, E]
+  Tensor de = rnn_.backward(transpose01(params_.backend(), dh, arena), arena, true);                         // [B, T, E]
   embed_.backward(de, arena);
   ctx.note_scratch(rnn_.checkpoint_scratch_bytes());
 }

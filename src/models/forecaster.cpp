@@ -1,7 +1,5 @@
 #include "models/forecaster.h"
 
-#include <cstring>
-
 #include "models/registry.h"
 
 namespace seqtrain {
@@ -35,7 +33,7 @@ void Forecaster::backward(StepContext& ctx) {
   // Only the last time step feeds the head; every earlier step's output gradient is zero.
   Tensor dtop = arena.zeros(top_shape_);
   const int64_t step = top_shape_[1] * top_shape_[2];
-  std::memcpy(dtop.f32() + (top_shape_[0] - 1) * step, dlast.f32(), step * sizeof(float));
+  params_.backend().copy(dlast.f32(), dtop.f32() + (top_shape_[0] - 1) * step, static_cast<size_t>(step));
   rnn_.backward(dtop, arena, false);
   ctx.note_scratch(rnn_.checkpoint_scratch_bytes());
 }

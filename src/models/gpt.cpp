@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "backend/backend.h"
 #include "models/token_ids.h"
@@ -34,6 +35,16 @@ void check_gpt_spec(const ModelSpec& s, const Precision& precision) {
 }
 
 namespace {
+// 0..n-1 as int64, in a float buffer of 2n (the bytes, never float arithmetic).
+DeviceBuffer position_ids(Backend& backend, int64_t n) {
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) ids[static_cast<size_t>(t)] = t;
+  DeviceBuffer buf(backend, 2 * ids.size(), /*zero=*/false);
+  if (backend.host_accessible()) std::memcpy(buf.data(), ids.data(), ids.size() * sizeof(int64_t));
+  else buf.upload({reinterpret_cast<const float*>(ids.data()), 2 * ids.size()});
+  return buf;
+}
+
 const ModelSpec& checked(const ModelSpec& s, const Precision& precision) {
   check_gpt_spec(s, precision);
   return s;
@@ -71,7 +82,9 @@ Gpt::Gpt(const ModelSpec& spec, const ModelEnv& env)
       drop_(spec.dropout, &params_.backend()),
       blocks_(make_blocks(params_, spec, env.precision)),
       ln_f_(params_, "transformer.ln_f", spec.hidden, spec.bias),
-      head_(params_.backend(), env.precision.compute, "gpt head (lm_head = transformer.wte)") {
+      head_(params_.backend(), env.precision.compute, "gpt head (lm_head = transformer.wte)"),
+      positions_(position_ids(params_.backend(), spec.lookback)) {
+  scratch_.set_backend(params_.backend());
   params_.add_alias("lm_head.weight", wte_.weight);
   finish_params();
 }
@@ -96,13 +109,13 @@ void Gpt::init_params(Rng& rng) { init_nanogpt(params_, spec_.layers, rng); }
 
 Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
   Arena& arena = ctx.arena;
-  Tensor ids = token_ids(batch.inputs, arena, spec_.type, spec_.vocab_size);
+  Tensor ids = token_ids(params_.backend(), batch.inputs, arena, spec_.type, spec_.vocab_size);
   B_ = ids.shape[0];
   T_ = ids.shape[1];
   ST_CHECK(T_ <= spec_.lookback, "gpt: a sequence of {} tokens is longer than the block size {} (data.block_size)",
            T_, spec_.lookback);
   Tensor x = wte_.forward(ids, arena);          // [B, T, C]
-  wpe_.forward_add(positions(arena), x, arena);  // + wpe[t] on every sequence's row t
+  add_positions(x, arena);                       // + wpe[t] on every sequence's row t
   x = drop_.forward(x, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
   for (size_t l = 0; l < blocks_.size(); ++l)
     x = blocks_[l]->forward(x, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l));
@@ -118,18 +131,20 @@ void Gpt::backward(StepContext& ctx) {
   for (size_t l = blocks_.size(); l-- > 0;) dx = blocks_[l]->backward(dx, arena, scratch_);
   dx = drop_.backward(dx, arena);
   wte_.backward(dx, arena);
-  wpe_.backward(dx, arena);  // every sequence's row t into wpe row t
+  positions_backward(dx, arena);  // every sequence's row t into wpe row t
   ctx.note_scratch(spec_.grad_checkpoint ? scratch_.high_water() : 0);
 }
 
-// The position ids [B, T] of this batch: row b holds 0, 1, ..., T-1.
-Tensor Gpt::positions(Arena& arena) const {
-  Tensor pos = arena.tensor({B_, T_}, DType::i64);
-  int64_t* p = pos.data<int64_t>();
-  for (int64_t b = 0; b < B_; ++b)
-    for (int64_t t = 0; t < T_; ++t) p[b * T_ + t] = t;
-  return pos;
+void Gpt::add_positions(const Tensor& x, Arena& arena) {
+  const Tensor pos(positions_.data(), {1, T_}, DType::i64);
+  for (int64_t b = 0; b < B_; ++b) wpe_.forward_add(pos, x.slice0(b, b + 1), arena);
 }
+
+void Gpt::positions_backward(const Tensor& dx, Arena& arena) {
+  for (int64_t b = 0; b < B_; ++b) wpe_.backward(dx.slice0(b, b + 1), arena);
+}
+
+
 
 // logits[N, V] = x[N, C] wte[V, C]^T, N = B*T.
 Tensor Gpt::head_forward(const Tensor& x, Arena& arena) {

@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/device_buffer.h"
 #include "models/gpt_block.h"
 #include "models/text_model.h"
 #include "nn/dropout.h"
@@ -50,7 +51,10 @@ class Gpt : public TextModel {
 
  private:
   void init_params(Rng& rng) override;
-  Tensor positions(Arena& arena) const;                // [B, T] position ids for wpe
+  // wpe's rows onto every sequence of x [B, T, C], and their gradient back (one lookup per
+  // sequence of the same positions 0..T-1: the same sums in the same order as one [B, T] lookup).
+  void add_positions(const Tensor& x, Arena& arena);
+  void positions_backward(const Tensor& dx, Arena& arena);
   Tensor head_forward(const Tensor& x, Arena& arena);   // [B, T, C] -> [B, T, V], tied to wte
   Tensor head_backward(const Tensor& dlogits, Arena& arena);  // -> dx [B, T, C]; adds into wte's gradient
 
@@ -60,6 +64,9 @@ class Gpt : public TextModel {
   LayerNorm ln_f_;
   WeightProduct head_;   // logits = ln_f(x) wte^T in the policy's precision (it keeps its input)
   Arena scratch_;        // gradient checkpointing's per-block recompute arena
+  // The position ids 0..lookback-1 as int64 in the backend's memory (two floats each), written
+  // once at construction so no step uploads them.
+  DeviceBuffer positions_;
   int64_t B_ = 0, T_ = 0;
 };
 

@@ -5,27 +5,27 @@
 
 namespace seqtrain {
 
-Tensor residual_add(const Tensor& a, const Tensor& b, Arena& arena) {
+// out = a, then out += 1 * b: the float sum a + b, bit for bit.
+Tensor residual_add(Backend& backend, const Tensor& a, const Tensor& b, Arena& arena) {
+  ST_CHECK(a.shape == b.shape, "residual add of {} and {}", shape_str(a.shape), shape_str(b.shape));
   Tensor out = arena.tensor(a.shape);
-  const float* pa = a.f32();
-  const float* pb = b.f32();
-  float* po = out.f32();
-  const int64_t n = a.numel();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+  const size_t n = static_cast<size_t>(a.numel());
+  backend.copy(a.f32(), out.f32(), n);
+  backend.axpy(1.f, b.f32(), out.f32(), n);
   return out;
 }
 
 namespace {
-Tensor copy_to(const Tensor& x, Arena& arena) {
+Tensor copy_to(Backend& backend, const Tensor& x, Arena& arena) {
   Tensor out = arena.tensor(x.shape);
-  std::memcpy(out.ptr, x.ptr, x.nbytes());
+  backend.copy(x.f32(), out.f32(), static_cast<size_t>(x.numel()));
   return out;
 }
 }  // namespace
 
 GptBlock::GptBlock(ParamStore& params, const std::string& prefix, const GptBlockOptions& o)
     : options_(o),
+      backend_(params.backend()),
       ln_1_(params, prefix + ".ln_1", o.n_embd, o.bias),
       attn_(params, prefix + ".attn", o.n_embd,
             CausalSelfAttentionOptions{.n_head = o.n_head, .bias = o.bias, .attn_dropout = o.dropout,
@@ -38,18 +38,18 @@ GptBlock::GptBlock(ParamStore& params, const std::string& prefix, const GptBlock
 
 Tensor GptBlock::forward_layers(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
   Tensor h = attn_.forward(ln_1_.forward(x, arena), arena, training, mix_seed(seed, 1));
-  Tensor x1 = residual_add(x, h, arena);
+  Tensor x1 = residual_add(backend_, x, h, arena);
   Tensor m = c_proj_.forward(gelu_.forward(c_fc_.forward(ln_2_.forward(x1, arena), arena), arena), arena);
   m = mlp_drop_.forward(m, arena, training, mix_seed(seed, 2));
-  return residual_add(x1, m, arena);
+  return residual_add(backend_, x1, m, arena);
 }
 
 Tensor GptBlock::backward_layers(const Tensor& dy, Arena& arena) {
   // dy flows unchanged through both residual adds; each branch's input gradient joins it.
   Tensor dm = c_fc_.backward(gelu_.backward(c_proj_.backward(mlp_drop_.backward(dy, arena), arena), arena), arena);
-  Tensor dx1 = residual_add(dy, ln_2_.backward(dm, arena), arena);
+  Tensor dx1 = residual_add(backend_, dy, ln_2_.backward(dm, arena), arena);
   Tensor da = attn_.backward(dx1, arena);
-  return residual_add(dx1, ln_1_.backward(da, arena), arena);
+  return residual_add(backend_, dx1, ln_1_.backward(da, arena), arena);
 }
 
 Tensor GptBlock::forward(const Tensor& x, Arena& arena, Arena& scratch, bool training, uint64_t seed) {
@@ -58,14 +58,14 @@ Tensor GptBlock::forward(const Tensor& x, Arena& arena, Arena& scratch, bool tra
   training_ = training;
   seed_ = seed;
   scratch.reset();
-  return copy_to(forward_layers(x, scratch, training, seed), arena);
+  return copy_to(backend_, forward_layers(x, scratch, training, seed), arena);
 }
 
 Tensor GptBlock::backward(const Tensor& dy, Arena& arena, Arena& scratch) {
   if (!options_.checkpoint || !training_) return backward_layers(dy, arena);
   scratch.reset();
   forward_layers(x_saved_, scratch, training_, seed_);
-  return copy_to(backward_layers(dy, scratch), arena);
+  return copy_to(backend_, backward_layers(dy, scratch), arena);
 }
 
 }  // namespace seqtrain

@@ -23,7 +23,7 @@
 namespace seqtrain {
 
 // out = a + b elementwise, in the arena: the blocks' residual adds.
-Tensor residual_add(const Tensor& a, const Tensor& b, Arena& arena);
+Tensor residual_add(Backend& backend, const Tensor& a, const Tensor& b, Arena& arena);
 
 struct GptBlockOptions {
   int64_t n_embd = 0, n_head = 1;
@@ -46,6 +46,7 @@ class GptBlock {
   Tensor backward_layers(const Tensor& dy, Arena& arena);
 
   GptBlockOptions options_;
+  Backend& backend_;  // the residual adds' and checkpoint copies' (the parameters' backend)
   LayerNorm ln_1_;
   CausalSelfAttention attn_;
   LayerNorm ln_2_;

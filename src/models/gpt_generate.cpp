@@ -8,6 +8,7 @@
 
 #include "models/gpt.h"
 #include "nn/activation.h"
+#include "backend/device_batch.h"
 
 namespace seqtrain {
 
@@ -113,11 +114,14 @@ void Gpt::next_logits(GenState& state, int64_t token, float* logits) {
     s->v.assign(s->v.size(), {});
     s->tokens.erase(s->tokens.begin());
     s->tokens.push_back(token);
+    Backend& backend = params_.backend();
+    if (!s->arena.backend()) s->arena.set_backend(backend);  // the forward's activations: the model's memory
     s->arena.reset();
     StepContext ctx(s->arena);
     const int64_t T = spec_.lookback;
-    Tensor out = forward(batch_of(Tensor(s->tokens.data(), {1, T}, DType::i64)), ctx);
-    std::copy(out.f32() + (T - 1) * V, out.f32() + T * V, logits);
+    const Batch batch = device_batch(batch_of(Tensor(s->tokens.data(), {1, T}, DType::i64)), s->arena, backend);
+    Tensor out = forward(batch, ctx);
+    read_floats(backend, out.reshape({T, V}).slice0(T - 1, T), logits);
     return;
   }
   const Weights W{params_};

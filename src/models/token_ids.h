@@ -5,12 +5,15 @@
 #pragma once
 #include <string>
 
+#include "backend/backend.h"
 #include "core/arena.h"
 #include "core/tensor.h"
 
 namespace seqtrain {
 
 // x: contiguous [B, T] (or [B, T, 1]) f32 or i64 -> [B, T] i64 in the arena, every id in [0, vocab).
-Tensor token_ids(const Tensor& x, Arena& arena, const std::string& model_type, int64_t vocab);
+// x and the ids are the backend's memory: its token_ids op checks them, and only a bad value is
+// read back (to name it).
+Tensor token_ids(Backend& backend, const Tensor& x, Arena& arena, const std::string& model_type, int64_t vocab);
 
 }  // namespace seqtrain

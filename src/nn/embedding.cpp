@@ -47,7 +47,10 @@ void Embedding::gather(const Tensor& ids, const Tensor& y, Arena& arena, bool ac
   params.backend().embedding_forward(lookup(ids), params.param(weight).f32(), y.f32(), accumulate);
   // Copy the ids: they are tiny, and the caller may refill its batch buffer before backward.
   ids_saved = arena.tensor(ids.shape, DType::i64);
-  if (ids.numel()) std::memcpy(ids_saved.ptr, ids.ptr, ids.numel() * sizeof(int64_t));
+  // The float copy moves the int64 ids' bytes unchanged (two floats each, never arithmetic).
+  if (ids.numel())
+    params.backend().copy(static_cast<const float*>(ids.ptr), static_cast<float*>(ids_saved.ptr),
+                          static_cast<size_t>(ids.numel()) * 2);
 }
 
 void Embedding::backward(const Tensor& dy, Arena&) {

@@ -48,6 +48,20 @@ CrossEntropyArgs ce_args(const Tensor& logits, const Tensor& target, const LossO
 
 Backend& backend_of(const LossOptions& opt) { return opt.backend ? *opt.backend : default_backend(); }
 
+// The backend op's kind for a regression loss, after checking its tensors and options.
+RegressionLoss regression_kind(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt) {
+  check_regression(kind, pred, target);
+  switch (kind) {
+    case LossKind::mse: return RegressionLoss::mse;
+    case LossKind::mae: return RegressionLoss::mae;
+    case LossKind::huber:
+      ST_CHECK(opt.huber_delta > 0.f, "huber loss: delta must be > 0, got {}", opt.huber_delta);
+      return RegressionLoss::huber;
+    case LossKind::cross_entropy: break;
+  }
+  fail("internal error: {} is not a regression loss", loss_name(kind));
+}
+
 }  // namespace
 
 LossKind parse_loss(const std::string& name) {
@@ -75,30 +89,10 @@ LossSum loss_sum(LossKind kind, const Tensor& pred, const Tensor& target, const 
     const CrossEntropySum s = backend_of(opt).cross_entropy_forward(a);
     return {s.loss, s.count, s.correct};
   }
-  check_regression(kind, pred, target);
+  const RegressionLoss r = regression_kind(kind, pred, target, opt);
   const int64_t n = pred.numel();
-  const float* p = pred.f32();
-  const float* y = target.f32();
-  double sum = 0;
-  switch (kind) {
-    case LossKind::mse:
-      for (int64_t i = 0; i < n; ++i) { const double d = double(p[i]) - y[i]; sum += d * d; }
-      break;
-    case LossKind::mae:
-      for (int64_t i = 0; i < n; ++i) sum += std::abs(double(p[i]) - y[i]);
-      break;
-    case LossKind::huber: {
-      ST_CHECK(opt.huber_delta > 0.f, "huber loss: delta must be > 0, got {}", opt.huber_delta);
-      const double delta = opt.huber_delta;
-      for (int64_t i = 0; i < n; ++i) {
-        const double a = std::abs(double(p[i]) - y[i]);
-        sum += a < delta ? 0.5 * a * a : delta * (a - 0.5 * delta);
-      }
-      break;
-    }
-    case LossKind::cross_entropy: break;  // handled above
-  }
-  return {sum, n};
+  if (n == 0) return {0.0, 0};
+  return {backend_of(opt).regression_loss_forward(r, pred.f32(), target.f32(), n, opt.huber_delta), n};
 }
 
 float loss_forward(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt) {
@@ -122,36 +116,18 @@ void sum_gradient(LossKind kind, const Tensor& pred, const Tensor& target, Tenso
     Backend& be = backend_of(opt);
     double k = scale;
     if (per_count) {
-      const int64_t kept = a.rows - std::count(a.targets, a.targets + a.rows, opt.ignore_index);
+      // The kept rows' count from the op, not from the targets: they may be device memory.
+      const int64_t kept = be.cross_entropy_forward(a).count;
       k = kept ? scale / static_cast<double>(kept) : 0.0;
     }
     be.cross_entropy_backward(a, k, g);
     return;
   }
-  check_regression(kind, pred, target);
+  const RegressionLoss r = regression_kind(kind, pred, target, opt);
   const int64_t n = pred.numel();
   if (n == 0) return;
-  const float* p = pred.f32();
-  const float* y = target.f32();
   const float k = static_cast<float>(per_count ? scale / n : scale);
-  switch (kind) {
-    case LossKind::mse:
-      for (int64_t i = 0; i < n; ++i) g[i] = 2.f * k * (p[i] - y[i]);
-      break;
-    case LossKind::mae:
-      for (int64_t i = 0; i < n; ++i) {
-        const float d = p[i] - y[i];
-        g[i] = d > 0.f ? k : (d < 0.f ? -k : 0.f);
-      }
-      break;
-    case LossKind::huber: {
-      ST_CHECK(opt.huber_delta > 0.f, "huber loss: delta must be > 0, got {}", opt.huber_delta);
-      const float delta = opt.huber_delta;
-      for (int64_t i = 0; i < n; ++i) g[i] = k * std::clamp(p[i] - y[i], -delta, delta);
-      break;
-    }
-    case LossKind::cross_entropy: break;  // handled above
-  }
+  backend_of(opt).regression_loss_backward(r, pred.f32(), target.f32(), n, opt.huber_delta, k, g);
 }
 
 }  // namespace

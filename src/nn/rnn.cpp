@@ -70,15 +70,13 @@ RecurrentWeights RnnStack::weights(const Layer& l) {
   return w;
 }
 
-// [A, B, C] -> [B, A, C].
-static Tensor transpose01(const Tensor& x, Arena& arena) {
+// [A, B, C] -> [B, A, C] on the backend (the activations may be device memory).
+Tensor transpose01(Backend& backend, const Tensor& x, Arena& arena) {
+  ST_CHECK(x.shape.size() == 3 && x.contiguous(), "transpose01 needs a contiguous [A, B, C] tensor, got {}",
+           shape_str(x.shape));
   const int64_t A = x.shape[0], B = x.shape[1], C = x.shape[2];
   Tensor y = arena.tensor({B, A, C});
-  const float* src = x.f32();
-  float* dst = y.f32();
-#pragma omp parallel for collapse(2) if (A * B * C > 65536)
-  for (int64_t a = 0; a < A; ++a)
-    for (int64_t b = 0; b < B; ++b) std::memcpy(dst + (b * A + a) * C, src + (a * B + b) * C, C * sizeof(float));
+  backend.transpose(x.f32(), y.f32(), A, B, C);
   return y;
 }
 
@@ -88,7 +86,7 @@ Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, uint64_t 
   const int64_t N = x.shape[0], T = x.shape[1];
   // The layers work time-major (and oneDNN 2.6's backward mishandles batch-first input), so
   // the batch is transposed once here.
-  Tensor in = transpose01(x, arena);
+  Tensor in = transpose01(params_.backend(), x, arena);
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& l = layers_[k];
     Tensor out = arena.tensor({T, N, hidden_ * dirs_});
@@ -107,7 +105,7 @@ Tensor RnnStack::backward(const Tensor& dy, Arena& arena, bool want_dx) {
     // forecaster does not: its input is data).
     d = impl_->backward(k, weights(l), d, arena, k > 0 || want_dx);
   }
-  return want_dx ? transpose01(d, arena) : Tensor();
+  return want_dx ? transpose01(params_.backend(), d, arena) : Tensor();
 }
 
 }  // namespace seqtrain

@@ -19,6 +19,10 @@
 
 namespace seqtrain {
 
+// x [A, B, C] -> [B, A, C] in the arena, on `backend` (the stack works time-major, its callers
+// batch-first; the activations may be device memory).
+Tensor transpose01(Backend& backend, const Tensor& x, Arena& arena);
+
 class RnnStack {
  public:
   RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,

@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "optim/clip.h"
+#include "backend/device_batch.h"
 
 namespace seqtrain {
 
@@ -20,6 +21,8 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
                                                                                : ObjectiveTask::forecast);
     objective_ = owned_objective_.get();
   }
+  // Activations live where the parameters do (a device backend's memory on a GPU).
+  arena_.set_backend(model_.params().backend());
   model_.params().zero_grad();
 }
 
@@ -47,8 +50,9 @@ StepResult TrainStep::run(const Tensor& inputs, const Tensor& targets, uint64_t 
   return run(batch, seed);
 }
 
-StepResult TrainStep::run(const Batch& batch, uint64_t seed) {
+StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   arena_.reset();
+  const Batch batch = device_batch(host_batch, arena_, model_.params().backend());
   StepContext ctx(arena_, /*training=*/true, seed);
   Tensor pred = model_.forward(batch, ctx);
   const Tensor& y = batch.targets;

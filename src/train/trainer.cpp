@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "backend/device_batch.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -86,13 +88,18 @@ ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int6
 double evaluate(Model& model, const WindowDataset& split, const std::string& loss, double huber_delta,
                 int64_t batch_size) {
   if (split.empty()) return 0.0;
-  const auto objective = make_objective(loss, huber_delta, 0, split.y_size());
+  LossOptions o;  // as make_objective(loss, huber_delta, 0, y_size), on the model's backend
+  o.huber_delta = static_cast<float>(huber_delta);
+  o.backend = &model.params().backend();
+  const auto objective = make_objective(parse_loss(loss), o, ObjectiveTask::forecast);
   return evaluate(model, WindowSource(split), split.lookback(), split.n_features(), *objective, batch_size);
 }
 
-void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
-                     const std::function<void(int64_t first, int64_t n, const Tensor& pred, float* y)>& use) {
-  Arena arena;
+void forward_batches(
+    Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
+    const std::function<void(int64_t first, int64_t n, const Tensor& pred, float* y, Arena& arena)>& use) {
+  Backend& backend = model.params().backend();
+  Arena arena(backend);
   std::vector<float> x(batch_size * source.x_size()), y(batch_size * source.y_size());
   std::vector<int64_t> idx(batch_size);
   for (int64_t b = 0; b < source.size(); b += batch_size) {
@@ -101,8 +108,9 @@ void forward_batches(Model& model, const BatchSource& source, int64_t steps, int
     source.fill(std::span<const int64_t>(idx.data(), n), 0, x.data(), y.empty() ? nullptr : y.data());
     arena.reset();
     StepContext ctx(arena);
-    Tensor pred = model.forward(batch_of(Tensor(x.data(), {n, steps, features})), ctx);
-    use(b, n, pred, y.empty() ? nullptr : y.data());
+    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, steps, features})), arena, backend);
+    Tensor pred = model.forward(batch, ctx);
+    use(b, n, pred, y.empty() ? nullptr : y.data(), arena);
   }
 }
 
@@ -110,9 +118,12 @@ ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, int64_t steps,
                           const Objective& objective, int64_t batch_size) {
   std::vector<int64_t> labels(batch_size * split.y_size());
   ObjectiveSum total;
-  forward_batches(model, split, steps, features, batch_size, [&](int64_t, int64_t n, const Tensor& pred, float* y) {
-    total += objective.forward(pred, objective.target(y, n, split.y_size(), labels));
-  });
+  Backend& backend = model.params().backend();
+  forward_batches(model, split, steps, features, batch_size,
+                  [&](int64_t, int64_t n, const Tensor& pred, float* y, Arena& arena) {
+                    const Tensor target = objective.target(y, n, split.y_size(), labels);
+                    total += objective.forward(pred, device_tensor(target, arena, backend));
+                  });
   return total;
 }
 

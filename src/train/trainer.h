@@ -79,8 +79,11 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
 // Runs `model` in inference mode over every sample of `source` (x [steps, features] each) in
 // index order, batch_size at a time, and hands each batch to `use`: the index of its first
 // sample, its size, the model's outputs and the samples' y (null when the source has none).
-void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
-                     const std::function<void(int64_t first, int64_t n, const Tensor& pred, float* y)>& use);
+// The outputs are the model backend's memory, in `arena` (the batch's, for anything `use` puts
+// beside them: backend/device_batch.h); y is host memory.
+void forward_batches(
+    Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
+    const std::function<void(int64_t first, int64_t n, const Tensor& pred, float* y, Arena& arena)>& use);
 
 // The objective's loss sum, count and metrics over every sample of `split` (x [steps,
 // features] per sample), in index order.

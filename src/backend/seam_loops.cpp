@@ -1,0 +1,72 @@
+#include "backend/seam_loops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace seqtrain {
+
+void axpy_loop(float alpha, const float* x, float* y, size_t n, bool parallel) {
+  const int64_t len = static_cast<int64_t>(n);
+#pragma omp parallel for schedule(static) if (parallel && len > (1 << 16))
+  for (int64_t i = 0; i < len; ++i) y[i] += alpha * x[i];
+}
+
+void transpose_loop(const float* x, float* y, int64_t A, int64_t B, int64_t C, bool parallel) {
+#pragma omp parallel for collapse(2) if (parallel && A * B * C > 65536)
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b) std::memcpy(y + (b * A + a) * C, x + (a * B + b) * C, C * sizeof(float));
+}
+
+double regression_sum_loop(RegressionLoss kind, const float* p, const float* y, int64_t n, float delta) {
+  double sum = 0;
+  switch (kind) {
+    case RegressionLoss::mse:
+      for (int64_t i = 0; i < n; ++i) { const double d = double(p[i]) - y[i]; sum += d * d; }
+      break;
+    case RegressionLoss::mae:
+      for (int64_t i = 0; i < n; ++i) sum += std::abs(double(p[i]) - y[i]);
+      break;
+    case RegressionLoss::huber: {
+      const double dl = delta;
+      for (int64_t i = 0; i < n; ++i) {
+        const double a = std::abs(double(p[i]) - y[i]);
+        sum += a < dl ? 0.5 * a * a : dl * (a - 0.5 * dl);
+      }
+      break;
+    }
+  }
+  return sum;
+}
+
+void regression_grad_loop(RegressionLoss kind, const float* p, const float* y, int64_t n, float delta, float k,
+                          float* g) {
+  switch (kind) {
+    case RegressionLoss::mse:
+      for (int64_t i = 0; i < n; ++i) g[i] = 2.f * k * (p[i] - y[i]);
+      break;
+    case RegressionLoss::mae:
+      for (int64_t i = 0; i < n; ++i) {
+        const float d = p[i] - y[i];
+        g[i] = d > 0.f ? k : (d < 0.f ? -k : 0.f);
+      }
+      break;
+    case RegressionLoss::huber:
+      for (int64_t i = 0; i < n; ++i) g[i] = k * std::clamp(p[i] - y[i], -delta, delta);
+      break;
+  }
+}
+
+int64_t token_ids_loop(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {
+  ST_CHECK(from == DType::f32 || from == DType::i64, "token ids: values must be f32 or i64, got {}",
+           dtype_name(from));
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = from == DType::i64 ? static_cast<double>(static_cast<const int64_t*>(x)[i])
+                                        : static_cast<const float*>(x)[i];
+    if (std::floor(v) != v || !(v >= 0 && v < static_cast<double>(vocab))) return i;
+    ids[i] = static_cast<int64_t>(v);
+  }
+  return -1;
+}
+
+}  // namespace seqtrain

@@ -1,0 +1,20 @@
+// The activation ops of backend.h (axpy, transpose, regression losses, token ids) as plain host
+// loops: the reference backend runs them as they are, the CPU backend too (with OpenMP over the
+// elementwise ones), so the two agree bit for bit and match the model code they replaced.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace seqtrain {
+
+void axpy_loop(float alpha, const float* x, float* y, size_t n, bool parallel);
+void transpose_loop(const float* x, float* y, int64_t A, int64_t B, int64_t C, bool parallel);
+// Serial on purpose: the double sum's order is the loss's value.
+double regression_sum_loop(RegressionLoss kind, const float* pred, const float* target, int64_t n, float delta);
+void regression_grad_loop(RegressionLoss kind, const float* pred, const float* target, int64_t n, float delta,
+                          float k, float* grad);
+int64_t token_ids_loop(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab);
+
+}  // namespace seqtrain
