@@ -73,7 +73,8 @@ bool CudaBackend::supports(BackendOp op) const {
     case BackendOp::fill: case BackendOp::copy: case BackendOp::activation:
     case BackendOp::attention_f32: case BackendOp::attention_bf16:
     case BackendOp::cross_entropy: case BackendOp::layer_norm: case BackendOp::embedding:
-    case BackendOp::dropout:
+    case BackendOp::dropout: case BackendOp::axpy: case BackendOp::transpose:
+    case BackendOp::regression_loss: case BackendOp::token_ids:
       return true;
   }
   return false;

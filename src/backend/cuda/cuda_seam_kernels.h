@@ -1,0 +1,28 @@
+// Launchers of the activation-op kernels (cuda_seam_ops.cu), for cuda_seam_ops.cpp: plain
+// declarations nvcc and g++ both read (no seqtrain headers: nvcc cannot compile fmt's checks).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace seqtrain::cuda {
+
+// RegressionLoss's values (backend.h), as the kernels take them.
+inline constexpr int kRegressionMse = 0, kRegressionMae = 1, kRegressionHuber = 2;
+
+// Blocks a launch uses for n elements: the length of launch_regression_sum's partials.
+int seam_blocks(int64_t n);
+cudaError_t launch_axpy(float alpha, const float* x, float* y, int64_t n, cudaStream_t s);  // y += alpha x
+// y[b, a, c] = x[a, b, c]
+cudaError_t launch_transpose(const float* x, float* y, int64_t A, int64_t B, int64_t C, cudaStream_t s);
+// The loss sum in double into partials[0] (partials: seam_blocks(n) doubles of device scratch).
+cudaError_t launch_regression_sum(int kind, const float* p, const float* y, int64_t n, double delta, double* partials,
+                                  cudaStream_t s);
+cudaError_t launch_regression_grad(int kind, const float* p, const float* y, int64_t n, float delta, float k, float* g,
+                                   cudaStream_t s);
+// ids[i] = x[i] (f32 or i64 values); *first_bad = min(*first_bad, i) for each value that is no
+// id in [0, vocab).
+cudaError_t launch_token_ids(bool from_f32, const void* x, int64_t* ids, int64_t n, int64_t vocab,
+                             unsigned long long* first_bad, cudaStream_t s);
+
+}  // namespace seqtrain::cuda
