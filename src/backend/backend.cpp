@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "backend/attention_dropout.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda_plugin.h"
 #include "backend/reference/reference_backend.h"
@@ -60,6 +61,21 @@ void check_attention_args(const AttentionArgs& a) {
   ST_CHECK(a.dropout >= 0.f && a.dropout <= 1.f, "attention: dropout probability must be in [0, 1], got {}",
            a.dropout);
   ST_CHECK(a.qkv && a.y && a.lse, "attention: qkv, y and lse must all be given (null pointer)");
+}
+
+AttentionCall attention_call(const AttentionArgs& a) {
+  check_attention_args(a);
+  AttentionCall k;
+  k.B = a.batch; k.T = a.seq; k.H = a.heads; k.C = a.channels;
+  k.bf16 = a.compute == DType::bf16;
+  k.causal = a.causal;
+  k.dropout = a.dropout > 0.f;
+  k.keep_threshold = attention_keep_threshold(a.dropout);
+  k.keep_scale = a.dropout < 1.f ? 1.f / (1.f - a.dropout) : 0.f;  // p = 1: zeros, as torch
+  k.seed = a.seed;
+  k.key_padding_mask = a.key_padding_mask;
+  k.qkv = a.qkv; k.y = a.y; k.lse = a.lse;
+  return k;
 }
 
 bool check_convert(std::string_view backend, DType from, DType to) {

@@ -27,6 +27,7 @@
 
 #include "backend/activation_kind.h"
 #include "backend/adamw_scalars.h"
+#include "backend/attention_call.h"
 #include "backend/precision.h"
 #include "backend/rnn_cell.h"
 #include "core/arena.h"
@@ -179,6 +180,8 @@ struct AttentionArgs {
 // Throws a seqtrain::Error naming what is wrong (sizes, heads not dividing C, p outside [0, 1],
 // a dtype other than f32/bf16, null pointers); every implementation calls it first.
 void check_attention_args(const AttentionArgs& a);
+// Checks a (check_attention_args) and resolves it for a kernel (backend/attention_call.h).
+AttentionCall attention_call(const AttentionArgs& a);
 
 // Checks a Backend::convert pair (f32 -> bf16 / f16, or back) and says whether it narrows (from
 // f32) or widens; any other pair is an Error naming the backend and both types.
@@ -356,7 +359,7 @@ class Backend {
 // The overrides of every operation above, for a concrete backend's class body: the list is
 // written once, so an operation added to Backend is declared for every backend in one place
 // (and a backend that lacks its definition fails to link rather than to compile silently).
-#define SEQTRAIN_BACKEND_OPERATIONS                                                                                  \
+#define SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS                                                                                  \
   bool supports(BackendOp op) const override;                                                                        \
   void gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A, int64_t lda,     \
             const void* B, int64_t ldb, float beta, float* C, int64_t ldc) override;                                 \
@@ -382,7 +385,15 @@ class Backend {
   void embedding_forward(const EmbeddingArgs& a, const float* table, float* y, bool accumulate) override;           \
   void embedding_backward(const EmbeddingArgs& a, const float* dy, float* dtable) override;                         \
   void dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) override;                      \
-  void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) override;                    \
+  void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) override;
+
+// Every operation: what a backend with its own memory (CUDA, the tests' guarded one) declares.
+#define SEQTRAIN_BACKEND_OPERATIONS SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS SEQTRAIN_BACKEND_ACTIVATION_OPS
+
+// The activation ops (axpy, transpose, regression losses, token ids) on their own: the backends
+// whose memory is the host's share one implementation of them (HostMemoryBackend) and declare
+// the rest with SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS.
+#define SEQTRAIN_BACKEND_ACTIVATION_OPS                                                                         \
   void axpy(float alpha, const float* x, float* y, size_t n) override;                                               \
   void transpose(const float* x, float* y, int64_t A, int64_t B, int64_t C) override;                                \
   double regression_loss_forward(RegressionLoss kind, const float* pred, const float* target, int64_t n,             \

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <new>
 
+#include "backend/seam_loops.h"
+
 namespace seqtrain {
 
 void* HostMemoryBackend::allocate(size_t bytes) {
@@ -28,6 +30,29 @@ void HostMemoryBackend::copy_to_host(const void* device_src, void* host_dst, siz
 void HostMemoryBackend::copy_from_host(const void* host_src, void* device_dst, size_t bytes) {
   allocations_.check_range(device_dst, bytes, name(), "copy_from_host");
   if (bytes) std::memcpy(device_dst, host_src, bytes);
+}
+
+// The activation ops: backend/seam_loops.h's loops, for every backend whose memory is the host's.
+void HostMemoryBackend::axpy(float alpha, const float* x, float* y, size_t n) {
+  axpy_loop(alpha, x, y, n, threaded_loops());
+}
+
+void HostMemoryBackend::transpose(const float* x, float* y, int64_t A, int64_t B, int64_t C) {
+  transpose_loop(x, y, A, B, C, threaded_loops());
+}
+
+double HostMemoryBackend::regression_loss_forward(RegressionLoss kind, const float* pred, const float* target,
+                                                  int64_t n, float delta) {
+  return regression_sum_loop(kind, pred, target, n, delta);
+}
+
+void HostMemoryBackend::regression_loss_backward(RegressionLoss kind, const float* pred, const float* target,
+                                                 int64_t n, float delta, float k, float* grad) {
+  regression_grad_loop(kind, pred, target, n, delta, k, grad);
+}
+
+int64_t HostMemoryBackend::token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {
+  return token_ids_loop(from, x, ids, n, vocab);
 }
 
 }  // namespace seqtrain

@@ -17,11 +17,16 @@ class HostMemoryBackend : public Backend {
   void copy_to_host(const void* device_src, void* host_dst, size_t bytes) override;
   void copy_from_host(const void* host_src, void* device_dst, size_t bytes) override;
   bool host_accessible() const override { return true; }
+  // The activation ops as backend/seam_loops.h's host loops (threaded when threaded_loops()).
+  SEQTRAIN_BACKEND_ACTIVATION_OPS
   const AllocationTable& allocations() const { return allocations_; }
 
  protected:
   // The alignment of a buffer of `bytes`; 0: operator new's own (16 bytes).
   virtual size_t alignment_for(size_t bytes) const { (void)bytes; return 0; }
+  // Whether the elementwise activation loops use OpenMP threads (the CPU backend's do; the
+  // reference backend stays serial, as every one of its ops).
+  virtual bool threaded_loops() const { return false; }
 
  private:
   AllocationTable allocations_;

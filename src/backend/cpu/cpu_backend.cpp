@@ -26,17 +26,8 @@ constexpr size_t kParallelMin = size_t{1} << 15;
 
 // The kernel's arguments from the op's; checks them first.
 AttentionKernelArgs attention_kernel_args(const AttentionArgs& a) {
-  check_attention_args(a);
   AttentionKernelArgs k;
-  k.B = a.batch; k.T = a.seq; k.H = a.heads; k.C = a.channels;
-  k.bf16 = a.compute == DType::bf16;
-  k.dropout = a.dropout > 0.f;
-  k.keep_threshold = attention_keep_threshold(a.dropout);
-  k.keep_scale = a.dropout < 1.f ? 1.f / (1.f - a.dropout) : 0.f;  // p = 1: zeros, as torch
-  k.seed = a.seed;
-  k.causal = a.causal;
-  k.key_padding_mask = a.key_padding_mask;
-  k.qkv = a.qkv; k.y = a.y; k.lse = a.lse;
+  static_cast<AttentionCall&>(k) = attention_call(a);
   return k;
 }
 

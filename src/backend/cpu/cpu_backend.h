@@ -13,13 +13,14 @@ namespace seqtrain {
 class CpuBackend final : public HostMemoryBackend {
  public:
   std::string_view name() const override { return "cpu"; }
-  SEQTRAIN_BACKEND_OPERATIONS
+  SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS
 
  protected:
   // A cache line (64 bytes, one AVX-512 register: kernels may load aligned, and no buffer shares
   // its first line with another object); from 1 MiB a page, so a large buffer shares no page with
   // the rest of the heap.
   size_t alignment_for(size_t bytes) const override { return bytes >= (size_t{1} << 20) ? 4096 : 64; }
+  bool threaded_loops() const override { return true; }
 };
 
 }  // namespace seqtrain

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "backend/adamw_scalars.h"
+#include "backend/attention_call.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/rnn_fused_args.h"
 
@@ -30,17 +31,9 @@ struct AdamWKernelArgs {
 // One self-attention call (backend.h's AttentionArgs, resolved by cpu_backend.cpp):
 // backend/cpu/kernels/attention.cpp's tiled kernels. Forward writes y and lse; backward reads
 // qkv, y, lse, dy and overwrites dqkv.
-struct AttentionKernelArgs {
-  int64_t B = 0, T = 0, H = 0, C = 0;
-  bool bf16 = false;           // round the products' operands to bf16
-  bool dropout = false;        // p > 0: keep where attention_bits() >= keep_threshold
-  uint32_t keep_threshold = 0;
-  float keep_scale = 1.f;      // 1 / (1 - p) (0 when p = 1)
-  uint64_t seed = 0;
-  bool causal = true;                         // false: no causal mask, no tiles skipped for it
-  const uint8_t* key_padding_mask = nullptr;  // [B, T], nonzero = padding key (backend.h)
-  const float* qkv = nullptr; float* y = nullptr; float* lse = nullptr;
-  const float* dy = nullptr; float* dqkv = nullptr;
+struct AttentionKernelArgs : AttentionCall {
+  const float* dy = nullptr;  // backward's
+  float* dqkv = nullptr;
   // omp_get_max_threads() slices of attention_work_floats() floats each, one per thread.
   float* work = nullptr;
 };

@@ -12,30 +12,14 @@ namespace seqtrain::cuda {
 namespace {
 
 AttentionLaunch launch_args(const AttentionArgs& a) {
-  check_attention_args(a);
+  check_attention_args(a);  // before the limits below read its sizes
   const int64_t D = a.channels / a.heads;
   ST_CHECK(D <= kAttentionMaxHeadDim,
            "attention: head dimension {} (n_embd {} / n_head {}) is above the CUDA kernels' limit of {}", D,
            a.channels, a.heads, kAttentionMaxHeadDim);
   ST_CHECK(a.batch * a.heads <= 65535 && a.seq <= INT32_MAX,
            "attention: batch {} x n_head {} is more than the CUDA kernels' grid takes (65535)", a.batch, a.heads);
-  AttentionLaunch l;
-  l.B = a.batch;
-  l.T = a.seq;
-  l.H = a.heads;
-  l.C = a.channels;
-  l.bf16 = a.compute == DType::bf16;
-  l.causal = a.causal;
-  l.dropout = a.dropout > 0.f;
-  // The threshold and scale once on the host, as attention_keep() and the CPU kernels take them.
-  l.keep_threshold = attention_keep_threshold(a.dropout);
-  l.keep_scale = a.dropout < 1.f ? 1.f / (1.f - a.dropout) : 0.f;
-  l.seed = a.seed;
-  l.key_padding_mask = a.key_padding_mask;
-  l.qkv = a.qkv;
-  l.y = a.y;
-  l.lse = a.lse;
-  return l;
+  return attention_call(a);
 }
 
 }  // namespace

@@ -249,6 +249,17 @@ __device__ void probability_tiles(const AttentionLaunch& a, const Head& hd, cons
   }
 }
 
+// A tile's gradient rows [r0, r0 + kTile) (shared memory, row stride hd.ld) into column block
+// `part` (0 q, 1 k, 2 v) of the head's dqkv rows; rows past T are padding and not written.
+__device__ void store_grad_tile(const Head& hd, const float* tile, int64_t r0, int part, float* dqkv) {
+  const int D = static_cast<int>(hd.D);
+  float* out = dqkv + hd.b * hd.T * 3 * hd.C + hd.h * hd.D + part * hd.C;
+  for (int idx = threadIdx.x; idx < kTile * D; idx += blockDim.x) {
+    const int r = idx / D, d = idx % D;
+    if (r0 + r < hd.T) out[(r0 + r) * 3 * hd.C + d] = tile[r * hd.ld + d];
+  }
+}
+
 // Key tile j0 of a head against every query tile at or below it (causal) or all of them: dv +=
 // P^T dy and dk += dS^T q, each (key, column) element owned by one thread, query rows in order.
 __global__ void attention_dkdv_kernel(AttentionLaunch a, const float* dy, const float* Di, float* dqkv) {
@@ -282,14 +293,8 @@ __global__ void attention_dkdv_kernel(AttentionLaunch a, const float* dy, const 
     }
   }
   __syncthreads();
-  float* out = dqkv + hd.b * hd.T * 3 * hd.C + hd.h * hd.D;
-  for (int idx = threadIdx.x; idx < kTile * D; idx += blockDim.x) {
-    const int c = idx / D, d = idx % D;
-    const int64_t j = j0 + c;
-    if (j >= hd.T) continue;
-    out[j * 3 * hd.C + hd.C + d] = dK[c * hd.ld + d];
-    out[j * 3 * hd.C + 2 * hd.C + d] = dV[c * hd.ld + d];
-  }
+  store_grad_tile(hd, dK, j0, 1, dqkv);
+  store_grad_tile(hd, dV, j0, 2, dqkv);
 }
 
 // Query tile q0 of a head against the key tiles it sees: dq += dS k, each (row, column) element
@@ -320,12 +325,7 @@ __global__ void attention_dq_kernel(AttentionLaunch a, const float* dy, const fl
     }
   }
   __syncthreads();
-  float* out = dqkv + hd.b * hd.T * 3 * hd.C + hd.h * hd.D;
-  for (int idx = threadIdx.x; idx < kTile * D; idx += blockDim.x) {
-    const int r = idx / D, d = idx % D;
-    const int64_t i = q0 + r;
-    if (i < hd.T) out[i * 3 * hd.C + d] = dQ[r * hd.ld + d];
-  }
+  store_grad_tile(hd, dQ, q0, 0, dqkv);
 }
 
 // Launches `kernel` over (tiles of T, B * H) with the shared memory its head dimension needs

@@ -7,24 +7,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/attention_call.h"
+
 namespace seqtrain::cuda {
 
 // The largest head dimension C / H the kernels take: their shared-memory tiles grow with it
 // (about 108 KiB per block in backward at 128, within sm_80's and sm_90's opt-in limits).
 constexpr int64_t kAttentionMaxHeadDim = 128;
 
-struct AttentionLaunch {
-  int64_t B = 0, T = 0, H = 0, C = 0;
-  bool bf16 = false, causal = true;
-  bool dropout = false;         // p > 0
-  uint32_t keep_threshold = 0;  // attention_keep_threshold(p)
-  float keep_scale = 1.f;       // 1 / (1 - p), 0 for p = 1
-  uint64_t seed = 0;
-  const uint8_t* key_padding_mask = nullptr;  // [B, T], nonzero = padding; null: none
-  const float* qkv = nullptr;
-  float* y = nullptr;
-  float* lse = nullptr;
-};
+using AttentionLaunch = AttentionCall;  // backend/attention_call.h
 
 cudaError_t launch_attention_forward(const AttentionLaunch& a, cudaStream_t s);
 // Floats of scratch backward needs (D_i of every row).

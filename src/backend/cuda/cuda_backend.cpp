@@ -82,32 +82,23 @@ bool CudaBackend::supports(BackendOp op) const {
 
 // ---- scratch, pinned, synchronize ---------------------------------------------------------------
 
-// Growing frees the old buffer, which kernels queued earlier may still be using: wait for them
-// first (growth is rare: the sizes settle after the first step).
-void* CudaBackend::scratch(size_t bytes) {
-  if (bytes <= scratch_bytes_ && scratch_) return scratch_;
+// A buffer that only grows: growing frees the old one, which kernels or copies queued earlier may
+// still be using, so it waits for them first (growth is rare: sizes settle after the first step).
+void* CudaBackend::grow(void*& buf, size_t& have, size_t bytes, bool host) {
+  if (bytes <= have && buf) return buf;
   synchronize();
-  if (scratch_) ST_CUDA(cudaFree(scratch_));
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
+  if (buf) ST_CUDA(host ? cudaFreeHost(buf) : cudaFree(buf));
+  buf = nullptr;
+  have = 0;
   const size_t want = grown(bytes == 0 ? 1 : bytes);
-  ST_CUDA(cudaMalloc(&scratch_, want));
-  scratch_bytes_ = want;
-  return scratch_;
+  ST_CUDA(host ? cudaMallocHost(&buf, want) : cudaMalloc(&buf, want));
+  have = want;
+  return buf;
 }
 
-// As scratch(): an asynchronous copy into the old buffer may still be in flight.
-void* CudaBackend::pinned(size_t bytes) {
-  if (bytes <= pinned_bytes_ && pinned_) return pinned_;
-  synchronize();
-  if (pinned_) ST_CUDA(cudaFreeHost(pinned_));
-  pinned_ = nullptr;
-  pinned_bytes_ = 0;
-  const size_t want = grown(bytes == 0 ? 1 : bytes);
-  ST_CUDA(cudaMallocHost(&pinned_, want));
-  pinned_bytes_ = want;
-  return pinned_;
-}
+void* CudaBackend::scratch(size_t bytes) { return grow(scratch_, scratch_bytes_, bytes, false); }
+
+void* CudaBackend::pinned(size_t bytes) { return grow(pinned_, pinned_bytes_, bytes, true); }
 
 void CudaBackend::synchronize() { ST_CUDA(cudaStreamSynchronize(stream_)); }
 

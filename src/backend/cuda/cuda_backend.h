@@ -91,6 +91,8 @@ class CudaBackend final : public Backend {
   // Frees everything the constructor made; safe on a half-built backend and after the CUDA
   // runtime has been torn down at exit (errors are ignored: there is nobody left to tell).
   void destroy() noexcept;
+  // scratch() and pinned(): buf grown to at least `bytes` (device or page-locked host memory).
+  void* grow(void*& buf, size_t& have, size_t bytes, bool host);
 };
 
 }  // namespace seqtrain::cuda

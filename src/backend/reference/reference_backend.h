@@ -19,7 +19,7 @@ namespace seqtrain {
 class ReferenceBackend final : public HostMemoryBackend {
  public:
   std::string_view name() const override { return "reference"; }
-  SEQTRAIN_BACKEND_OPERATIONS
+  SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS
 };
 
 }  // namespace seqtrain
