@@ -260,6 +260,15 @@ __device__ void store_grad_tile(const Head& hd, const float* tile, int64_t r0, i
   }
 }
 
+// The query side of backward's tiles for query tile q0: the q and dy rows and the rows' lse and
+// D_i values.
+__device__ void load_query_side(const AttentionLaunch& a, const Head& hd, const Tiles& t, const float* dy,
+                                const float* Di, int64_t q0) {
+  load_rows(t.Q, hd.ld, a.qkv + hd.b * hd.T * 3 * hd.C + hd.h * hd.D, 3 * hd.C, q0, hd, a.bf16);
+  load_rows(t.dY, hd.ld, dy + hd.b * hd.T * hd.C + hd.h * hd.D, hd.C, q0, hd, a.bf16);
+  load_row_values(a, hd, t, Di, q0);
+}
+
 // Key tile j0 of a head against every query tile at or below it (causal) or all of them: dv +=
 // P^T dy and dk += dS^T q, each (key, column) element owned by one thread, query rows in order.
 __global__ void attention_dkdv_kernel(AttentionLaunch a, const float* dy, const float* Di, float* dqkv) {
@@ -267,17 +276,13 @@ __global__ void attention_dkdv_kernel(AttentionLaunch a, const float* dy, const 
   const Tiles t = carve_tiles(hd.ld);
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int D = static_cast<int>(hd.D);
-  const float* base = a.qkv + hd.b * hd.T * 3 * hd.C + hd.h * hd.D;
-  const float* dy_head = dy + hd.b * hd.T * hd.C + hd.h * hd.D;
   float *dK = t.acc1, *dV = t.acc2;
   load_keys(a, hd, t, j0);
   fill(dK, kTile * hd.ld, 0.f);
   fill(dV, kTile * hd.ld, 0.f);
   for (int64_t q0 = a.causal ? j0 / kTile * kTile : 0; q0 < hd.T; q0 += kTile) {
     __syncthreads();  // the previous query tile is no longer read
-    load_rows(t.Q, hd.ld, base, 3 * hd.C, q0, hd, a.bf16);
-    load_rows(t.dY, hd.ld, dy_head, hd.C, q0, hd, a.bf16);
-    load_row_values(a, hd, t, Di, q0);
+    load_query_side(a, hd, t, dy, Di, q0);
     __syncthreads();
     probability_tiles(a, hd, t, q0, j0);
     __syncthreads();
@@ -304,11 +309,8 @@ __global__ void attention_dq_kernel(AttentionLaunch a, const float* dy, const fl
   const Tiles t = carve_tiles(hd.ld);
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kTile;
   const int D = static_cast<int>(hd.D);
-  const float* base = a.qkv + hd.b * hd.T * 3 * hd.C + hd.h * hd.D;
   float* dQ = t.acc1;
-  load_rows(t.Q, hd.ld, base, 3 * hd.C, q0, hd, a.bf16);
-  load_rows(t.dY, hd.ld, dy + hd.b * hd.T * hd.C + hd.h * hd.D, hd.C, q0, hd, a.bf16);
-  load_row_values(a, hd, t, Di, q0);
+  load_query_side(a, hd, t, dy, Di, q0);
   fill(dQ, kTile * hd.ld, 0.f);
   const int64_t kend = a.causal && q0 + kTile < hd.T ? q0 + kTile : hd.T;
   for (int64_t j0 = 0; j0 < kend; j0 += kTile) {

@@ -109,6 +109,21 @@ static const float* gate_row(const FusedRnnArgs& a, const SavedGates& sg, int64_
   return row;
 }
 
+// What both cells' backward step reads at step s: its time index, the saved gates, the output
+// gradient rows dout [N, ld] and the cell's extra saved state [N, H] (the LSTM's c, the GRU's
+// W_hn h + b_hn) at that time.
+struct StepSaved {
+  int64_t t;
+  SavedGates gates;
+  const float* dout;
+  const float* extra;
+};
+
+static StepSaved step_saved(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s) {
+  const int64_t t = time_of(a, s);
+  return {t, saved_gates(a, t), g.dout + t * a.N * a.ld_out, a.extra + t * a.N * a.H};
+}
+
 // row(n, acc) for every batch row: the rows go in blocks of kRowBlock over the threads, and acc
 // is the block's own zeroed row of width w in bias_partials, into which row() adds its rows'
 // bias-gradient terms (add_partials then sums the blocks in order: the same sums for any
@@ -126,19 +141,17 @@ static void for_row_blocks(const FusedRnnGrads& g, int64_t N, int64_t H, int64_t
 // Backward of one LSTM step: gate gradients (fp32 into dgi, 16-bit copies into dgi_b), the
 // carried dc and the direct part of dh, and the blocks' bias-gradient sums.
 void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, uint16_t* dgi_b) {
-  const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 4 * H, ld = a.ld_out;
-  const SavedGates sg = saved_gates(a, t);
-  const float* dout = g.dout + t * N * ld;
-  const float* c = a.extra + t * N * H;
+  const int64_t N = a.N, H = a.H, G = 4 * H, ld = a.ld_out;
+  const StepSaved st = step_saved(a, g, s);
   const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
   for_row_blocks(g, N, H, G, [&](int64_t n, float* acc) {
     float* d = dgi + n * G;
-    const float* gn = gate_row(a, sg, n, G, d);
+    const float* gn = gate_row(a, st.gates, n, G, d);
     float* dhn = g.dh + n * H;
     float* dcn = g.dc + n * H;
-    const float* cn = c + n * H;
+    const float* cn = st.extra + n * H;
     const float* cpn = c_prev ? c_prev + n * H : nullptr;
-    const float* doutn = dout + n * ld;
+    const float* doutn = st.dout + n * ld;
     for_lanes(H, [&](auto l) {
       const vf i = l.load(gn), f = l.load(gn + H), gg = l.load(gn + 2 * H), o = l.load(gn + 3 * H);
       const vf tc = tanh(l.load(cn));
@@ -168,19 +181,17 @@ void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s
 // G columns for dgi and H more for dgh's n part (its r and z parts equal dgi's).
 void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s, float* dgi, float* dgh,
                        uint16_t* dgi_b, uint16_t* dgh_b) {
-  const int64_t t = time_of(a, s), N = a.N, H = a.H, G = 3 * H, ld = a.ld_out, W = G + H;
-  const SavedGates sg = saved_gates(a, t);
-  const float* dout = g.dout + t * N * ld;
-  const float* e = a.extra + t * N * H;
+  const int64_t N = a.N, H = a.H, G = 3 * H, ld = a.ld_out, W = G + H;
+  const StepSaved st = step_saved(a, g, s);
   const float* h_prev = s ? a.out + time_of(a, s - 1) * N * ld : nullptr;
   for_row_blocks(g, N, H, W, [&](int64_t n, float* acc) {
     float* di = dgi + n * G;
     float* dr = dgh + n * G;
-    const float* gn = gate_row(a, sg, n, G, di);
+    const float* gn = gate_row(a, st.gates, n, G, di);
     float* dhn = g.dh + n * H;
     const float* hpn = h_prev ? h_prev + n * ld : nullptr;
-    const float* doutn = dout + n * ld;
-    const float* en = e + n * H;
+    const float* doutn = st.dout + n * ld;
+    const float* en = st.extra + n * H;
     for_lanes(H, [&](auto l) {
       const vf r = l.load(gn), z = l.load(gn + H), nv = l.load(gn + 2 * H);
       const vf hp = hpn ? l.load(hpn) : splat(0.f);
