@@ -341,7 +341,7 @@ TEST(DeviceMemory, ArenaOverAGuardedBackendAllocatesAndClearsOnTheDevice) {
 void guarded_activations_match_reference(const ModelSpec& spec, bool classify = false) {
   GuardedBackend g(ref());
   Job guarded = make_job(&g, "adamw", spec, classify), plain = make_job(nullptr, "adamw", spec, classify);
-  EXPECT_EQ(guarded.step->arena().backend(), &g);
+  EXPECT_EQ(guarded.step->arena().memory(), static_cast<DeviceMemory*>(&g));
   EXPECT_FALSE(guarded.step->arena().host_accessible());
   const GuardedBackend::Counts before = g.counts();
   constexpr int64_t kSteps = 5;

@@ -31,6 +31,7 @@
 #include "backend/precision.h"
 #include "backend/rnn_cell.h"
 #include "core/arena.h"
+#include "core/device_memory.h"
 #include "core/dtype.h"
 #include "core/host_allocator.h"
 #include "core/tensor.h"
@@ -259,7 +260,7 @@ void check_dropout_args(const float* x, const float* y, int64_t n, float p);
 // overwrites grad [n] with the float expressions above, k the caller's scale.
 enum class RegressionLoss : uint8_t { mse, mae, huber };
 
-class Backend {
+class Backend : public DeviceMemory {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
@@ -282,6 +283,8 @@ class Backend {
   // live allocation of this backend (an Error otherwise).
   virtual void copy_to_host(const void* device_src, void* host_dst, size_t bytes) = 0;
   virtual void copy_from_host(const void* host_src, void* device_dst, size_t bytes) = 0;
+  // DeviceMemory's zero, through fill (bytes a multiple of 4).
+  void zero(void* p, size_t bytes) final { fill(static_cast<float*>(p), bytes / sizeof(float), 0.f); }
   // Page-locked host memory for buffers the host fills and this backend reads (the loader's
   // slots), from which copies to the device can run asynchronously; nullptr when the backend
   // reads host memory directly (cpu, reference) and ordinary memory is best. Owned by the backend.
@@ -410,8 +413,6 @@ class Backend {
   void copy_to_host(const void* device_src, void* host_dst, size_t bytes) override;   \
   void copy_from_host(const void* host_src, void* device_dst, size_t bytes) override;
 
-// Every backend's allocate() aligns to at least this (a 16-byte vector load, as malloc does).
-inline constexpr size_t kDeviceAlignment = 16;
 
 // The backends by runtime.backend name ("cpu", "reference"): one instance each for the process
 // (they hold no per-run state; per-layer state lives in what make_recurrent returns). Callers

@@ -4,7 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "backend/backend.h"
+#include "core/error.h"
+
 
 namespace seqtrain {
 namespace {
@@ -16,7 +17,7 @@ uint64_t Arena::os_allocations() { return g_os_allocations.load(); }
 
 Arena::~Arena() { clear_chunks(); }
 
-void Arena::set_backend(Backend& backend) {
+void Arena::set_backend(DeviceMemory& backend) {
   ST_CHECK(chunks_.empty() || backend_ == &backend,
            "internal error: an arena's backend must be chosen before its first allocation");
   backend_ = &backend;
@@ -77,7 +78,7 @@ Tensor Arena::zeros(Shape shape, DType t) {
     std::memset(x.ptr, 0, x.nbytes());
   } else if (x.nbytes()) {
     // Whole floats of zero bits: blocks are kAlign-rounded, so the last partial word is ours.
-    backend_->fill(static_cast<float*>(x.ptr), (x.nbytes() + sizeof(float) - 1) / sizeof(float), 0.f);
+    backend_->zero(x.ptr, (x.nbytes() + sizeof(float) - 1) / sizeof(float) * sizeof(float));
   }
   return x;
 }

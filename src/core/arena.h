@@ -8,11 +8,10 @@
 #include <memory>
 #include <vector>
 
+#include "core/device_memory.h"
 #include "core/tensor.h"
 
 namespace seqtrain {
-
-class Backend;
 
 class Arena {
  public:
@@ -20,16 +19,17 @@ class Arena {
 
   // Host memory (operator new's aligned allocation), as every arena had before the device seam.
   Arena() = default;
-  // Chunks from `backend`'s allocate(): activations live where the model's parameters do, so a
-  // device backend gets device pointers and host code must reach them through its operations.
-  explicit Arena(Backend& backend) : backend_(&backend) {}
+  // Chunks from `memory`'s allocate() (a Backend: activations live where the model's parameters
+  // do, so a device backend gets device pointers and host code must reach them through its
+  // operations).
+  explicit Arena(DeviceMemory& memory) : backend_(&memory) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
   ~Arena();
   // Chooses the backend before the first allocation (members built before their model's backend
   // is known); an Error once chunks exist.
-  void set_backend(Backend& backend);
-  Backend* backend() const { return backend_; }
+  void set_backend(DeviceMemory& memory);
+  DeviceMemory* memory() const { return backend_; }  // null: host memory
   // Whether host code may read and write what alloc() returns.
   bool host_accessible() const;
 
@@ -55,7 +55,7 @@ class Arena {
   void add_chunk(size_t bytes);
   void free_chunk(Chunk& c);
   void clear_chunks();
-  Backend* backend_ = nullptr;  // null: host memory
+  DeviceMemory* backend_ = nullptr;  // null: host memory
   std::vector<Chunk> chunks_;
   size_t used_ = 0;
   size_t high_water_ = 0;

@@ -115,7 +115,7 @@ void Gpt::next_logits(GenState& state, int64_t token, float* logits) {
     s->tokens.erase(s->tokens.begin());
     s->tokens.push_back(token);
     Backend& backend = params_.backend();
-    if (!s->arena.backend()) s->arena.set_backend(backend);  // the forward's activations: the model's memory
+    s->arena.set_backend(backend);  // the forward's activations: the model's memory (the same one each call)
     s->arena.reset();
     StepContext ctx(s->arena);
     const int64_t T = spec_.lookback;
