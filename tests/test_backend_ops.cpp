@@ -38,16 +38,6 @@ std::vector<Isa> runnable_levels() {
   return out;
 }
 
-// max |a - b| / max |b|: the error relative to the tensor's scale.
-double scaled_err(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double err = 0, scale = 1e-30;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return err / scale;
-}
 
 // Runs f with n OpenMP threads, then restores the count.
 template <class F>

@@ -19,61 +19,16 @@
 
 #include "backend/backend.h"
 #include "core/rng.h"
+#include "attention_cases.h"
 #include "cuda_test_util.h"
 #include "test_util.h"
 
 namespace seqtrain::testing {
 namespace {
 
-// none; lengths: row b keeps keys [0, len_b) with len_b cycling 2T/3, T, 0 (padding only);
-// random: each key padding with probability 0.3, and key 0 of row 0 always (so a causal row 0
-// sees no key).
-enum class Pad { none, lengths, random };
-
-struct Case {
-  int64_t B, T, C, H;
-  float p;
-  bool causal;
-  Pad pad;
-};
-
-std::string case_name(const Case& c) {
-  static const char* pads[] = {"", "_lengths", "_randompad"};
-  return "B" + std::to_string(c.B) + "T" + std::to_string(c.T) + "C" + std::to_string(c.C) + "H" +
-         std::to_string(c.H) + (c.causal ? "_causal" : "_full") + pads[static_cast<int>(c.pad)] +
-         (c.p > 0 ? "_dropout" : "");
-}
-
-std::vector<uint8_t> padding_mask(const Case& c) {
-  std::vector<uint8_t> m(c.B * c.T, 0);
-  Rng rng(3);
-  for (int64_t b = 0; b < c.B; ++b) {
-    const int64_t len = b % 3 == 0 ? 2 * c.T / 3 : b % 3 == 1 ? c.T : 0;
-    for (int64_t j = 0; j < c.T; ++j) {
-      if (c.pad == Pad::lengths) m[b * c.T + j] = j >= len;
-      if (c.pad == Pad::random) m[b * c.T + j] = rng.uniform() < 0.3f || (b == 0 && j == 0);
-    }
-  }
-  return m;
-}
-
-struct Inputs {
-  std::vector<float> qkv, dy;
-  std::vector<uint8_t> mask;
-};
-Inputs inputs(const Case& c) {
-  Rng rng(1);
-  Inputs in{randn(rng, c.B * c.T * 3 * c.C), randn(rng, c.B * c.T * c.C), padding_mask(c)};
-  return in;
-}
-
-struct Result {
-  std::vector<float> y, lse, dqkv;
-};
-
 // Forward and backward on `be`, through its own memory; outputs start as NaN so an element the
 // op forgets to write shows.
-Result run_op(Backend& be, const Case& c, const Inputs& in, DType compute = DType::f32) {
+Result run_op(Backend& be, const MaskCase& c, const Inputs& in, DType compute = DType::f32) {
   DeviceArray<float> qkv(be, in.qkv), dy(be, in.dy);
   DeviceArray<float> y(be, std::vector<float>(c.B * c.T * c.C, std::nanf("")));
   DeviceArray<float> lse(be, std::vector<float>(c.B * c.H * c.T, std::nanf("")));
@@ -100,43 +55,11 @@ Result run_op(Backend& be, const Case& c, const Inputs& in, DType compute = DTyp
 Backend& ref() { return backend_named("reference"); }
 Backend& cpu() { return backend_named("cpu"); }
 
-// lse: -inf exactly where the reference has it (rows that see no key), within tol elsewhere.
-void expect_lse_close(const std::vector<float>& got, const std::vector<float>& want, double tol) {
-  std::vector<double> g, w;
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(std::isinf(got[i]), std::isinf(want[i])) << "lse " << i << ": " << got[i] << " vs " << want[i];
-    if (std::isinf(want[i])) {
-      EXPECT_LT(got[i], 0.f) << "lse " << i;
-    } else {
-      g.push_back(got[i]);
-      w.push_back(want[i]);
-    }
-  }
-  EXPECT_LT(rel_err(g, w), tol) << "lse";
-}
-
-// dq, dk and dv (thirds of each dqkv row) on their own: their scales differ.
-std::vector<float> part_of(const std::vector<float>& dqkv, const Case& c, int part) {
-  std::vector<float> out;
-  for (int64_t row = 0; row < c.B * c.T; ++row)
-    for (int64_t k = 0; k < c.C; ++k) out.push_back(dqkv[row * 3 * c.C + part * c.C + k]);
-  return out;
-}
-
-void expect_close(const Result& got, const Result& want, const Case& c, double tol) {
-  for (float v : got.y) ASSERT_TRUE(std::isfinite(v)) << "y";
-  for (float v : got.dqkv) ASSERT_TRUE(std::isfinite(v)) << "dqkv";
-  EXPECT_LT(rel_err(got.y, want.y), tol) << "y";
-  expect_lse_close(got.lse, want.lse, tol);
-  for (int part = 0; part < 3; ++part)
-    EXPECT_LT(rel_err(part_of(got.dqkv, c, part), part_of(want.dqkv, c, part)), tol) << "part " << part;
-}
-
-class CudaAttention : public ::testing::TestWithParam<Case> {};
+class CudaAttention : public ::testing::TestWithParam<MaskCase> {};
 
 TEST_P(CudaAttention, MatchesTheReference) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  const Case c = GetParam();
+  const MaskCase c = GetParam();
   const Inputs in = inputs(c);
   expect_close(run_op(gpu, c, in), run_op(ref(), c, in), c, 1e-5);
 }
@@ -145,7 +68,7 @@ TEST_P(CudaAttention, MatchesTheReference) {
 // passes no gradient to its q.
 TEST_P(CudaAttention, PaddingKeysAndEmptyRowsGetExactZeros) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  const Case c = GetParam();
+  const MaskCase c = GetParam();
   const Inputs in = inputs(c);
   const Result r = run_op(gpu, c, in);
   for (int64_t b = 0; b < c.B; ++b)
@@ -166,7 +89,7 @@ TEST_P(CudaAttention, PaddingKeysAndEmptyRowsGetExactZeros) {
 // No atomics anywhere: two runs give the same bits, fp32 and bf16.
 TEST_P(CudaAttention, BitwiseDeterministic) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  const Case c = GetParam();
+  const MaskCase c = GetParam();
   const Inputs in = inputs(c);
   for (DType dt : {DType::f32, DType::bf16}) {
     const Result one = run_op(gpu, c, in, dt), two = run_op(gpu, c, in, dt);
@@ -177,24 +100,24 @@ TEST_P(CudaAttention, BitwiseDeterministic) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaAttention,
-                         ::testing::Values(Case{2, 70, 36, 3, 0.f, true, Pad::none},       // D 12, 3 tiles
-                                           Case{2, 70, 36, 3, 0.f, false, Pad::none},
-                                           Case{2, 70, 36, 3, 0.f, true, Pad::random},     // causal row 0 empty
-                                           Case{3, 70, 36, 3, 0.f, false, Pad::lengths},   // a padding-only row
-                                           Case{2, 70, 36, 3, 0.2f, true, Pad::none},      // dropout
-                                           Case{3, 70, 36, 3, 0.3f, false, Pad::random},
-                                           Case{1, 1, 6, 2, 0.f, false, Pad::none},        // T 1
-                                           Case{2, 1, 4, 1, 0.f, true, Pad::lengths},      // T 1, all padding
-                                           Case{1, 37, 15, 3, 0.f, true, Pad::none},       // D 5
-                                           Case{2, 130, 128, 2, 0.1f, true, Pad::lengths}, // D 64, GPT's
-                                           Case{1, 45, 128, 1, 0.f, false, Pad::random},   // D 128, the limit
-                                           Case{1, 67, 36, 1, 1.f, false, Pad::none},      // p = 1: all dropped
-                                           Case{2, 64, 96, 8, 0.f, true, Pad::random}),    // whole tiles
+                         ::testing::Values(MaskCase{2, 70, 36, 3, 0.f, true, Pad::none},       // D 12, 3 tiles
+                                           MaskCase{2, 70, 36, 3, 0.f, false, Pad::none},
+                                           MaskCase{2, 70, 36, 3, 0.f, true, Pad::random},     // causal row 0 empty
+                                           MaskCase{3, 70, 36, 3, 0.f, false, Pad::lengths},   // a padding-only row
+                                           MaskCase{2, 70, 36, 3, 0.2f, true, Pad::none},      // dropout
+                                           MaskCase{3, 70, 36, 3, 0.3f, false, Pad::random},
+                                           MaskCase{1, 1, 6, 2, 0.f, false, Pad::none},        // T 1
+                                           MaskCase{2, 1, 4, 1, 0.f, true, Pad::lengths},      // T 1, all padding
+                                           MaskCase{1, 37, 15, 3, 0.f, true, Pad::none},       // D 5
+                                           MaskCase{2, 130, 128, 2, 0.1f, true, Pad::lengths}, // D 64, GPT's
+                                           MaskCase{1, 45, 128, 1, 0.f, false, Pad::random},   // D 128, the limit
+                                           MaskCase{1, 67, 36, 1, 1.f, false, Pad::none},      // p = 1: all dropped
+                                           MaskCase{2, 64, 96, 8, 0.f, true, Pad::random}),    // whole tiles
                          [](const auto& info) { return case_name(info.param); });
 
 TEST(CudaAttentionBf16, WithinToleranceOfFp32AndOfTheCpuKernels) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  for (const Case c : {Case{2, 70, 36, 3, 0.f, false, Pad::random}, Case{3, 130, 48, 3, 0.1f, true, Pad::lengths}}) {
+  for (const MaskCase c : {MaskCase{2, 70, 36, 3, 0.f, false, Pad::random}, MaskCase{3, 130, 48, 3, 0.1f, true, Pad::lengths}}) {
     const Inputs in = inputs(c);
     const Result bf = run_op(gpu, c, in, DType::bf16);
     const Result fp = run_op(ref(), c, in);
@@ -213,7 +136,7 @@ TEST(CudaAttentionBf16, WithinToleranceOfFp32AndOfTheCpuKernels) {
 
 TEST(CudaAttentionArgs, RefusesAHeadDimensionAboveTheLimit) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  const Case c{1, 4, 130, 1, 0.f, true, Pad::none};
+  const MaskCase c{1, 4, 130, 1, 0.f, true, Pad::none};
   const Inputs in = inputs(c);
   EXPECT_CONTAINS(error_of([&] { run_op(gpu, c, in); }), "head dimension 130");
 }

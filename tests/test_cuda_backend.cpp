@@ -44,16 +44,6 @@ namespace {
 
 Backend& ref() { return backend_named("reference"); }
 
-// max |a - b| / max |b|: the error relative to the tensor's scale.
-double scaled_err(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double err = 0, scale = 1e-30;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return err / scale;
-}
 
 uint32_t bits(float f) {
   uint32_t u;

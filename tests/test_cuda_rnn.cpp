@@ -35,16 +35,8 @@ std::vector<float> random_values(Rng& rng, size_t n, float lo = -1.f, float hi =
   return v;
 }
 
-// max |a - b| / max |b|: the error relative to the tensor's scale.
-double scaled_error(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double err = 0, scale = 1e-12;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return err / scale;
-}
+// testing::scaled_err with a 1e-12 floor (all-zero references stay finite).
+double scaled_error(const std::vector<float>& a, const std::vector<float>& b) { return scaled_err(a, b, 1e-12); }
 
 Backend& reference() { return backend_named("reference"); }
 

@@ -30,16 +30,6 @@ namespace {
 
 Backend& ref() { return backend_named("reference"); }
 
-// max |a - b| / max |b|.
-double scaled_err(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double err = 0, scale = 1e-30;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return err / scale;
-}
 
 // ---- cross-entropy ---------------------------------------------------------------------------
 

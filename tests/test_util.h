@@ -176,6 +176,17 @@ inline std::vector<double> read_npy(const std::string& path, std::vector<int64_t
   return out;
 }
 
+// max |a - b| / max(max |b|, floor): the error relative to the tensor's scale (sizes must match).
+inline double scaled_err(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-30) {
+  EXPECT_EQ(a.size(), b.size());
+  double err = 0, scale = floor;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return err / scale;
+}
+
 // max |a - b| / max |b|: the relative error measure used by every parity test.
 template <typename A, typename B>
 inline double rel_err(const A& a, const B& b) {
