@@ -134,6 +134,21 @@ ModelSpec lstm_spec() {
   return s;
 }
 
+// A small GPT with dropout: every GPT op runs in a step.
+ModelSpec gpt_spec() {
+  ModelSpec s;
+  s.type = "gpt";
+  s.vocab_size = 11;
+  s.lookback = s.output_size = 8;
+  s.input_size = 1;
+  s.layers = 2;
+  s.heads = 2;
+  s.hidden = 12;
+  s.dropout = 0.1f;
+  s.backend = "reference";
+  return s;
+}
+
 TEST(DeviceMemory, ParamStoreAllocatesFromItsBackendAndStagesHostWrites) {
   GuardedBackend g(ref());
   auto model = make_model(lstm_spec(), on(g));
@@ -285,16 +300,7 @@ TEST(DeviceMemory, GuardedBackendTrainsAdamWBitwiseLikeTheReference) { guarded_m
 // The GPT on memory the host may not touch: embedding, LayerNorm, attention, GELU, dropout, the
 // tied head and cross-entropy all run through the backend, so it trains like the reference.
 TEST(DeviceMemory, GuardedBackendTrainsAGptBitwiseLikeTheReference) {
-  ModelSpec s;
-  s.type = "gpt";
-  s.vocab_size = 11;
-  s.lookback = s.output_size = 8;
-  s.input_size = 1;
-  s.layers = 2;
-  s.heads = 2;
-  s.hidden = 12;
-  s.dropout = 0.1f;
-  s.backend = "reference";
+  ModelSpec s = gpt_spec();
   GuardedBackend g(ref());
   Job guarded = make_job(&g, "adamw", s), plain = make_job(nullptr, "adamw", s);
   const size_t copies = g.copies();
@@ -382,30 +388,11 @@ TEST(DeviceMemory, GuardedActivationsTrainACharLstmBitwiseLikeTheReference) {
 }
 
 TEST(DeviceMemory, GuardedActivationsTrainAGptWithDropoutBitwiseLikeTheReference) {
-  ModelSpec s;
-  s.type = "gpt";
-  s.vocab_size = 11;
-  s.lookback = s.output_size = 8;
-  s.input_size = 1;
-  s.layers = 2;
-  s.heads = 2;
-  s.hidden = 12;
-  s.dropout = 0.1f;
-  s.backend = "reference";
-  guarded_activations_match_reference(s);
+  guarded_activations_match_reference(gpt_spec());
 }
 
 TEST(DeviceMemory, GuardedActivationsTrainACheckpointedGptBitwiseLikeTheReference) {
-  ModelSpec s;
-  s.type = "gpt";
-  s.vocab_size = 11;
-  s.lookback = s.output_size = 8;
-  s.input_size = 1;
-  s.layers = 2;
-  s.heads = 2;
-  s.hidden = 12;
-  s.dropout = 0.1f;
-  s.backend = "reference";
+  ModelSpec s = gpt_spec();
   s.grad_checkpoint = true;  // the blocks recompute in Gpt's scratch arena, also on the device
   guarded_activations_match_reference(s);
 }
