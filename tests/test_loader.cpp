@@ -386,16 +386,21 @@ struct CountingAllocator : HostAllocator {
   }
 };
 
+// Two workers, two slots each, batches of 4: 5 slots (one for the consumer), 10 buffers.
+LoaderOptions slot_options(HostAllocator& alloc) {
+  LoaderOptions opt;
+  opt.workers = 2;
+  opt.prefetch = 2;
+  opt.batch_size = 4;
+  opt.allocator = &alloc;
+  return opt;
+}
+
 TEST(DataLoader, SlotBuffersComeFromTheGivenAllocatorAndAreReused) {
   CountingSource src(64);
   CountingAllocator alloc;
   {
-    LoaderOptions opt;
-    opt.workers = 2;
-    opt.prefetch = 2;
-    opt.batch_size = 4;
-    opt.allocator = &alloc;
-    Loader loader(src, opt);
+    Loader loader(src, slot_options(alloc));
     EXPECT_EQ(alloc.allocations, 2 * (2 * 2 + 1));  // x and y for each of 5 slots
     std::set<const float*> seen;
     for (int e = 0; e < 2; ++e) {
@@ -444,12 +449,7 @@ TEST(DataLoader, PinnedSlotsFallBackToTheHeapWhenRefusedAndTheRunGoesOn) {
   RefusingAllocator pinned(3);
   FallbackHostAllocator alloc(pinned);
   {
-    LoaderOptions opt;
-    opt.workers = 2;
-    opt.prefetch = 2;
-    opt.batch_size = 4;
-    opt.allocator = &alloc;
-    Loader loader(src, opt);
+    Loader loader(src, slot_options(alloc));
     EXPECT_EQ(pinned.live.size(), 3u);
     EXPECT_EQ(alloc.fallbacks(), 7u);  // 10 buffers: 3 pinned, 7 from the heap
     EXPECT_CONTAINS(alloc.first_failure(), "out of memory (stand-in)");
