@@ -7,6 +7,7 @@
 #
 #   bench/gpt_quality.sh                  THREADS=2, PyPI torch eager (TORCH_PY as bench/gpt.sh)
 #   TORCH_ARGS=--compile bench/gpt_quality.sh
+#   SEQTRAIN_SET=runtime.precision=bf16 bench/gpt_quality.sh   (extra --set for seqtrain's run)
 #
 # Wall time: seqtrain's is `seqtrain train` from process start to exit (data loading, training,
 # the 8 validations, checkpoints every 5 epochs and at every new best val loss); PyTorch's is the
@@ -34,7 +35,7 @@ wait_quiet() { local w=0; while pgrep -x cc1plus >/dev/null && [ $w -lt 1200 ]; 
 w1=$(wait_quiet); l1=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s.%N)
 "${PIN[@]}" "$BUILD_DIR/seqtrain" train examples/shakespeare_gpt.yaml --out "$out/seqtrain-run" --overwrite \
-  --set runtime.threads="$THREADS" > "$out/seqtrain.log" 2>&1
+  --set runtime.threads="$THREADS" ${SEQTRAIN_SET:+--set "$SEQTRAIN_SET"} > "$out/seqtrain.log" 2>&1
 st_wall=$(python3 -c "print($(date +%s.%N) - $t0)")
 l1e=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "seqtrain: $st_wall s"
@@ -43,9 +44,9 @@ w2=$(wait_quiet); l2=$(cut -d' ' -f1-3 /proc/loadavg)
   > /dev/null 2> "$out/torch.log"
 l2e=$(cut -d' ' -f1-3 /proc/loadavg)
 rm -rf "$out/seqtrain-run/checkpoints"  # the model files are not part of the result
-python3 - "$out" "$st_wall" "$THREADS" "$w1 $w2" "$l1 → $l1e" "$l2 → $l2e" "${TORCH_ARGS:-}" "$(git rev-parse --short HEAD)" <<'PY' > "$out.md"
+python3 - "$out" "$st_wall" "$THREADS" "$w1 $w2" "$l1 → $l1e" "$l2 → $l2e" "${TORCH_ARGS:-}" "$(git rev-parse --short HEAD)" "${SEQTRAIN_SET:-}" <<'PY' > "$out.md"
 import json, sys
-out, st_wall, threads, waits, load_s, load_t, targs, rev = sys.argv[1:9]
+out, st_wall, threads, waits, load_s, load_t, targs, rev, sset = sys.argv[1:10]
 st_wall = float(st_wall)
 m = [json.loads(l) for l in open(f"{out}/seqtrain-run/metrics.jsonl")]
 sv = {r["step"]: r["loss"] for r in m if r["split"] == "val"}
@@ -53,7 +54,7 @@ tr = [r for r in m if r["split"] == "train"]
 t = json.load(open(f"{out}/torch.json"))
 tv = {r["updates"]: r["val_loss"] for r in t["val"]}
 print(f"# GPT quality run (examples/shakespeare_gpt.yaml, 2000 iterations), {out.split('-quality-')[1]}\n")
-print(f"Command: `{('TORCH_ARGS=' + targs + ' ') if targs else ''}THREADS={threads} bench/gpt_quality.sh` "
+print(f"Command: `{('TORCH_ARGS=' + targs + ' ') if targs else ''}{('SEQTRAIN_SET=' + sset + ' ') if sset else ''}THREADS={threads} bench/gpt_quality.sh` "
       f"(seqtrain {rev}; torch {t['version']}{' torch.compile' if t['compile'] else ' eager'}, {t['python']}); "
       f"{threads} threads pinned; waited for compilers {waits} s; load average seqtrain {load_s}, torch {load_t}\n")
 print("| updates | seqtrain val loss | torch val loss | seqtrain / torch |")
