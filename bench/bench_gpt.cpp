@@ -2,6 +2,7 @@
 //
 //   bench_gpt --shape cpu|gpu [--batch B] [--precision fp32|bf16] [--threads N] [--steps S]
 //             [--warmup K] [--profile-steps P] [--peak-gflops G] [--vocab V] [--rev REV] [--json OUT]
+//             [--clock wall|cpu]
 //
 // Shapes (nanoGPT's shakespeare_char recipes; vocabulary 85 = <unk> + the 84 characters of
 // data/shakespeare.txt, as examples/shakespeare_gpt.yaml builds it; bias on, dropout 0):
@@ -95,6 +96,7 @@ struct Args {
   int64_t vocab = 85;
   std::string rev = "unknown";
   std::string json_out;
+  bool cpu_clock = false;  // --clock cpu: steps timed by the process CPU clock (use with --threads 1)
 };
 
 struct GptShape {
@@ -104,7 +106,8 @@ struct GptShape {
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "bench_gpt: " << why << "\n"
             << "usage: bench_gpt --shape cpu|gpu [--batch B] [--precision fp32|bf16] [--threads N] [--steps S]\n"
-            << "                 [--warmup K] [--profile-steps P] [--peak-gflops G] [--vocab V] [--rev REV] [--json OUT]\n";
+            << "                 [--warmup K] [--profile-steps P] [--peak-gflops G] [--vocab V] [--rev REV] [--json OUT]\n"
+            << "                 [--clock wall|cpu]\n";
   std::exit(2);
 }
 
@@ -126,6 +129,7 @@ Args parse(int argc, char** argv) {
       else if (k == "--vocab") a.vocab = std::stoll(v);
       else if (k == "--rev") a.rev = v;
       else if (k == "--json") a.json_out = v;
+      else if (k == "--clock" && (v == "cpu" || v == "wall")) a.cpu_clock = v == "cpu";
       else usage("unknown option " + k);
     } catch (const std::logic_error&) {
       usage("bad number '" + v + "' for " + k);
@@ -201,7 +205,7 @@ json bench_full_step(const GptShape& s, const Args& a, const Data& d) {
   so.loss = LossKind::cross_entropy;
   so.grad_clip = 1.0;
   TrainStep step(*model, *opt, *sched, so);
-  const StepTimes t = time_steps(step, d.xt, d.yt, a.warmup, a.steps);
+  const StepTimes t = time_steps(step, d.xt, d.yt, a.warmup, a.steps, a.cpu_clock);
   return {{"ms_median", median(t.ms)},
           {"ms_min", *std::min_element(t.ms.begin(), t.ms.end())},
           {"ms_all", t.ms},
@@ -310,7 +314,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
     Tensor hin = ln_f.forward(x, arena);
     f[LN] += tick(t0);
     Tensor logits = arena.tensor({B, T, V});
-    head.forward(hin, ps.param(wte.weight).f32(), V, false, logits.f32(), arena);
+    head.forward(hin, ps.param(wte.weight).f32(), nullptr, V, logits.f32(), arena);
     f[HEAD] += tick(t0);
     const ObjectiveSum sum = objective->forward(logits, d.yt);
     Tensor dlogits = arena.tensor(logits.shape);
@@ -318,7 +322,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
     f[LOSS] += tick(t0);
     // backward
     Tensor dx = arena.tensor({B, T, C});
-    head.backward(dlogits.f32(), ps.param(wte.weight).f32(), ps.grad(wte.weight).f32(), dx.f32(), arena);
+    head.backward(dlogits.f32(), ps.param(wte.weight).f32(), ps.grad(wte.weight).f32(), nullptr, dx.f32(), arena);
     g[HEAD] += tick(t0);
     dx = ln_f.backward(dx, arena);
     g[LN] += tick(t0);
@@ -399,6 +403,7 @@ int main(int argc, char** argv) {
   out["precision"] = a.precision;
   out["mode"] = "seqtrain";
   out["threads"] = a.threads;
+  out["clock"] = a.cpu_clock ? "cpu" : "wall";
   out["steps"] = a.steps;
   out["warmup"] = a.warmup;
   out["load_before"] = loadavg();

@@ -96,6 +96,46 @@ TEST(Backend, BiasRowsAndBiasGradAgree) {
   EXPECT_EQ(y1, y2);
 }
 
+// gemm_bias and the one-pass add against the operations they fuse, on the CPU (its overrides)
+// and the reference (the base composition). Sizes cross the threading threshold.
+TEST(Backend, FusedBiasGemmAndAddEqualTheOpsTheyFuse) {
+  Rng rng(21);
+  for (int64_t cols : {int64_t{7}, int64_t{130}}) {
+    const int64_t rows = 300, K = 33;
+    // C = A B^T + bias, A [rows, K], B [cols, K], as a Linear calls it: against the bias seeded
+    // with bias_rows and the GEMM accumulating onto it.
+    const auto A = random_vec(rng, rows * K), B = random_vec(rng, cols * K), bias = random_vec(rng, cols, -5.f, 5.f);
+    std::vector<uint16_t> a16(A.size()), b16(B.size());
+    std::vector<float> aw(A.size()), bw(B.size());  // the bf16 operands widened, for the reference
+    cpu().convert(DType::f32, A.data(), DType::bf16, a16.data(), A.size());
+    cpu().convert(DType::f32, B.data(), DType::bf16, b16.data(), B.size());
+    cpu().convert(DType::bf16, a16.data(), DType::f32, aw.data(), A.size());
+    cpu().convert(DType::bf16, b16.data(), DType::f32, bw.data(), B.size());
+    for (DType t : {DType::f32, DType::bf16}) {
+      const void* a = t == DType::f32 ? static_cast<const void*>(A.data()) : a16.data();
+      const void* b = t == DType::f32 ? static_cast<const void*>(B.data()) : b16.data();
+      std::vector<float> fused(rows * cols, NAN), apart(rows * cols);  // NaN: C is not read
+      cpu().gemm_bias(t, false, true, rows, cols, K, a, K, b, K, bias.data(), fused.data(), cols);
+      cpu().bias_rows(bias.data(), apart.data(), rows, cols);
+      cpu().gemm(t, false, true, rows, cols, K, 1.f, a, K, b, K, 1.f, apart.data(), cols);
+      EXPECT_LT(scaled_error(fused, apart), 1e-6) << dtype_name(t) << " cols " << cols;
+      std::vector<float> want(rows * cols);  // the reference: the same products in fp64, the bias on top
+      const bool f32 = t == DType::f32;
+      ref().gemm_bias(DType::f32, false, true, rows, cols, K, f32 ? A.data() : aw.data(), K,
+                      f32 ? B.data() : bw.data(), K, bias.data(), want.data(), cols);
+      EXPECT_LT(scaled_error(fused, want), 1e-5) << dtype_name(t) << " cols " << cols;
+    }
+  }
+  const auto x = random_vec(rng, 100003), y = random_vec(rng, 100003);
+  std::vector<float> sum(x.size()), apart = x;
+  cpu().add(x.data(), y.data(), sum.data(), x.size());
+  cpu().axpy(1.f, y.data(), apart.data(), apart.size());
+  EXPECT_EQ(sum, apart);
+  std::vector<float> m(16, 1.f), c(16);
+  EXPECT_THROW(cpu().gemm_bias(DType::f32, false, true, 2, 3, 4, m.data(), 4, m.data(), 4, m.data(), c.data(), 4),
+               Error);  // ldc != N
+}
+
 TEST(Backend, NormScaleFillCopyAgree) {
   Rng rng(3);
   const auto x = random_vec(rng, 100000, -3.f, 3.f);

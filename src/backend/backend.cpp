@@ -156,4 +156,18 @@ AdamWScalars adamw_scalars(const AdamWUpdate& u) {
 
 Backend& default_backend() { return backend_named("cpu"); }
 
+// The fused operations, composed of the ones they fuse (a backend overrides what it can do in one
+// pass).
+void Backend::gemm_bias(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
+                        const void* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  ST_CHECK(ldc == N, "{} backend: gemm_bias writes a contiguous C (ldc {} != N {})", name(), ldc, N);
+  bias_rows(bias, C, M, N);
+  gemm(in, ta, tb, M, N, K, 1.f, A, lda, B, ldb, 1.f, C, ldc);
+}
+
+void Backend::add(const float* a, const float* b, float* out, size_t n) {
+  copy(a, out, n);
+  axpy(1.f, b, out, n);
+}
+
 }  // namespace seqtrain

@@ -307,6 +307,12 @@ class Backend : public DeviceMemory {
   // db[j] += sum over rows i of dy[i, j].
   virtual void bias_grad(const float* dy, float* db, int64_t rows, int64_t cols) = 0;
 
+  // C[M,N] = op(A) op(B) + bias[N] on every row (alpha 1; C contiguous, ldc == N): a Linear's
+  // forward. The default is bias_rows, then the GEMM accumulating onto it; a backend whose GEMM
+  // adds a bias itself (the CPU's bf16 matmul: no seeding pass, no read of C) overrides it.
+  virtual void gemm_bias(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
+                         const void* B, int64_t ldb, const float* bias, float* C, int64_t ldc);
+
   virtual std::unique_ptr<RecurrentLayers> make_recurrent(const RecurrentSpec& spec) = 0;
 
   virtual void adamw(const AdamWUpdate& u) = 0;
@@ -344,6 +350,8 @@ class Backend : public DeviceMemory {
   // ---- Activations: what models did with host loops before activations moved to the device ----
   // y[i] += alpha * x[i] (float arithmetic; alpha = 1 gives exactly y + x).
   virtual void axpy(float alpha, const float* x, float* y, size_t n) = 0;
+  // out[i] = a[i] + b[i] (the residual add): copy, then axpy(1), in one pass where a backend can.
+  virtual void add(const float* a, const float* b, float* out, size_t n);
   // y[b, a, :] = x[a, b, :] for x [A, B, C] contiguous, y [B, A, C] contiguous (RNN stacks work
   // time-major, models and losses batch-first).
   virtual void transpose(const float* x, float* y, int64_t A, int64_t B, int64_t C) = 0;

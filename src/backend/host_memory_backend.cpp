@@ -37,6 +37,10 @@ void HostMemoryBackend::axpy(float alpha, const float* x, float* y, size_t n) {
   axpy_loop(alpha, x, y, n, threaded_loops());
 }
 
+void HostMemoryBackend::add(const float* a, const float* b, float* out, size_t n) {
+  add_loop(a, b, out, n, threaded_loops());
+}
+
 void HostMemoryBackend::transpose(const float* x, float* y, int64_t A, int64_t B, int64_t C) {
   transpose_loop(x, y, A, B, C, threaded_loops());
 }

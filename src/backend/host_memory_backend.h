@@ -19,6 +19,7 @@ class HostMemoryBackend : public Backend {
   bool host_accessible() const override { return true; }
   // The activation ops as backend/seam_loops.h's host loops (threaded when threaded_loops()).
   SEQTRAIN_BACKEND_ACTIVATION_OPS
+  void add(const float* a, const float* b, float* out, size_t n) override;  // one pass
   const AllocationTable& allocations() const { return allocations_; }
 
  protected:

@@ -12,6 +12,12 @@ void axpy_loop(float alpha, const float* x, float* y, size_t n, bool parallel) {
   for (int64_t i = 0; i < len; ++i) y[i] += alpha * x[i];
 }
 
+void add_loop(const float* a, const float* b, float* out, size_t n, bool parallel) {
+  const int64_t len = static_cast<int64_t>(n);
+#pragma omp parallel for simd schedule(static) if (parallel && len > (1 << 16))
+  for (int64_t i = 0; i < len; ++i) out[i] = a[i] + b[i];
+}
+
 void transpose_loop(const float* x, float* y, int64_t A, int64_t B, int64_t C, bool parallel) {
 #pragma omp parallel for collapse(2) if (parallel && A * B * C > 65536)
   for (int64_t a = 0; a < A; ++a)

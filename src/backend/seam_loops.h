@@ -10,6 +10,8 @@
 namespace seqtrain {
 
 void axpy_loop(float alpha, const float* x, float* y, size_t n, bool parallel);
+// out[i] = a[i] + b[i]: the same float sums as a copy then axpy_loop(1), in one pass.
+void add_loop(const float* a, const float* b, float* out, size_t n, bool parallel);
 void transpose_loop(const float* x, float* y, int64_t A, int64_t B, int64_t C, bool parallel);
 // Serial on purpose: the double sum's order is the loss's value.
 double regression_sum_loop(RegressionLoss kind, const float* pred, const float* target, int64_t n, float delta);

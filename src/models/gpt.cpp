@@ -149,14 +149,14 @@ void Gpt::positions_backward(const Tensor& dx, Arena& arena) {
 // logits[N, V] = x[N, C] wte[V, C]^T, N = B*T.
 Tensor Gpt::head_forward(const Tensor& x, Arena& arena) {
   Tensor logits = arena.tensor({B_, T_, spec_.vocab_size});
-  head_.forward(x, params_.param(wte_.weight).f32(), spec_.vocab_size, false, logits.f32(), arena);
+  head_.forward(x, params_.param(wte_.weight).f32(), nullptr, spec_.vocab_size, logits.f32(), arena);
   return logits;
 }
 
 // dx[N, C] = dlogits[N, V] wte; dwte[V, C] += dlogits^T x (added to the embedding's own gradient).
 Tensor Gpt::head_backward(const Tensor& dlogits, Arena& arena) {
   Tensor dx = arena.tensor({B_, T_, spec_.hidden});
-  head_.backward(dlogits.f32(), params_.param(wte_.weight).f32(), params_.grad(wte_.weight).f32(), dx.f32(), arena);
+  head_.backward(dlogits.f32(), params_.param(wte_.weight).f32(), params_.grad(wte_.weight).f32(), nullptr, dx.f32(), arena);
   return dx;
 }
 

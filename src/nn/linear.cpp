@@ -31,29 +31,34 @@ WeightProduct::WeightProduct(Backend& backend, DType compute, const std::string&
   backend.require(gemm_op(compute), "(" + what + ")");
 }
 
-void WeightProduct::forward(const Tensor& x, const float* w, int64_t out, bool accumulate, float* y, Arena& arena) {
+void WeightProduct::forward(const Tensor& x, const float* w, const float* bias, int64_t out, float* y, Arena& arena) {
   const int64_t in = x.dim(-1), N = x.numel() / in;
-  const float beta = accumulate ? 1.f : 0.f;
   x_ = x;
   out_ = out;
-  if (compute_ == DType::f32) {
-    be_->gemm(DType::f32, false, true, N, out, in, 1.f, x.f32(), in, w, in, beta, y, out);
-    return;
+  const void* a = x.ptr;
+  const void* b = w;
+  if (compute_ != DType::f32) {
+    x16_ = to_half(*be_, compute_, x.f32(), N, in, arena);
+    w16_ = to_half(*be_, compute_, w, out, in, arena);
+    a = x16_.ptr;
+    b = w16_.ptr;
   }
-  x16_ = to_half(*be_, compute_, x.f32(), N, in, arena);
-  w16_ = to_half(*be_, compute_, w, out, in, arena);
-  if (N > 0) be_->gemm(compute_, false, true, N, out, in, 1.f, x16_.ptr, in, w16_.ptr, in, beta, y, out);
+  if (N == 0) return;
+  if (bias != nullptr) be_->gemm_bias(compute_, false, true, N, out, in, a, in, b, in, bias, y, out);
+  else be_->gemm(compute_, false, true, N, out, in, 1.f, a, in, b, in, 0.f, y, out);
 }
 
-void WeightProduct::backward(const float* dy, const float* w, float* dw, float* dx, Arena& arena) {
+void WeightProduct::backward(const float* dy, const float* w, float* dw, float* db, float* dx, Arena& arena) {
   ST_CHECK(x_.ptr != nullptr, "WeightProduct: backward called before forward");
   const int64_t in = x_.dim(-1), N = x_.numel() / in, out = out_;
   if (compute_ == DType::f32) {
+    if (db != nullptr) be_->bias_grad(dy, db, N, out);
     be_->gemm(DType::f32, true, false, out, in, N, 1.f, dy, out, x_.f32(), in, 1.f, dw, in);
     be_->gemm(DType::f32, false, false, N, in, out, 1.f, dy, out, w, in, 0.f, dx, in);
     return;
   }
-  if (N == 0) return;  // nothing to add to dW, and dx has no rows
+  if (N == 0) return;  // nothing to add to dW or db, and dx has no rows
+  if (db != nullptr) be_->bias_grad(dy, db, N, out);
   Tensor dy16 = to_half(*be_, compute_, dy, N, out, arena);
   be_->gemm(compute_, true, false, out, in, N, 1.f, dy16.ptr, out, x16_.ptr, in, 1.f, dw, in);
   be_->gemm(compute_, false, false, N, in, out, 1.f, dy16.ptr, out, w16_.ptr, in, 0.f, dx, in);
@@ -81,13 +86,10 @@ Tensor Linear::forward(const Tensor& x, Arena& arena) {
   ST_CHECK(!x.shape.empty() && x.dim(-1) == in && x.contiguous(),
            "Linear: input {} does not match weight [{}, {}]: expected a contiguous [..., {}]", shape_str(x.shape),
            out, in, in);
-  const int64_t N = x.numel() / in;
   Shape ys = x.shape;
   ys.back() = out;
   Tensor y = arena.tensor(ys);
-  // Seed every row with the bias and let the GEMM add onto it: one pass over y instead of two.
-  if (has_bias) params.backend().bias_rows(params.param(bias).f32(), y.f32(), N, out);
-  product.forward(x, params.param(weight).f32(), out, has_bias, y.f32(), arena);
+  product.forward(x, params.param(weight).f32(), has_bias ? params.param(bias).f32() : nullptr, out, y.f32(), arena);
   return y;
 }
 
@@ -98,10 +100,9 @@ Tensor Linear::backward(const Tensor& dy, Arena& arena) {
   want.back() = out;
   ST_CHECK(dy.shape == want && dy.contiguous(), "Linear: gradient {} does not match the output shape {}",
            shape_str(dy.shape), shape_str(want));
-  const int64_t N = x.numel() / in;
-  if (has_bias) params.backend().bias_grad(dy.f32(), params.grad(bias).f32(), N, out);
   Tensor dx = arena.tensor(x.shape);
-  product.backward(dy.f32(), params.param(weight).f32(), params.grad(weight).f32(), dx.f32(), arena);
+  product.backward(dy.f32(), params.param(weight).f32(), params.grad(weight).f32(),
+                   has_bias ? params.grad(bias).f32() : nullptr, dx.f32(), arena);
   return dx;
 }
 

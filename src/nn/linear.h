@@ -22,23 +22,26 @@ class Backend;
 // The matrix products of a layer with a weight W [out, in] applied to rows x [N, in] — a Linear
 // without its bias, or the GPT's tied head (logits = x wte^T) — in one compute precision, so the
 // policy is applied in one place:
-//   forward   y[N, out]  = x W^T          (onto y's contents when accumulate: a bias seeded there)
-//   backward  dW[out, in] += dy^T x;  dx[N, in] = dy W
+//   forward   y[N, out]  = x W^T (+ b on every row, when given a bias)
+//   backward  dW[out, in] += dy^T x;  dx[N, in] = dy W  (and db += the column sums of dy, when given)
 // f32: fp32 GEMMs on x and W as stored. bf16 / f16 (torch.autocast's semantics): forward rounds
 // x and W to 16 bits into the arena (the fp32 master W is untouched) and keeps both copies for
 // backward, which rounds dy once and runs both of its products on the 16-bit operands; every
-// product accumulates in fp32 and writes fp32, and dW is added to the fp32 gradient. The
-// conversions are the Backend's (convert), the GEMMs its 16-bit ones.
+// product accumulates in fp32 and writes fp32, and dW is added to the fp32 gradient; the bias
+// and its gradient stay fp32. The conversions are the Backend's (convert), the GEMMs its 16-bit
+// ones (gemm_bias with a bias).
 class WeightProduct {
  public:
   // Throws Error naming `what` when compute is not f32 / bf16 / f16 or `backend` lacks its GEMM.
   WeightProduct(Backend& backend, DType compute, const std::string& what);
 
-  // x: contiguous [..., in]; y: N x out floats (N = rows of x), row stride out.
-  void forward(const Tensor& x, const float* w, int64_t out, bool accumulate, float* y, Arena& arena);
-  // dy: N x out floats of the last forward; dw: the gradient of W (added to); dx: N x in floats,
-  // overwritten. dy, w and the forward's input must be unchanged since forward.
-  void backward(const float* dy, const float* w, float* dw, float* dx, Arena& arena);
+  // x: contiguous [..., in]; y: N x out floats (N = rows of x), row stride out, overwritten;
+  // bias: null or out floats.
+  void forward(const Tensor& x, const float* w, const float* bias, int64_t out, float* y, Arena& arena);
+  // dy: N x out floats of the last forward; dw: the gradient of W (added to); db: null or the
+  // bias gradient (added to); dx: N x in floats, overwritten. dy, w and the forward's input must
+  // be unchanged since forward.
+  void backward(const float* dy, const float* w, float* dw, float* db, float* dx, Arena& arena);
 
   DType compute() const { return compute_; }
   const Tensor& input() const { return x_; }  // the last forward's x (an arena view)

@@ -93,6 +93,17 @@ void CpuBackend::bias_grad(const float* dy, float* db, int64_t rows, int64_t col
   }
 }
 
+void CpuBackend::gemm_bias(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
+                           const void* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  if (in != DType::bf16) {
+    Backend::gemm_bias(in, ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+    return;
+  }
+  ST_CHECK(ldc == N, "cpu backend: gemm_bias writes a contiguous C (ldc {} != N {})", ldc, N);
+  gemm_bf16(ta, tb, M, N, K, static_cast<const uint16_t*>(A), lda, static_cast<const uint16_t*>(B), ldb, false, C,
+            ldc, bias);
+}
+
 std::unique_ptr<RecurrentLayers> CpuBackend::make_recurrent(const RecurrentSpec& spec) {
   return std::make_unique<CpuRecurrentLayers>(spec);
 }

@@ -32,15 +32,15 @@ namespace {
 using dnnl::memory;
 
 struct MatmulKey {
-  bool ta, tb, acc;
+  bool ta, tb, acc, bias;
   int64_t M, N, K, lda, ldb, ldc;
-  auto tie() const { return std::tie(ta, tb, acc, M, N, K, lda, ldb, ldc); }
+  auto tie() const { return std::tie(ta, tb, acc, bias, M, N, K, lda, ldb, ldc); }
   bool operator<(const MatmulKey& o) const { return tie() < o.tie(); }
 };
 
 struct Matmul {
   dnnl::matmul prim;
-  memory a, b, c, scratch;
+  memory a, b, c, bias, scratch;
   std::unordered_map<int, memory> args;
   std::string impl;
 };
@@ -68,7 +68,9 @@ Matmul& get(const MatmulKey& k) {
   // The scratchpad (brgemm's packed copies of A and B) is allocated once here.
   const dnnl::primitive_attr attr = matmul_attr(k.acc);
   dnnl::engine& eng = cpu_engine();
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
+  const memory::desc bias_md({1, k.N}, f32, memory::dims{k.N, 1});
+  dnnl::matmul::primitive_desc pd(
+      k.bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
   m->impl = pd.impl_info_str();
   m->prim = dnnl::matmul(pd);
   m->a = memory(a_md, eng, DNNL_MEMORY_NONE);
@@ -76,6 +78,10 @@ Matmul& get(const MatmulKey& k) {
   m->c = memory(c_md, eng, DNNL_MEMORY_NONE);
   m->scratch = memory(pd.scratchpad_desc(), eng);
   m->args = {{DNNL_ARG_SRC, m->a}, {DNNL_ARG_WEIGHTS, m->b}, {DNNL_ARG_DST, m->c}, {DNNL_ARG_SCRATCHPAD, m->scratch}};
+  if (k.bias) {
+    m->bias = memory(bias_md, eng, DNNL_MEMORY_NONE);
+    m->args[DNNL_ARG_BIAS] = m->bias;
+  }
   ++g_created;
   return *c.emplace(k, std::move(m)).first->second;
 }
@@ -83,11 +89,12 @@ Matmul& get(const MatmulKey& k) {
 }  // namespace
 
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-               const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc) {
+               const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const float* bias) {
   if (!gemm_has_work("gemm_bf16", ta, tb, M, N, K, lda, ldb, accumulate ? 1.f : 0.f, C, ldc)) return;
   std::lock_guard<std::mutex> lock(g_mu);
-  Matmul& m = get(MatmulKey{ta, tb, accumulate, M, N, K, lda, ldb, ldc});
+  Matmul& m = get(MatmulKey{ta, tb, accumulate, bias != nullptr, M, N, K, lda, ldb, ldc});
   m.a.set_data_handle(const_cast<uint16_t*>(A));
+  if (bias != nullptr) m.bias.set_data_handle(const_cast<float*>(bias));
   m.b.set_data_handle(const_cast<uint16_t*>(B));
   m.c.set_data_handle(C);
   m.prim.execute(cpu_stream(), m.args);
@@ -101,7 +108,7 @@ size_t gemm_bf16_primitives_created() {
 
 std::string gemm_bf16_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
   std::lock_guard<std::mutex> lock(g_mu);
-  return get(MatmulKey{ta, tb, false, M, N, K, lda, ldb, ldc}).impl;
+  return get(MatmulKey{ta, tb, false, false, M, N, K, lda, ldb, ldc}).impl;
 }
 
 }  // namespace seqtrain

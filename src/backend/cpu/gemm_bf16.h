@@ -24,8 +24,9 @@ float bf16_to_f32(uint16_t v);
 // bf16 -> f32 (exact), n contiguous elements.
 void bf16_to_f32(const uint16_t* src, float* dst, int64_t n);
 
+// bias: null, or N floats added to every row of C by the matmul itself (a Linear's bias).
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-               const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc);
+               const uint16_t* B, int64_t ldb, bool accumulate, float* C, int64_t ldc, const float* bias = nullptr);
 
 // How many distinct bf16 matmul primitives have been created (tests check the cache works).
 size_t gemm_bf16_primitives_created();
