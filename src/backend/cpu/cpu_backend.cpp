@@ -40,7 +40,8 @@ float* attention_work(const AttentionKernelArgs& k, bool backward) {
 }  // namespace
 
 bool CpuBackend::supports(BackendOp op) const {
-  if (op == BackendOp::rnn_bf16) return cpu_has_native_bf16();
+  // oneDNN 2.6 has bf16 matmuls only where the CPU has bf16 dot products (AVX512-BF16).
+  if (op == BackendOp::rnn_bf16 || op == BackendOp::gemm_bf16) return cpu_has_native_bf16();
   return true;
 }
 
