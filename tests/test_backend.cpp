@@ -84,17 +84,26 @@ TEST(Backend, GemmAgreesForEveryTransposeAndBeta) {
       }
 }
 
+// bias_grad: within 1e-5 of the fp64 reference, and bit for bit the serial row-order float sum
+// (the CPU kernel's column blocks and vector widths must not reorder a column's additions), for
+// widths that take every block size of the kernel (32, 8, 1 columns) and cross the 64-column
+// thread split.
 TEST(Backend, BiasRowsAndBiasGradAgree) {
   Rng rng(2);
-  const int64_t R = 300, Cc = 7;
-  const auto dy = random_vec(rng, R * Cc), b = random_vec(rng, Cc);
-  std::vector<float> d1 = b, d2 = b, y1(R * Cc), y2(R * Cc);
-  cpu().bias_grad(dy.data(), d1.data(), R, Cc);
-  ref().bias_grad(dy.data(), d2.data(), R, Cc);
-  EXPECT_LT(scaled_error(d1, d2), 1e-5);
-  cpu().bias_rows(b.data(), y1.data(), R, Cc);
-  ref().bias_rows(b.data(), y2.data(), R, Cc);
-  EXPECT_EQ(y1, y2);
+  const int64_t R = 300;
+  for (int64_t Cc : {int64_t{7}, int64_t{130}, int64_t{171}}) {
+    const auto dy = random_vec(rng, R * Cc), b = random_vec(rng, Cc);
+    std::vector<float> d1 = b, d2 = b, serial = b, y1(R * Cc), y2(R * Cc);
+    cpu().bias_grad(dy.data(), d1.data(), R, Cc);
+    ref().bias_grad(dy.data(), d2.data(), R, Cc);
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < Cc; ++j) serial[j] += dy[i * Cc + j];
+    EXPECT_LT(scaled_error(d1, d2), 1e-5) << Cc;
+    EXPECT_EQ(d1, serial) << Cc;
+    cpu().bias_rows(b.data(), y1.data(), R, Cc);
+    ref().bias_rows(b.data(), y2.data(), R, Cc);
+    EXPECT_EQ(y1, y2) << Cc;
+  }
 }
 
 // gemm_bias and the one-pass add against the operations they fuse, on the CPU (its overrides)

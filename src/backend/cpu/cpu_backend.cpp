@@ -81,17 +81,15 @@ void CpuBackend::bias_rows(const float* b, float* y, int64_t rows, int64_t cols)
     for (int64_t j = 0; j < cols; ++j) y[i * cols + j] = b[j];
 }
 
-// Columns in blocks of 64 split over the threads; each column still sums its rows in row order,
-// so the result is bit for bit the serial loop's for any thread count.
+// Columns in blocks of 64 split over the threads (the per-level kernel); each column still sums
+// its rows in row order, so the result is bit for bit the serial loop's for any thread count.
 void CpuBackend::bias_grad(const float* dy, float* db, int64_t rows, int64_t cols) {
   constexpr int64_t kBlock = 64;
   const int64_t blocks = (cols + kBlock - 1) / kBlock;
+  const CpuKernels& k = cpu_kernels();
 #pragma omp parallel for schedule(static) if (blocks > 1 && static_cast<size_t>(rows * cols) >= kParallelMin)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t j0 = blk * kBlock, j1 = std::min(cols, j0 + kBlock);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = j0; j < j1; ++j) db[j] += dy[i * cols + j];
-  }
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    k.bias_grad_columns(dy, db, rows, cols, blk * kBlock, std::min(cols, (blk + 1) * kBlock));
 }
 
 void CpuBackend::gemm_bias(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,

@@ -113,6 +113,9 @@ struct CpuKernels {
   // One of the four above by format.
   void (*f32_to_half)(HalfType t, const float* src, uint16_t* dst, int64_t n);
   void (*half_to_f32)(HalfType t, const uint16_t* src, float* dst, int64_t n);
+  // Columns [j0, j1) of dy [rows, cols]: db[j] += the row-order sum of column j (Linear's bias
+  // gradient; CpuBackend::bias_grad splits the columns over the threads).
+  void (*bias_grad_columns)(const float* dy, float* db, int64_t rows, int64_t cols, int64_t j0, int64_t j1);
   void (*adamw)(const AdamWKernelArgs& a);
   void (*gate_fn)(GateFn fn, const float* x, float* y, int64_t n);
   void (*attention_forward)(const AttentionKernelArgs& a);

@@ -25,6 +25,7 @@ void f32_to_fp16(const float* src, uint16_t* dst, int64_t n);
 void fp16_to_f32(const uint16_t* src, float* dst, int64_t n);
 void f32_to_half(HalfType t, const float* src, uint16_t* dst, int64_t n);
 void half_to_f32(HalfType t, const uint16_t* src, float* dst, int64_t n);
+void bias_grad_columns(const float* dy, float* db, int64_t rows, int64_t cols, int64_t j0, int64_t j1);
 void adamw(const AdamWKernelArgs& a);
 void gate_fn(GateFn fn, const float* x, float* y, int64_t n);
 void gelu_forward(const float* x, float* y, int64_t n);
