@@ -26,6 +26,8 @@
 namespace seqtrain::ST_ISA_NS {
 namespace {
 
+static_assert(kLanes == 16, "the tiles' column vectors (key_vectors) are the 16 lanes of one vdpbf16ps");
+
 // Loads and stores through these may alias the float workspace the words are carved from.
 using u16a = uint16_t __attribute__((may_alias));
 using u32a = uint32_t __attribute__((may_alias));
@@ -90,19 +92,20 @@ void words_transposed(const u16a* X, int64_t rows_pad, int64_t Dp, int64_t P, u3
     for (int64_t p = 0; p < P; ++p) Xt2[p * rows_pad + j] = w[j * (Dp / 2) + p];
 }
 
-// Four fp32 rows [4][kTile] of bf16-representable values into bf16 rows (row stride kTile).
-void store_rows_bf16(const float* src, u16a* dst) {
+// The first nv vectors of four fp32 rows [4][kTile] of bf16-representable values into bf16 rows
+// (row stride kTile).
+void store_rows_bf16(const float* src, int64_t nv, u16a* dst) {
   for (int64_t r = 0; r < 4; ++r)
-    for (int64_t v = 0; v < kTile; v += 16)
+    for (int64_t v = 0; v < nv * 16; v += 16)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + r * kTile + v),
                           (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + r * kTile + v)));
 }
 
-// Rows [i, i + 4) of a tile (fp32, row stride kTile, i even) into the pairs layout of the tile:
-// word (i / 2, j) = (row i, row i + 1) at column j.
-void store_pairs_bf16(const float* src, int64_t i, u16a* dst2) {
+// Rows [i, i + 4) of a tile (fp32, row stride kTile, i even; the first nv vectors) into the pairs
+// layout of the tile: word (i / 2, j) = (row i, row i + 1) at column j.
+void store_pairs_bf16(const float* src, int64_t i, int64_t nv, u16a* dst2) {
   for (int64_t r = 0; r < 4; r += 2)
-    for (int64_t j = 0; j < kTile; ++j) {
+    for (int64_t j = 0; j < nv * 16; ++j) {
       dst2[((i + r) / 2) * 2 * kTile + 2 * j] = bf16_bits(src[r * kTile + j]);
       dst2[((i + r) / 2) * 2 * kTile + 2 * j + 1] = bf16_bits(src[(r + 1) * kTile + j]);
     }
@@ -175,13 +178,13 @@ BackwardBf16 backward_bf16_work(const Dims& d, int64_t Tp, float* w) {
 // bf16 products; the dropped p and dS go to the tile's pairs layouts (and dS to its rows).
 void backward_rows_bf16(const AttentionKernelArgs& a, const Dims& d, const BackwardBf16& g, int64_t b, int64_t h,
                         int64_t Tp, int64_t i0, int64_t rb, int64_t j0) {
-  const int64_t Dp = d.Dp, P = (d.D + 1) / 2;
-  mk4_bf16(words(g.Q) + i0 * (Dp / 2), Dp / 2, 1, g.Kt2 + j0, Tp, P, g.S, kTile, kTile / 16, false);
-  mk4_bf16(words(g.dY) + i0 * (Dp / 2), Dp / 2, 1, g.Vt2 + j0, Tp, P, g.dP, kTile, kTile / 16, false);
-  probability_rows(a, d, g.S, g.dP, g.Di, g.kf, g.kv, b, h, i0, j0, true, g.Pf, g.dSf);
-  store_pairs_bf16(g.Pf, rb, g.P2);
-  store_pairs_bf16(g.dSf, rb, g.dS2);
-  store_rows_bf16(g.dSf, g.dS16 + rb * kTile);
+  const int64_t Dp = d.Dp, P = (d.D + 1) / 2, nv = key_vectors(row_keys(a, d, i0, j0));
+  mk4_bf16(words(g.Q) + i0 * (Dp / 2), Dp / 2, 1, g.Kt2 + j0, Tp, P, g.S, kTile, nv, false);
+  mk4_bf16(words(g.dY) + i0 * (Dp / 2), Dp / 2, 1, g.Vt2 + j0, Tp, P, g.dP, kTile, nv, false);
+  probability_rows(a, d, g.S, g.dP, g.Di, g.kf, g.kv, b, h, i0, j0, nv, true, g.Pf, g.dSf);
+  store_pairs_bf16(g.Pf, rb, nv, g.P2);
+  store_pairs_bf16(g.dSf, rb, nv, g.dS2);
+  store_rows_bf16(g.dSf, nv, g.dS16 + rb * kTile);
 }
 
 void backward_key_tile_bf16(const AttentionKernelArgs& a, const Dims& d, const BackwardBf16& g, int64_t b,
@@ -190,16 +193,21 @@ void backward_key_tile_bf16(const AttentionKernelArgs& a, const Dims& d, const B
   std::memset(g.dK, 0, sizeof(float) * kTile * Dp);
   std::memset(g.dV, 0, sizeof(float) * kTile * Dp);
   const int64_t first_q = !any_key(g.kv + j0) ? d.T : a.causal ? j0 : 0;
+  const int64_t tile_keys = imin(kTile, d.T - j0);
   for (int64_t q0 = first_q; q0 < d.T; q0 += kTile) {
     const int64_t rows = round_up(imin(kTile, d.T - q0), 4);
     for (int64_t rb = 0; rb < rows; rb += 4) backward_rows_bf16(a, d, g, b, h, Tp, q0 + rb, rb, j0);
-    // dv += p^T dy and dk += dS^T q: the inner dimension is the tile's query rows, in pairs.
-    for (int64_t jb = 0; jb < kTile; jb += 4) {
-      mk4_bf16(words(g.P2) + jb, 1, kTile, words(g.dY2) + (q0 / 2) * Dp, Dp, rows / 2, g.dV + jb * Dp, Dp, nvd, true);
-      mk4_bf16(words(g.dS2) + jb, 1, kTile, words(g.Q2) + (q0 / 2) * Dp, Dp, rows / 2, g.dK + jb * Dp, Dp, nvd, true);
+    // dv += p^T dy and dk += dS^T q: the inner dimension is the tile's query rows, in pairs, from
+    // the first that sees the key block (first_row: a multiple of 4, so a whole pair).
+    for (int64_t jb = 0; jb < tile_keys; jb += 4) {
+      const int64_t r0 = first_row(a, q0, j0, jb), steps = (rows - r0) / 2;
+      mk4_bf16(words(g.P2) + (r0 / 2) * kTile + jb, 1, kTile, words(g.dY2) + ((q0 + r0) / 2) * Dp, Dp, steps,
+               g.dV + jb * Dp, Dp, nvd, true);
+      mk4_bf16(words(g.dS2) + (r0 / 2) * kTile + jb, 1, kTile, words(g.Q2) + ((q0 + r0) / 2) * Dp, Dp, steps,
+               g.dK + jb * Dp, Dp, nvd, true);
     }
     for (int64_t rb = 0; rb < rows; rb += 4) {  // dq += dS k
-      const int64_t keys = imin(kTile, (a.causal ? q0 + rb + 4 : d.T) - j0);
+      const int64_t keys = row_keys(a, d, q0 + rb, j0);
       mk4_bf16(words(g.dS16) + rb * (kTile / 2), kTile / 2, 1, words(g.K2) + (j0 / 2) * Dp, Dp, (keys + 1) / 2,
                g.dQ + (q0 + rb) * Dp, Dp, nvd, true);
     }
@@ -224,11 +232,11 @@ void forward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, i
   key_flags(a, b, Tp, f.w.kv);
   const ForwardTile tile{f.w.S, f.w.P, f.w.O, f.w.m, f.w.l, f.w.kf, f.w.kv};
   const int64_t Dp = d.Dp;
-  auto scores = [&](int64_t i0, int64_t j0) {
-    mk4_bf16(words(f.Q) + i0 * (Dp / 2), Dp / 2, 1, f.Kt2 + j0, Tp, (d.D + 1) / 2, f.w.S, kTile, kTile / 16, false);
+  auto scores = [&](int64_t i0, int64_t j0, int64_t nv) {
+    mk4_bf16(words(f.Q) + i0 * (Dp / 2), Dp / 2, 1, f.Kt2 + j0, Tp, (d.D + 1) / 2, f.w.S, kTile, nv, false);
   };
-  auto accumulate = [&](int64_t rb, int64_t j0, int64_t keys) {
-    store_rows_bf16(f.w.P, f.P16);
+  auto accumulate = [&](int64_t rb, int64_t j0, int64_t keys, int64_t nv) {
+    store_rows_bf16(f.w.P, nv, f.P16);
     mk4_bf16(words(f.P16), kTile / 2, 1, words(f.V2) + (j0 / 2) * Dp, Dp, (keys + 1) / 2, f.w.O + rb * Dp, Dp,
              Dp / 16, true);
   };
