@@ -74,35 +74,6 @@ inline void mk4_at(const float* At, int64_t ldat, const float* B, int64_t ldb, i
   mk4_strided(At, 1, ldat, B, ldb, K, C, ldc, nv, accumulate);
 }
 
-// rows x D of a head (row stride ld) into dst [rows_pad, Dp], zero-padded; optionally rounded.
-void pack_rows(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t rows_pad, int64_t Dp, bool bf16,
-               float* dst) {
-  std::memset(dst, 0, sizeof(float) * rows_pad * Dp);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t d = 0; d < D; ++d) dst[r * Dp + d] = bf16 ? round_bf16(src[r * ld + d]) : src[r * ld + d];
-}
-
-// The transpose: dst[d * cols_pad + r] for d < D, rows r < rows, zero for r >= rows.
-void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t cols_pad, bool bf16,
-                     float* dst) {
-  std::memset(dst, 0, sizeof(float) * D * cols_pad);
-  // Blocks of 16 source rows (their cache lines stay in L1 across d), each destination row
-  // written 16 contiguous floats at a time: storing one float per destination row in turn
-  // (the plain loop order) stalled on the scattered stores.
-  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-    const int64_t nr = imin(16, rows - r0);
-    for (int64_t d = 0; d < D; ++d)
-      for (int64_t r = 0; r < nr; ++r) {
-        const float x = src[(r0 + r) * ld + d];
-        dst[d * cols_pad + r0 + r] = bf16 ? round_bf16(x) : x;
-      }
-  }
-}
-
-}  // namespace
-
-namespace {
-
 // Head (b, h): its q, k, v packed once, then every query tile.
 void forward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, float* w) {
 #if defined(__AVX512BF16__)
@@ -111,9 +82,9 @@ void forward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_
   const int64_t Tp = round_up(d.T, kTile);
   const ForwardWork f = forward_work(d, Tp, w);
   const float* head = a.qkv + b * d.T * d.ld + h * d.D;
-  pack_rows(head, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.Q);
-  pack_transposed(head + d.C, d.ld, d.T, d.D, Tp, a.bf16, f.Kt);
-  pack_rows(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.V);
+  copy_rows(head, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.Q);
+  transpose_into(head + d.C, d.ld, d.T, d.D, a.bf16, f.Kt, Tp);
+  copy_rows(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.V);
   key_flags(a, b, Tp, f.kv);
   const ForwardTile tile{f.S, f.P, f.O, f.m, f.l, f.kf, f.kv};
   const int64_t Dp = d.Dp;
@@ -212,11 +183,11 @@ void backward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64
   const BackwardWork g = backward_work(d, Tp, w);
   const float* head = a.qkv + b * d.T * d.ld + h * d.D;
   const float* dy = a.dy + b * d.T * d.C + h * d.D;
-  pack_rows(head, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.Q);
-  pack_rows(head + d.C, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.K);
-  pack_rows(dy, d.C, d.T, d.D, Tp, Dp, a.bf16, g.dY);
-  pack_transposed(head + d.C, d.ld, d.T, d.D, Tp, a.bf16, g.Kt);
-  pack_transposed(head + 2 * d.C, d.ld, d.T, d.D, Tp, a.bf16, g.Vt);
+  copy_rows(head, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.Q);
+  copy_rows(head + d.C, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.K);
+  copy_rows(dy, d.C, d.T, d.D, Tp, Dp, a.bf16, g.dY);
+  transpose_into(head + d.C, d.ld, d.T, d.D, a.bf16, g.Kt, Tp);
+  transpose_into(head + 2 * d.C, d.ld, d.T, d.D, a.bf16, g.Vt, Tp);
   std::memset(g.dQ, 0, sizeof(float) * Tp * Dp);
   key_flags(a, b, Tp, g.kv);
   row_dots(a, d, b, h, Tp, g.Di);

@@ -32,12 +32,6 @@ static_assert(kLanes == 16, "the tiles' column vectors (key_vectors) are the 16 
 using u16a = uint16_t __attribute__((may_alias));
 using u32a = uint32_t __attribute__((may_alias));
 
-inline uint16_t bf16_bits(float x) {  // x already representable in bf16 (or rounded here)
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 // C[r, 0:16 NV) (+)= sum over word steps p < P of A(r, p) . B[p, :], for the 4 rows r, where
 // A(r, p) is the word at A[r * ar + p * ak] and B's word rows are ldb words apart.
 template <int NV>
@@ -67,29 +61,49 @@ inline void mk4_bf16(const u32a* A, int64_t ar, int64_t ak, const u32a* B, int64
   if (v < nv) mk4_bf16_cols<1>(A, ar, ak, B + v * 16, ldb, P, C + v * 16, ldc, accumulate);
 }
 
+// The bits of bf16(x) in the high half of each 32-bit lane, zeros below: round to nearest even
+// on the bits (vcvtneps2bf16 would flush denormals, which the FMA path keeps). Vector-extension
+// shifts and conversions, not intrinsics: GCC 12 warns that those read an uninitialized register.
+using vh = uint16_t __attribute__((vector_size(32)));
+inline vu bits_of(vf x) {
+  vu u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+inline vu bf16_high(vf x) { return bits_of(round_bf16(x)); }
+
 // rows x D of a head (row stride ld) rounded to bf16 into dst [rows_pad, Dp] (rows layout), zeros
 // past them.
 void pack_rows_bf16(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t rows_pad, int64_t Dp, u16a* dst) {
-  std::memset(dst, 0, sizeof(uint16_t) * rows_pad * Dp);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < D; ++k) dst[r * Dp + k] = bf16_bits(src[r * ld + k]);
+    for_lanes(D, [&](auto l) {
+      const vh h = __builtin_convertvector(bf16_high(l.load(src + r * ld)) >> 16, vh);
+      std::memcpy(dst + r * Dp + l.j, &h, sizeof h);
+    });
+  std::memset(dst + rows * Dp, 0, sizeof(uint16_t) * (rows_pad - rows) * Dp);
 }
 
-// The rows layout [rows_pad, Dp] into the pairs layout [rows_pad / 2, Dp, 2] (rows_pad even).
-void rows_to_pairs(const u16a* X, int64_t rows_pad, int64_t Dp, u16a* X2) {
-  for (int64_t r = 0; r < rows_pad; r += 2)
-    for (int64_t c = 0; c < Dp; ++c) {
-      X2[(r / 2) * 2 * Dp + 2 * c] = X[r * Dp + c];
-      X2[(r / 2) * 2 * Dp + 2 * c + 1] = X[(r + 1) * Dp + c];
-    }
+// The same rows in the pairs layout [rows_pad / 2, Dp, 2] (rows_pad even): each word from one
+// column of two rows, so whole vectors of words come from two row loads, lane by lane.
+void pack_pairs_bf16(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t rows_pad, int64_t Dp,
+                     u16a* dst2) {
+  u32a* w = reinterpret_cast<u32a*>(dst2);
+  for (int64_t r = 0; r < rows; r += 2)
+    for_lanes(D, [&](auto l) {
+      const vu lo = bf16_high(l.load(src + r * ld)) >> 16;
+      const vu hi = r + 1 < rows ? bf16_high(l.load(src + (r + 1) * ld)) : vu{};
+      const vu word = lo | hi;
+      std::memcpy(w + (r / 2) * Dp + l.j, &word, sizeof word);
+    });
+  const int64_t done = round_up(rows, 2);
+  std::memset(w + (done / 2) * Dp, 0, sizeof(uint32_t) * (rows_pad - done) / 2 * Dp);
 }
 
 // The words of the rows layout X [rows_pad, Dp] transposed: Xt2[p][j] = word p of row j, for the
 // P = ceil(D / 2) words that hold data.
 void words_transposed(const u16a* X, int64_t rows_pad, int64_t Dp, int64_t P, u32a* Xt2) {
-  const u32a* w = reinterpret_cast<const u32a*>(X);
-  for (int64_t j = 0; j < rows_pad; ++j)
-    for (int64_t p = 0; p < P; ++p) Xt2[p * rows_pad + j] = w[j * (Dp / 2) + p];
+  transpose_into(reinterpret_cast<const float*>(X), Dp / 2, rows_pad, P, false, reinterpret_cast<float*>(Xt2),
+                 rows_pad);
 }
 
 // The first nv vectors of four fp32 rows [4][kTile] of bf16-representable values into bf16 rows
@@ -101,13 +115,15 @@ void store_rows_bf16(const float* src, int64_t nv, u16a* dst) {
                           (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + r * kTile + v)));
 }
 
-// Rows [i, i + 4) of a tile (fp32, row stride kTile, i even; the first nv vectors) into the pairs
-// layout of the tile: word (i / 2, j) = (row i, row i + 1) at column j.
+// Rows [i, i + 4) of a tile (fp32, row stride kTile, i even; the first nv vectors; values
+// bf16-representable: their low halves are zero) into the pairs layout of the tile:
+// word (i / 2, j) = (row i, row i + 1) at column j.
 void store_pairs_bf16(const float* src, int64_t i, int64_t nv, u16a* dst2) {
+  u32a* w = reinterpret_cast<u32a*>(dst2);
   for (int64_t r = 0; r < 4; r += 2)
-    for (int64_t j = 0; j < nv * 16; ++j) {
-      dst2[((i + r) / 2) * 2 * kTile + 2 * j] = bf16_bits(src[r * kTile + j]);
-      dst2[((i + r) / 2) * 2 * kTile + 2 * j + 1] = bf16_bits(src[(r + 1) * kTile + j]);
+    for (int64_t v = 0; v < nv * 16; v += 16) {
+      const vu word = bits_of(vload(src + r * kTile + v)) >> 16 | bits_of(vload(src + (r + 1) * kTile + v));
+      std::memcpy(w + ((i + r) / 2) * kTile + v, &word, sizeof word);
     }
 }
 
@@ -227,8 +243,7 @@ void forward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, i
   // K's rows go through V's room (packed to V2 right after) on their way to Kt2.
   pack_rows_bf16(head + d.C, d.ld, d.T, d.D, Tp, d.Dp, f.V2);
   words_transposed(f.V2, Tp, d.Dp, (d.D + 1) / 2, f.Kt2);
-  pack_rows_bf16(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, f.Q + Tp * d.Dp);  // the free half of Q's room
-  rows_to_pairs(f.Q + Tp * d.Dp, Tp, d.Dp, f.V2);
+  pack_pairs_bf16(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, f.V2);
   key_flags(a, b, Tp, f.w.kv);
   const ForwardTile tile{f.w.S, f.w.P, f.w.O, f.w.m, f.w.l, f.w.kf, f.w.kv};
   const int64_t Dp = d.Dp;
@@ -249,13 +264,13 @@ void backward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, 
   const float* head = a.qkv + b * d.T * d.ld + h * d.D;
   const float* dy = a.dy + b * d.T * d.C + h * d.D;
   pack_rows_bf16(head, d.ld, d.T, d.D, Tp, Dp, g.Q);
-  rows_to_pairs(g.Q, Tp, Dp, g.Q2);
+  pack_pairs_bf16(head, d.ld, d.T, d.D, Tp, Dp, g.Q2);
   pack_rows_bf16(dy, d.C, d.T, d.D, Tp, Dp, g.dY);
-  rows_to_pairs(g.dY, Tp, Dp, g.dY2);
-  // K and V rows pass through the free half of K's room on their way to K2, Kt2 and Vt2.
+  pack_pairs_bf16(dy, d.C, d.T, d.D, Tp, Dp, g.dY2);
+  pack_pairs_bf16(head + d.C, d.ld, d.T, d.D, Tp, Dp, g.K2);
+  // K and V rows pass through the free half of K's room on their way to Kt2 and Vt2.
   u16a* tmp = g.K2 + Tp * Dp;
   pack_rows_bf16(head + d.C, d.ld, d.T, d.D, Tp, Dp, tmp);
-  rows_to_pairs(tmp, Tp, Dp, g.K2);
   words_transposed(tmp, Tp, Dp, P, g.Kt2);
   pack_rows_bf16(head + 2 * d.C, d.ld, d.T, d.D, Tp, Dp, tmp);
   words_transposed(tmp, Tp, Dp, P, g.Vt2);

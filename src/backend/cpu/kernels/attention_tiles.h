@@ -79,6 +79,61 @@ inline vf round_bf16(vf x) {
   return x;
 }
 
+// Stage W of a butterfly transpose of the kLanes x kLanes block r (row i in r[i]): the two W x W
+// off-diagonal blocks of every 2W x 2W block trade places; stages W = kLanes / 2 down to 1 leave
+// it transposed. Unrolled, each stage is kLanes two-source permutes with constant indices.
+template <int64_t W>
+inline void transpose_stage(vf* r) {
+  vi lo, hi;
+  for (int64_t k = 0; k < kLanes; ++k) {
+    lo[k] = static_cast<int32_t>(k & W ? kLanes + k - W : k);
+    hi[k] = static_cast<int32_t>(k & W ? kLanes + k : k + W);
+  }
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < kLanes; ++i)
+    if (!(i & W)) {
+      const vf a = r[i], b = r[i + W];
+      r[i] = __builtin_shuffle(a, b, lo);
+      r[i + W] = __builtin_shuffle(a, b, hi);
+    }
+  if constexpr (W > 1) transpose_stage<W / 2>(r);
+}
+
+// dst[c * ldd + r] = src[r * ld + c] (rounded to bf16 when asked) for r < rows, c < cols, and
+// zero for rows <= r < ldd (ldd a multiple of kLanes): a product's transposed operand, a
+// kLanes x kLanes block at a time through registers; element by element it was the largest
+// single cost of a head at T 64. Lanes are only moved unless bf16, so words of bf16 pairs pass.
+inline void transpose_into(const float* src, int64_t ld, int64_t rows, int64_t cols, bool bf16, float* dst,
+                           int64_t ldd) {
+  const int64_t rows_v = round_up(rows, kLanes);
+  for (int64_t r0 = 0; r0 < rows_v; r0 += kLanes)
+    for_lanes(cols, [&](auto l) {
+      vf r[kLanes];
+#pragma GCC unroll 16
+      for (int64_t i = 0; i < kLanes; ++i) {
+        r[i] = r0 + i < rows ? l.load(src + (r0 + i) * ld) : splat(0.f);
+        if (bf16) r[i] = round_bf16(r[i]);
+      }
+      transpose_stage<kLanes / 2>(r);
+#pragma GCC unroll 16
+      for (int64_t c = 0; c < kLanes; ++c)
+        if (c < l.w) vstore(dst + (l.j + c) * ldd + r0, r[c]);
+    });
+  for (int64_t c = 0; c < cols; ++c) std::memset(dst + c * ldd + rows_v, 0, sizeof(float) * (ldd - rows_v));
+}
+
+// rows x cols of src (row stride ld) into dst [rows_pad][ldd], ldd = round_up(cols, kLanes), zeros
+// past them; rounded to bf16 when asked. Whole vectors: only the padding rows need a memset.
+inline void copy_rows(const float* src, int64_t ld, int64_t rows, int64_t cols, int64_t rows_pad, int64_t ldd,
+                      bool bf16, float* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for_lanes(cols, [&](auto l) {
+      const vf x = l.load(src + r * ld);
+      vstore(dst + r * ldd + l.j, bf16 ? round_bf16(x) : x);
+    });
+  std::memset(dst + rows * ldd, 0, sizeof(float) * (rows_pad - rows) * ldd);
+}
+
 // The dropout factor of each key column of a tile row: keep_scale where kept, 0 where dropped.
 // attention_bits() of backend/attention_dropout.h on this level's vectors (vec.h's hash_bits);
 // the flash-vs-reference tests with dropout hold the two to the same mask.
@@ -218,16 +273,9 @@ inline void row_dots(const AttentionKernelArgs& a, const Dims& d, int64_t b, int
   const float* dy = a.dy + b * d.T * d.C + h * d.D;
   const float* y = a.y + b * d.T * d.C + h * d.D;
   for (int64_t i = 0; i < Tp; ++i) {
-    float s = 0.f;
-    if (i < d.T) {
-      const float *u = dy + i * d.C, *w = y + i * d.C;
-      vf acc = splat(0.f);
-      int64_t k = 0;
-      for (; k + kLanes <= d.D; k += kLanes) acc += vload(u + k) * vload(w + k);
-      s = lanes_sum(acc);
-      for (; k < d.D; ++k) s += u[k] * w[k];
-    }
-    Di[i] = s;
+    vf acc = splat(0.f);
+    if (i < d.T) for_lanes(d.D, [&](auto l) { acc += l.load(dy + i * d.C) * l.load(y + i * d.C); });
+    Di[i] = lanes_sum(acc);
   }
 }
 
@@ -237,7 +285,7 @@ inline void write_grad_rows(const AttentionKernelArgs& a, const Dims& d, const f
                             int part, int64_t r0, int64_t r1) {
   float* dqkv = a.dqkv + b * d.T * d.ld + h * d.D + part * d.C;
   for (int64_t j = r0; j < r1; ++j)
-    for (int64_t k = 0; k < d.D; ++k) dqkv[j * d.ld + k] = g[(j - r0) * d.Dp + k];
+    for_lanes(d.D, [&](auto l) { l.store(dqkv + j * d.ld, vload(g + (j - r0) * d.Dp + l.j)); });
 }
 
 namespace {
