@@ -175,12 +175,15 @@ inline vf valid_lanes(const float* kv, bool causal, int64_t j0, int64_t v, int64
 // alpha = e^(m_old - m_new), the factor the row's output accumulator must be rescaled by. l sums
 // the probabilities before dropout: dropout scales the output, not the softmax's normalizer.
 // kv: the task's key flags (key_flags).
-inline float softmax_row(const Dims& d, const float* s, float* p, const float* kf, const float* kv, bool causal, bool bf16,
+// The first pass leaves the scaled scores in s, -inf on masked lanes, so the second needs no mask.
+inline float softmax_row(const Dims& d, float* s, float* p, const float* kf, const float* kv, bool causal, bool bf16,
                   int64_t j0, int64_t nv, int64_t i, float& m, float& l) {
-  vf vmax = splat(-__builtin_inff());
+  const vf none = splat(-__builtin_inff());
+  vf vmax = none;
   for (int64_t v = 0; v < nv * kLanes; v += kLanes) {
-    const vf x = vload(s + v) * d.scale;
-    vmax = (valid_lanes(kv, causal, j0, v, i) > 0.f) & (x > vmax) ? x : vmax;
+    const vf x = valid_lanes(kv, causal, j0, v, i) > 0.f ? vload(s + v) * d.scale : none;
+    vstore(s + v, x);
+    vmax = x > vmax ? x : vmax;
   }
   const float m_new = fmaxf_(m, lanes_max(vmax));
   // 0 at the row's first live tile (m = -inf; no exp call); 1 while the row has seen no key at
@@ -188,8 +191,8 @@ inline float softmax_row(const Dims& d, const float* s, float* p, const float* k
   const float alpha = m_new == -__builtin_inff() ? 1.f : m == -__builtin_inff() ? 0.f : __builtin_expf(m - m_new);
   vf vsum = splat(0.f);
   for (int64_t v = 0; v < nv * kLanes; v += kLanes) {
-    vf e = exp(vload(s + v) * d.scale - m_new);
-    e = valid_lanes(kv, causal, j0, v, i) > 0.f ? e : splat(0.f);  // drops inf from masked lanes too
+    const vf x = vload(s + v);
+    vf e = x == none ? splat(0.f) : exp(x - m_new);  // masked lanes: 0, not exp's NaN of -inf - -inf
     vsum += e;
     if (kf) e *= vload(kf + v);
     if (bf16) e = round_bf16(e);
