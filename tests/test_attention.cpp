@@ -97,11 +97,13 @@ Result run_level_bf16(Isa isa, const MaskCase& c, const Inputs& in) {
 // scale; a summation difference can flip the bf16 rounding of one probability now and then).
 // Bar 1e-5, ten times the measured and 300 times below bf16's own error against fp32 (3e-3);
 // the layout bugs this guards against (a wrong pair, a stale row, odd D's padding word) move
-// results by O(1). Odd D (21), T not a tile multiple, both masks, dropout, padding, T < a pair.
+// results by O(1). Odd D (21), T not a tile multiple, both masks, dropout, padding, T < a pair,
+// D 32 at one tile and one key past it (the causal rows' partial vectors of p and dS).
 TEST(GptAttentionNativeBf16, EqualsTheFmaBf16PathOfTheAvx512Level) {
   if (active_isa() < Isa::avx512_bf16) GTEST_SKIP() << "this CPU (or SEQTRAIN_ISA) has no AVX512-BF16 level";
   for (const MaskCase c : {MaskCase{2, 70, 42, 2, 0.f, true, Pad::none}, MaskCase{3, 130, 48, 3, 0.1f, false, Pad::random},
-                           MaskCase{2, 200, 64, 1, 0.f, true, Pad::lengths}, MaskCase{1, 5, 6, 2, 0.f, true, Pad::none}}) {
+                           MaskCase{2, 200, 64, 1, 0.f, true, Pad::lengths}, MaskCase{1, 5, 6, 2, 0.f, true, Pad::none},
+                           MaskCase{2, 64, 64, 2, 0.f, true, Pad::none}, MaskCase{2, 65, 64, 2, 0.1f, true, Pad::random}}) {
     const Inputs in = inputs(c);
     const Result native = run_level_bf16(Isa::avx512_bf16, c, in), fma = run_level_bf16(Isa::avx512, c, in);
     std::printf("native vs FMA bf16 (%s): y %.2e, lse %.2e, dqkv %.2e\n", case_name(c).c_str(),
@@ -154,7 +156,14 @@ INSTANTIATE_TEST_SUITE_P(Gpt, GptAttentionMasked,
                                            MaskCase{2, 64, 96, 8, 0.f, false, Pad::random},   // many heads, one tile
                                            MaskCase{2, 130, 40, 2, 0.2f, false, Pad::random}, // dropout
                                            MaskCase{3, 70, 16, 2, 0.3f, true, Pad::lengths},
-                                           MaskCase{1, 90, 16, 2, 0.25f, false, Pad::none}),
+                                           MaskCase{1, 90, 16, 2, 0.25f, false, Pad::none},
+                                           // D 32 around one tile (the nanoGPT CPU shape's): the causal
+                                           // rows' products and softmax stop at their diagonal's vector
+                                           MaskCase{1, 1, 64, 2, 0.f, true, Pad::none},
+                                           MaskCase{2, 63, 64, 2, 0.f, true, Pad::none},
+                                           MaskCase{2, 64, 64, 2, 0.2f, true, Pad::lengths},
+                                           MaskCase{2, 65, 64, 2, 0.f, true, Pad::random},
+                                           MaskCase{1, 65, 64, 2, 0.1f, false, Pad::none}),
                          [](const auto& info) { return case_name(info.param); });
 
 // bf16 products (see Bf16WithinToleranceOfFp32 in tests/test_gpt_layers.cpp for the error

@@ -74,35 +74,6 @@ inline void mk4_at(const float* At, int64_t ldat, const float* B, int64_t ldb, i
   mk4_strided(At, 1, ldat, B, ldb, K, C, ldc, nv, accumulate);
 }
 
-// rows x D of a head (row stride ld) into dst [rows_pad, Dp], zero-padded; optionally rounded.
-void pack_rows(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t rows_pad, int64_t Dp, bool bf16,
-               float* dst) {
-  std::memset(dst, 0, sizeof(float) * rows_pad * Dp);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t d = 0; d < D; ++d) dst[r * Dp + d] = bf16 ? round_bf16(src[r * ld + d]) : src[r * ld + d];
-}
-
-// The transpose: dst[d * cols_pad + r] for d < D, rows r < rows, zero for r >= rows.
-void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t cols_pad, bool bf16,
-                     float* dst) {
-  std::memset(dst, 0, sizeof(float) * D * cols_pad);
-  // Blocks of 16 source rows (their cache lines stay in L1 across d), each destination row
-  // written 16 contiguous floats at a time: storing one float per destination row in turn
-  // (the plain loop order) stalled on the scattered stores.
-  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-    const int64_t nr = imin(16, rows - r0);
-    for (int64_t d = 0; d < D; ++d)
-      for (int64_t r = 0; r < nr; ++r) {
-        const float x = src[(r0 + r) * ld + d];
-        dst[d * cols_pad + r0 + r] = bf16 ? round_bf16(x) : x;
-      }
-  }
-}
-
-}  // namespace
-
-namespace {
-
 // Head (b, h): its q, k, v packed once, then every query tile.
 void forward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_t h, float* w) {
 #if defined(__AVX512BF16__)
@@ -111,16 +82,16 @@ void forward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64_
   const int64_t Tp = round_up(d.T, kTile);
   const ForwardWork f = forward_work(d, Tp, w);
   const float* head = a.qkv + b * d.T * d.ld + h * d.D;
-  pack_rows(head, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.Q);
-  pack_transposed(head + d.C, d.ld, d.T, d.D, Tp, a.bf16, f.Kt);
-  pack_rows(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.V);
+  copy_rows(head, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.Q);
+  transpose_into(head + d.C, d.ld, d.T, d.D, a.bf16, f.Kt, Tp);
+  copy_rows(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, a.bf16, f.V);
   key_flags(a, b, Tp, f.kv);
   const ForwardTile tile{f.S, f.P, f.O, f.m, f.l, f.kf, f.kv};
   const int64_t Dp = d.Dp;
-  auto scores = [&](int64_t i0, int64_t j0) {
-    mk4(f.Q + i0 * Dp, Dp, f.Kt + j0, Tp, d.D, f.S, kTile, kTile / kLanes, false);
+  auto scores = [&](int64_t i0, int64_t j0, int64_t nv) {
+    mk4(f.Q + i0 * Dp, Dp, f.Kt + j0, Tp, d.D, f.S, kTile, nv, false);
   };
-  auto accumulate = [&](int64_t rb, int64_t j0, int64_t keys) {
+  auto accumulate = [&](int64_t rb, int64_t j0, int64_t keys, int64_t) {
     mk4(f.P, kTile, f.V + j0 * Dp, Dp, keys, f.O + rb * Dp, Dp, Dp / kLanes, true);
   };
   for (int64_t q0 = 0; q0 < d.T; q0 += kTile) forward_tile(a, d, tile, b, h, q0, scores, accumulate);
@@ -164,12 +135,13 @@ int64_t backward_floats(const Dims& d, int64_t Tp) {
 }
 
 // Rows [i0, i0 + 4) of a (query tile x key tile) block: recompute p from lse, then
-// dP = (dy v^T) * dropout, dS = p * (dP - D_i) * scale; write the dropped p and dS rows.
+// dP = (dy v^T) * dropout, dS = p * (dP - D_i) * scale; write the dropped p and dS rows' first nv
+// vectors (the keys the rows may see).
 void backward_rows(const AttentionKernelArgs& a, const Dims& d, const BackwardWork& g, int64_t b, int64_t h,
-                   int64_t Tp, int64_t i0, int64_t j0, float* P, float* dS) {
-  mk4(g.Q + i0 * d.Dp, d.Dp, g.Kt + j0, Tp, d.D, g.S, kTile, kTile / kLanes, false);
-  mk4(g.dY + i0 * d.Dp, d.Dp, g.Vt + j0, Tp, d.D, g.dP, kTile, kTile / kLanes, false);
-  probability_rows(a, d, g.S, g.dP, g.Di, g.kf, g.kv, b, h, i0, j0, a.bf16, P, dS);
+                   int64_t Tp, int64_t i0, int64_t j0, int64_t nv, float* P, float* dS) {
+  mk4(g.Q + i0 * d.Dp, d.Dp, g.Kt + j0, Tp, d.D, g.S, kTile, nv, false);
+  mk4(g.dY + i0 * d.Dp, d.Dp, g.Vt + j0, Tp, d.D, g.dP, kTile, nv, false);
+  probability_rows(a, d, g.S, g.dP, g.Di, g.kf, g.kv, b, h, i0, j0, nv, a.bf16, P, dS);
 }
 
 // Key tile [j0, j0 + kTile) against every query tile at or below it when causal, every query
@@ -181,18 +153,22 @@ void backward_key_tile(const AttentionKernelArgs& a, const Dims& d, const Backwa
   std::memset(g.dK, 0, sizeof(float) * kTile * Dp);
   std::memset(g.dV, 0, sizeof(float) * kTile * Dp);
   const int64_t first_q = !any_key(g.kv + j0) ? d.T : a.causal ? j0 : 0;
+  const int64_t tile_keys = imin(kTile, d.T - j0);
   for (int64_t q0 = first_q; q0 < d.T; q0 += kTile) {
     const int64_t rows = round_up(imin(kTile, d.T - q0), 4);
     for (int64_t rb = 0; rb < rows; rb += 4)
-      backward_rows(a, d, g, b, h, Tp, q0 + rb, j0, g.P + rb * kTile, g.dS + rb * kTile);
-    for (int64_t jb = 0; jb < kTile; jb += 4) {
-      mk4_at(g.P + jb, kTile, g.dY + q0 * Dp, Dp, rows, g.dV + jb * Dp, Dp, nvd, true);   // dv += p^T dy
-      mk4_at(g.dS + jb, kTile, g.Q + q0 * Dp, Dp, rows, g.dK + jb * Dp, Dp, nvd, true);   // dk += dS^T q
+      backward_rows(a, d, g, b, h, Tp, q0 + rb, j0, key_vectors(row_keys(a, d, q0 + rb, j0)), g.P + rb * kTile,
+                    g.dS + rb * kTile);
+    for (int64_t jb = 0; jb < tile_keys; jb += 4) {
+      const int64_t r0 = first_row(a, q0, j0, jb);  // rows above it would read P's unwritten vectors
+      mk4_at(g.P + r0 * kTile + jb, kTile, g.dY + (q0 + r0) * Dp, Dp, rows - r0, g.dV + jb * Dp, Dp, nvd,
+             true);  // dv += p^T dy
+      mk4_at(g.dS + r0 * kTile + jb, kTile, g.Q + (q0 + r0) * Dp, Dp, rows - r0, g.dK + jb * Dp, Dp, nvd,
+             true);  // dk += dS^T q
     }
-    for (int64_t rb = 0; rb < rows; rb += 4) {
-      const int64_t keys = imin(kTile, (a.causal ? q0 + rb + 4 : d.T) - j0);
-      mk4(g.dS + rb * kTile, kTile, g.K + j0 * Dp, Dp, keys, g.dQ + (q0 + rb) * Dp, Dp, nvd, true);  // dq += dS k
-    }
+    for (int64_t rb = 0; rb < rows; rb += 4)  // dq += dS k
+      mk4(g.dS + rb * kTile, kTile, g.K + j0 * Dp, Dp, row_keys(a, d, q0 + rb, j0), g.dQ + (q0 + rb) * Dp, Dp, nvd,
+          true);
   }
   const int64_t j1 = imin(d.T, j0 + kTile);
   write_grad_rows(a, d, g.dK, b, h, 1, j0, j1);
@@ -207,11 +183,11 @@ void backward_head(const AttentionKernelArgs& a, const Dims& d, int64_t b, int64
   const BackwardWork g = backward_work(d, Tp, w);
   const float* head = a.qkv + b * d.T * d.ld + h * d.D;
   const float* dy = a.dy + b * d.T * d.C + h * d.D;
-  pack_rows(head, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.Q);
-  pack_rows(head + d.C, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.K);
-  pack_rows(dy, d.C, d.T, d.D, Tp, Dp, a.bf16, g.dY);
-  pack_transposed(head + d.C, d.ld, d.T, d.D, Tp, a.bf16, g.Kt);
-  pack_transposed(head + 2 * d.C, d.ld, d.T, d.D, Tp, a.bf16, g.Vt);
+  copy_rows(head, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.Q);
+  copy_rows(head + d.C, d.ld, d.T, d.D, Tp, Dp, a.bf16, g.K);
+  copy_rows(dy, d.C, d.T, d.D, Tp, Dp, a.bf16, g.dY);
+  transpose_into(head + d.C, d.ld, d.T, d.D, a.bf16, g.Kt, Tp);
+  transpose_into(head + 2 * d.C, d.ld, d.T, d.D, a.bf16, g.Vt, Tp);
   std::memset(g.dQ, 0, sizeof(float) * Tp * Dp);
   key_flags(a, b, Tp, g.kv);
   row_dots(a, d, b, h, Tp, g.Di);

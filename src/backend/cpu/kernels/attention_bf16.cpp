@@ -26,15 +26,11 @@
 namespace seqtrain::ST_ISA_NS {
 namespace {
 
+static_assert(kLanes == 16, "the tiles' column vectors (key_vectors) are the 16 lanes of one vdpbf16ps");
+
 // Loads and stores through these may alias the float workspace the words are carved from.
 using u16a = uint16_t __attribute__((may_alias));
 using u32a = uint32_t __attribute__((may_alias));
-
-inline uint16_t bf16_bits(float x) {  // x already representable in bf16 (or rounded here)
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 // C[r, 0:16 NV) (+)= sum over word steps p < P of A(r, p) . B[p, :], for the 4 rows r, where
 // A(r, p) is the word at A[r * ar + p * ak] and B's word rows are ldb words apart.
@@ -65,46 +61,69 @@ inline void mk4_bf16(const u32a* A, int64_t ar, int64_t ak, const u32a* B, int64
   if (v < nv) mk4_bf16_cols<1>(A, ar, ak, B + v * 16, ldb, P, C + v * 16, ldc, accumulate);
 }
 
+// The bits of bf16(x) in the high half of each 32-bit lane, zeros below: round to nearest even
+// on the bits (vcvtneps2bf16 would flush denormals, which the FMA path keeps). Vector-extension
+// shifts and conversions, not intrinsics: GCC 12 warns that those read an uninitialized register.
+using vh = uint16_t __attribute__((vector_size(32)));
+inline vu bits_of(vf x) {
+  vu u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+inline vu bf16_high(vf x) { return bits_of(round_bf16(x)); }
+
 // rows x D of a head (row stride ld) rounded to bf16 into dst [rows_pad, Dp] (rows layout), zeros
 // past them.
 void pack_rows_bf16(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t rows_pad, int64_t Dp, u16a* dst) {
-  std::memset(dst, 0, sizeof(uint16_t) * rows_pad * Dp);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < D; ++k) dst[r * Dp + k] = bf16_bits(src[r * ld + k]);
+    for_lanes(D, [&](auto l) {
+      const vh h = __builtin_convertvector(bf16_high(l.load(src + r * ld)) >> 16, vh);
+      std::memcpy(dst + r * Dp + l.j, &h, sizeof h);
+    });
+  std::memset(dst + rows * Dp, 0, sizeof(uint16_t) * (rows_pad - rows) * Dp);
 }
 
-// The rows layout [rows_pad, Dp] into the pairs layout [rows_pad / 2, Dp, 2] (rows_pad even).
-void rows_to_pairs(const u16a* X, int64_t rows_pad, int64_t Dp, u16a* X2) {
-  for (int64_t r = 0; r < rows_pad; r += 2)
-    for (int64_t c = 0; c < Dp; ++c) {
-      X2[(r / 2) * 2 * Dp + 2 * c] = X[r * Dp + c];
-      X2[(r / 2) * 2 * Dp + 2 * c + 1] = X[(r + 1) * Dp + c];
-    }
+// The same rows in the pairs layout [rows_pad / 2, Dp, 2] (rows_pad even): each word from one
+// column of two rows, so whole vectors of words come from two row loads, lane by lane.
+void pack_pairs_bf16(const float* src, int64_t ld, int64_t rows, int64_t D, int64_t rows_pad, int64_t Dp,
+                     u16a* dst2) {
+  u32a* w = reinterpret_cast<u32a*>(dst2);
+  for (int64_t r = 0; r < rows; r += 2)
+    for_lanes(D, [&](auto l) {
+      const vu lo = bf16_high(l.load(src + r * ld)) >> 16;
+      const vu hi = r + 1 < rows ? bf16_high(l.load(src + (r + 1) * ld)) : vu{};
+      const vu word = lo | hi;
+      std::memcpy(w + (r / 2) * Dp + l.j, &word, sizeof word);
+    });
+  const int64_t done = round_up(rows, 2);
+  std::memset(w + (done / 2) * Dp, 0, sizeof(uint32_t) * (rows_pad - done) / 2 * Dp);
 }
 
 // The words of the rows layout X [rows_pad, Dp] transposed: Xt2[p][j] = word p of row j, for the
 // P = ceil(D / 2) words that hold data.
 void words_transposed(const u16a* X, int64_t rows_pad, int64_t Dp, int64_t P, u32a* Xt2) {
-  const u32a* w = reinterpret_cast<const u32a*>(X);
-  for (int64_t j = 0; j < rows_pad; ++j)
-    for (int64_t p = 0; p < P; ++p) Xt2[p * rows_pad + j] = w[j * (Dp / 2) + p];
+  transpose_into(reinterpret_cast<const float*>(X), Dp / 2, rows_pad, P, false, reinterpret_cast<float*>(Xt2),
+                 rows_pad);
 }
 
-// Four fp32 rows [4][kTile] of bf16-representable values into bf16 rows (row stride kTile).
-void store_rows_bf16(const float* src, u16a* dst) {
+// The first nv vectors of four fp32 rows [4][kTile] of bf16-representable values into bf16 rows
+// (row stride kTile).
+void store_rows_bf16(const float* src, int64_t nv, u16a* dst) {
   for (int64_t r = 0; r < 4; ++r)
-    for (int64_t v = 0; v < kTile; v += 16)
+    for (int64_t v = 0; v < nv * 16; v += 16)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + r * kTile + v),
                           (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + r * kTile + v)));
 }
 
-// Rows [i, i + 4) of a tile (fp32, row stride kTile, i even) into the pairs layout of the tile:
+// Rows [i, i + 4) of a tile (fp32, row stride kTile, i even; the first nv vectors; values
+// bf16-representable: their low halves are zero) into the pairs layout of the tile:
 // word (i / 2, j) = (row i, row i + 1) at column j.
-void store_pairs_bf16(const float* src, int64_t i, u16a* dst2) {
+void store_pairs_bf16(const float* src, int64_t i, int64_t nv, u16a* dst2) {
+  u32a* w = reinterpret_cast<u32a*>(dst2);
   for (int64_t r = 0; r < 4; r += 2)
-    for (int64_t j = 0; j < kTile; ++j) {
-      dst2[((i + r) / 2) * 2 * kTile + 2 * j] = bf16_bits(src[r * kTile + j]);
-      dst2[((i + r) / 2) * 2 * kTile + 2 * j + 1] = bf16_bits(src[(r + 1) * kTile + j]);
+    for (int64_t v = 0; v < nv * 16; v += 16) {
+      const vu word = bits_of(vload(src + r * kTile + v)) >> 16 | bits_of(vload(src + (r + 1) * kTile + v));
+      std::memcpy(w + ((i + r) / 2) * kTile + v, &word, sizeof word);
     }
 }
 
@@ -175,13 +194,13 @@ BackwardBf16 backward_bf16_work(const Dims& d, int64_t Tp, float* w) {
 // bf16 products; the dropped p and dS go to the tile's pairs layouts (and dS to its rows).
 void backward_rows_bf16(const AttentionKernelArgs& a, const Dims& d, const BackwardBf16& g, int64_t b, int64_t h,
                         int64_t Tp, int64_t i0, int64_t rb, int64_t j0) {
-  const int64_t Dp = d.Dp, P = (d.D + 1) / 2;
-  mk4_bf16(words(g.Q) + i0 * (Dp / 2), Dp / 2, 1, g.Kt2 + j0, Tp, P, g.S, kTile, kTile / 16, false);
-  mk4_bf16(words(g.dY) + i0 * (Dp / 2), Dp / 2, 1, g.Vt2 + j0, Tp, P, g.dP, kTile, kTile / 16, false);
-  probability_rows(a, d, g.S, g.dP, g.Di, g.kf, g.kv, b, h, i0, j0, true, g.Pf, g.dSf);
-  store_pairs_bf16(g.Pf, rb, g.P2);
-  store_pairs_bf16(g.dSf, rb, g.dS2);
-  store_rows_bf16(g.dSf, g.dS16 + rb * kTile);
+  const int64_t Dp = d.Dp, P = (d.D + 1) / 2, nv = key_vectors(row_keys(a, d, i0, j0));
+  mk4_bf16(words(g.Q) + i0 * (Dp / 2), Dp / 2, 1, g.Kt2 + j0, Tp, P, g.S, kTile, nv, false);
+  mk4_bf16(words(g.dY) + i0 * (Dp / 2), Dp / 2, 1, g.Vt2 + j0, Tp, P, g.dP, kTile, nv, false);
+  probability_rows(a, d, g.S, g.dP, g.Di, g.kf, g.kv, b, h, i0, j0, nv, true, g.Pf, g.dSf);
+  store_pairs_bf16(g.Pf, rb, nv, g.P2);
+  store_pairs_bf16(g.dSf, rb, nv, g.dS2);
+  store_rows_bf16(g.dSf, nv, g.dS16 + rb * kTile);
 }
 
 void backward_key_tile_bf16(const AttentionKernelArgs& a, const Dims& d, const BackwardBf16& g, int64_t b,
@@ -190,16 +209,21 @@ void backward_key_tile_bf16(const AttentionKernelArgs& a, const Dims& d, const B
   std::memset(g.dK, 0, sizeof(float) * kTile * Dp);
   std::memset(g.dV, 0, sizeof(float) * kTile * Dp);
   const int64_t first_q = !any_key(g.kv + j0) ? d.T : a.causal ? j0 : 0;
+  const int64_t tile_keys = imin(kTile, d.T - j0);
   for (int64_t q0 = first_q; q0 < d.T; q0 += kTile) {
     const int64_t rows = round_up(imin(kTile, d.T - q0), 4);
     for (int64_t rb = 0; rb < rows; rb += 4) backward_rows_bf16(a, d, g, b, h, Tp, q0 + rb, rb, j0);
-    // dv += p^T dy and dk += dS^T q: the inner dimension is the tile's query rows, in pairs.
-    for (int64_t jb = 0; jb < kTile; jb += 4) {
-      mk4_bf16(words(g.P2) + jb, 1, kTile, words(g.dY2) + (q0 / 2) * Dp, Dp, rows / 2, g.dV + jb * Dp, Dp, nvd, true);
-      mk4_bf16(words(g.dS2) + jb, 1, kTile, words(g.Q2) + (q0 / 2) * Dp, Dp, rows / 2, g.dK + jb * Dp, Dp, nvd, true);
+    // dv += p^T dy and dk += dS^T q: the inner dimension is the tile's query rows, in pairs, from
+    // the first that sees the key block (first_row: a multiple of 4, so a whole pair).
+    for (int64_t jb = 0; jb < tile_keys; jb += 4) {
+      const int64_t r0 = first_row(a, q0, j0, jb), steps = (rows - r0) / 2;
+      mk4_bf16(words(g.P2) + (r0 / 2) * kTile + jb, 1, kTile, words(g.dY2) + ((q0 + r0) / 2) * Dp, Dp, steps,
+               g.dV + jb * Dp, Dp, nvd, true);
+      mk4_bf16(words(g.dS2) + (r0 / 2) * kTile + jb, 1, kTile, words(g.Q2) + ((q0 + r0) / 2) * Dp, Dp, steps,
+               g.dK + jb * Dp, Dp, nvd, true);
     }
     for (int64_t rb = 0; rb < rows; rb += 4) {  // dq += dS k
-      const int64_t keys = imin(kTile, (a.causal ? q0 + rb + 4 : d.T) - j0);
+      const int64_t keys = row_keys(a, d, q0 + rb, j0);
       mk4_bf16(words(g.dS16) + rb * (kTile / 2), kTile / 2, 1, words(g.K2) + (j0 / 2) * Dp, Dp, (keys + 1) / 2,
                g.dQ + (q0 + rb) * Dp, Dp, nvd, true);
     }
@@ -219,16 +243,15 @@ void forward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, i
   // K's rows go through V's room (packed to V2 right after) on their way to Kt2.
   pack_rows_bf16(head + d.C, d.ld, d.T, d.D, Tp, d.Dp, f.V2);
   words_transposed(f.V2, Tp, d.Dp, (d.D + 1) / 2, f.Kt2);
-  pack_rows_bf16(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, f.Q + Tp * d.Dp);  // the free half of Q's room
-  rows_to_pairs(f.Q + Tp * d.Dp, Tp, d.Dp, f.V2);
+  pack_pairs_bf16(head + 2 * d.C, d.ld, d.T, d.D, Tp, d.Dp, f.V2);
   key_flags(a, b, Tp, f.w.kv);
   const ForwardTile tile{f.w.S, f.w.P, f.w.O, f.w.m, f.w.l, f.w.kf, f.w.kv};
   const int64_t Dp = d.Dp;
-  auto scores = [&](int64_t i0, int64_t j0) {
-    mk4_bf16(words(f.Q) + i0 * (Dp / 2), Dp / 2, 1, f.Kt2 + j0, Tp, (d.D + 1) / 2, f.w.S, kTile, kTile / 16, false);
+  auto scores = [&](int64_t i0, int64_t j0, int64_t nv) {
+    mk4_bf16(words(f.Q) + i0 * (Dp / 2), Dp / 2, 1, f.Kt2 + j0, Tp, (d.D + 1) / 2, f.w.S, kTile, nv, false);
   };
-  auto accumulate = [&](int64_t rb, int64_t j0, int64_t keys) {
-    store_rows_bf16(f.w.P, f.P16);
+  auto accumulate = [&](int64_t rb, int64_t j0, int64_t keys, int64_t nv) {
+    store_rows_bf16(f.w.P, nv, f.P16);
     mk4_bf16(words(f.P16), kTile / 2, 1, words(f.V2) + (j0 / 2) * Dp, Dp, (keys + 1) / 2, f.w.O + rb * Dp, Dp,
              Dp / 16, true);
   };
@@ -241,13 +264,13 @@ void backward_head_bf16(const AttentionKernelArgs& a, const Dims& d, int64_t b, 
   const float* head = a.qkv + b * d.T * d.ld + h * d.D;
   const float* dy = a.dy + b * d.T * d.C + h * d.D;
   pack_rows_bf16(head, d.ld, d.T, d.D, Tp, Dp, g.Q);
-  rows_to_pairs(g.Q, Tp, Dp, g.Q2);
+  pack_pairs_bf16(head, d.ld, d.T, d.D, Tp, Dp, g.Q2);
   pack_rows_bf16(dy, d.C, d.T, d.D, Tp, Dp, g.dY);
-  rows_to_pairs(g.dY, Tp, Dp, g.dY2);
-  // K and V rows pass through the free half of K's room on their way to K2, Kt2 and Vt2.
+  pack_pairs_bf16(dy, d.C, d.T, d.D, Tp, Dp, g.dY2);
+  pack_pairs_bf16(head + d.C, d.ld, d.T, d.D, Tp, Dp, g.K2);
+  // K and V rows pass through the free half of K's room on their way to Kt2 and Vt2.
   u16a* tmp = g.K2 + Tp * Dp;
   pack_rows_bf16(head + d.C, d.ld, d.T, d.D, Tp, Dp, tmp);
-  rows_to_pairs(tmp, Tp, Dp, g.K2);
   words_transposed(tmp, Tp, Dp, P, g.Kt2);
   pack_rows_bf16(head + 2 * d.C, d.ld, d.T, d.D, Tp, Dp, tmp);
   words_transposed(tmp, Tp, Dp, P, g.Vt2);
