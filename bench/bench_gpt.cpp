@@ -250,6 +250,8 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
     blocks.push_back(std::make_unique<ProfBlock>(ps, "transformer.h." + std::to_string(l), C, true, adt));
   LayerNorm ln_f(ps, "transformer.ln_f", C, true);
   WeightProduct head(be, adt, "head");
+  // As GptBlock: under bf16 GELU writes mlp.c_proj's rounded input itself.
+  const DType gelu_out = adt != DType::f32 && be.supports(BackendOp::activation_half) ? adt : DType::f32;
   ps.finalize();
   apply_decay_policy(ps, "2d");
   {
@@ -304,7 +306,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       f[LN] += tick(t0);
       Tensor u = b.c_fc.forward(h2, arena);
       f[LIN] += tick(t0);
-      Tensor gu = b.gelu.forward(u, arena);
+      Tensor gu = b.gelu.forward(u, arena, gelu_out);
       f[GELU] += tick(t0);
       Tensor m = b.mlp_proj.forward(gu, arena);
       f[LIN] += tick(t0);

@@ -158,6 +158,11 @@ void GuardedBackend::activation_forward(ActKind k, const float* x, float* y, int
   inner_.activation_forward(k, x, y, n);
 }
 
+void GuardedBackend::activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n) {
+  Open open(*this);
+  inner_.activation_forward_half(k, x, to, y, n);
+}
+
 void GuardedBackend::activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
                                          int64_t n) {
   Open open(*this);

@@ -510,6 +510,50 @@ TEST(LayersActivation, LargeInputsUseThreadsAndMatchSmall) {
   }
 }
 
+// GELU with a 16-bit output (Backend::activation_forward_half, Activation::forward with `out`):
+// bit for bit GELU into fp32 then the Backend's conversion, across the chunk and thread splits;
+// the layer hands the 16-bit tensor on and its backward still reads x; what it is not for is
+// refused by name.
+TEST(LayersActivation, HalfOutputIsTheRoundedFp32Output) {
+  Backend& cpu = backend_named("cpu");
+  Rng rng(6);
+  for (int64_t n : {int64_t{1}, int64_t{2048 * 3 + 5}, int64_t{(1 << 16) + 37}}) {
+    auto xf = randn(rng, n, 3.f);
+    for (ActKind k : {ActKind::gelu, ActKind::gelu_tanh})
+      for (DType t : {DType::bf16, DType::f16}) {
+        std::vector<float> y(n);
+        std::vector<uint16_t> want(n), got(n, 0xdead);
+        cpu.activation_forward(k, xf.data(), y.data(), n);
+        cpu.convert(DType::f32, y.data(), t, want.data(), n);
+        cpu.activation_forward_half(k, xf.data(), t, got.data(), n);
+        EXPECT_EQ(got, want) << activation_name(k) << " " << dtype_name(t) << " n " << n;
+      }
+  }
+  Arena arena;
+  Tensor x = arena.tensor({3, 5});
+  auto xv = randn(rng, 15, 2.f);
+  std::copy(xv.begin(), xv.end(), x.f32());
+  Activation gelu(ActKind::gelu, &cpu);
+  Tensor y16 = gelu.forward(x, arena, DType::bf16);
+  EXPECT_EQ(y16.dtype, DType::bf16);
+  Tensor dy = arena.tensor({3, 5});
+  std::fill(dy.f32(), dy.f32() + 15, 1.f);
+  Tensor dx16 = gelu.backward(dy, arena);
+  Activation gelu32(ActKind::gelu, &cpu);
+  gelu32.forward(x, arena);
+  Tensor dx32 = gelu32.backward(dy, arena);
+  EXPECT_TRUE(std::equal(dx16.f32(), dx16.f32() + 15, dx32.f32()));  // backward is unchanged
+  Activation relu(ActKind::relu, &cpu);
+  EXPECT_CONTAINS(testing::error_of([&] { relu.forward(x, arena, DType::bf16); }), "GELU only");
+  EXPECT_FALSE(backend_named("reference").supports(BackendOp::activation_half));
+  std::vector<uint16_t> out(15);
+  EXPECT_CONTAINS(testing::error_of([&] {
+                    backend_named("reference").activation_forward_half(ActKind::gelu, x.f32(), DType::bf16,
+                                                                       out.data(), 15);
+                  }),
+                  "activation with a 16-bit output");
+}
+
 TEST(LayersTorch, ActivationsMatchTorch) {
   SEQTRAIN_REQUIRE_TORCH();
   const int64_t n = 500;

@@ -29,6 +29,7 @@ std::string_view backend_op_name(BackendOp op) {
     case BackendOp::fill: return "fill";
     case BackendOp::copy: return "copy";
     case BackendOp::activation: return "activation";
+    case BackendOp::activation_half: return "activation with a 16-bit output";
     case BackendOp::attention_f32: return "fp32 attention";
     case BackendOp::attention_bf16: return "bf16 attention";
     case BackendOp::cross_entropy: return "cross-entropy";
@@ -163,6 +164,12 @@ void Backend::gemm_bias(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_
   ST_CHECK(ldc == N, "{} backend: gemm_bias writes a contiguous C (ldc {} != N {})", name(), ldc, N);
   bias_rows(bias, C, M, N);
   gemm(in, ta, tb, M, N, K, 1.f, A, lda, B, ldb, 1.f, C, ldc);
+}
+
+void Backend::activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n) {
+  (void)k; (void)x; (void)to; (void)y; (void)n;
+  require(BackendOp::activation_half, "(activation_forward_half)");
+  throw Error(fmt::format("{} backend: activation_forward_half is not implemented", name()));
 }
 
 void Backend::add(const float* a, const float* b, float* out, size_t n) {

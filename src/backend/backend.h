@@ -48,6 +48,7 @@ enum class BackendOp : uint8_t {
   rnn_grad_checkpoint,             // the recurrent layer recomputing its saved state in backward
   adamw, sgd, norm, scale, fill, copy,
   activation,                      // the elementwise activations (ActKind)
+  activation_half,                 // activation_forward_half: the output rounded to bf16 / f16
   attention_f32, attention_bf16,   // self-attention (causal or not, key padding) by product precision
   cross_entropy,                   // cross_entropy_forward / _backward
   layer_norm,                      // layer_norm_forward / _backward
@@ -332,6 +333,11 @@ class Backend : public DeviceMemory {
   virtual void activation_forward(ActKind k, const float* x, float* y, int64_t n) = 0;
   virtual void activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
                                    int64_t n) = 0;
+  // y[i] = f(x[i]) rounded to `to` (bf16 / f16, raw bits) in the same pass: the input of a 16-bit
+  // Linear written once, not as fp32 and then converted (twice the traffic: GPT's MLP at the
+  // recipe's batch is memory-bound there). Only backends that say supports(activation_half); the
+  // default is an Error naming the operation.
+  virtual void activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n);
   // Cross-entropy (CrossEntropyArgs above): the sums of forward; backward writes dlogits.
   virtual CrossEntropySum cross_entropy_forward(const CrossEntropyArgs& a) = 0;
   virtual void cross_entropy_backward(const CrossEntropyArgs& a, double scale, float* dlogits) = 0;

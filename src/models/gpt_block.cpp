@@ -31,13 +31,16 @@ GptBlock::GptBlock(ParamStore& params, const std::string& prefix, const GptBlock
       ln_2_(params, prefix + ".ln_2", o.n_embd, o.bias),
       c_fc_(params, prefix + ".mlp.c_fc", o.n_embd, 4 * o.n_embd, o.bias, o.compute),
       gelu_(ActKind::gelu, &params.backend()),
+      // Under bf16 GELU writes c_proj's rounded input directly (half the traffic of its output).
+      gelu_out_(o.compute != DType::f32 && params.backend().supports(BackendOp::activation_half) ? o.compute
+                                                                                              : DType::f32),
       c_proj_(params, prefix + ".mlp.c_proj", 4 * o.n_embd, o.n_embd, o.bias, o.compute),
       mlp_drop_(o.dropout, &params.backend()) {}
 
 Tensor GptBlock::forward_layers(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
   Tensor h = attn_.forward(ln_1_.forward(x, arena), arena, training, mix_seed(seed, 1));
   Tensor x1 = residual_add(backend_, x, h, arena);
-  Tensor m = c_proj_.forward(gelu_.forward(c_fc_.forward(ln_2_.forward(x1, arena), arena), arena), arena);
+  Tensor m = c_proj_.forward(gelu_.forward(c_fc_.forward(ln_2_.forward(x1, arena), arena), arena, gelu_out_), arena);
   m = mlp_drop_.forward(m, arena, training, mix_seed(seed, 2));
   return residual_add(backend_, x1, m, arena);
 }

@@ -52,6 +52,7 @@ class GptBlock {
   LayerNorm ln_2_;
   Linear c_fc_;
   Activation gelu_;
+  DType gelu_out_;    // GELU's output type: the compute type when the backend rounds as it writes
   Linear c_proj_;
   Dropout mlp_drop_;
   // Checkpointing: the block's input (a view into the step's arena) and the forward's arguments.

@@ -51,12 +51,26 @@ Tensor Activation::forward(const Tensor& x, Arena& arena) {
   return y;
 }
 
+Tensor Activation::forward(const Tensor& x, Arena& arena, DType out) {
+  if (out == DType::f32) return forward(x, arena);
+  ST_CHECK(kind == ActKind::gelu || kind == ActKind::gelu_tanh,
+           "{}: a 16-bit output is for GELU only (the others' backward reads the output)", activation_name(kind));
+  ST_CHECK(x.contiguous(), "{}: input {} must be contiguous", activation_name(kind), shape_str(x.shape));
+  Tensor y = arena.tensor(x.shape, out);
+  backend().activation_forward_half(kind, x.f32(), out, y.ptr, x.numel());
+  x_saved = x;
+  y_saved = y;
+  return y;
+}
+
 Tensor Activation::backward(const Tensor& dy, Arena& arena) {
   ST_CHECK(y_saved.ptr != nullptr, "{}: backward called before forward", activation_name(kind));
   ST_CHECK(dy.shape == y_saved.shape && dy.contiguous(), "{}: gradient {} does not match the output shape {}",
            activation_name(kind), shape_str(dy.shape), shape_str(y_saved.shape));
   Tensor dx = arena.tensor(dy.shape);
-  backend().activation_backward(kind, x_saved.f32(), y_saved.f32(), dy.f32(), dx.f32(), dy.numel());
+  // A 16-bit y (forward's `out`) is GELU's, whose backward reads only x.
+  const float* y = y_saved.dtype == DType::f32 ? y_saved.f32() : nullptr;
+  backend().activation_backward(kind, x_saved.f32(), y, dy.f32(), dx.f32(), dy.numel());
   return dx;
 }
 

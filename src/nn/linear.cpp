@@ -35,10 +35,10 @@ void WeightProduct::forward(const Tensor& x, const float* w, const float* bias, 
   const int64_t in = x.dim(-1), N = x.numel() / in;
   x_ = x;
   out_ = out;
-  const void* a = x.ptr;
+  const void* a = compute_ == DType::f32 ? x.f32() : x.ptr;  // f32 checks an fp32 x
   const void* b = w;
   if (compute_ != DType::f32) {
-    x16_ = to_half(*be_, compute_, x.f32(), N, in, arena);
+    x16_ = x.dtype == compute_ ? x : to_half(*be_, compute_, x.f32(), N, in, arena);
     w16_ = to_half(*be_, compute_, w, out, in, arena);
     a = x16_.ptr;
     b = w16_.ptr;

@@ -35,8 +35,9 @@ class WeightProduct {
   // Throws Error naming `what` when compute is not f32 / bf16 / f16 or `backend` lacks its GEMM.
   WeightProduct(Backend& backend, DType compute, const std::string& what);
 
-  // x: contiguous [..., in]; y: N x out floats (N = rows of x), row stride out, overwritten;
-  // bias: null or out floats.
+  // x: contiguous [..., in], f32 — or already in the compute type (bf16 / f16: a layer that wrote
+  // its output rounded, Activation::forward with `out`), which is then the rounded copy itself;
+  // y: N x out floats (N = rows of x), row stride out, overwritten; bias: null or out floats.
   void forward(const Tensor& x, const float* w, const float* bias, int64_t out, float* y, Arena& arena);
   // dy: N x out floats of the last forward; dw: the gradient of W (added to); db: null or the
   // bias gradient (added to); dx: N x in floats, overwritten. dy, w and the forward's input must

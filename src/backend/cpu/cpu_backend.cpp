@@ -216,6 +216,26 @@ void CpuBackend::activation_forward(ActKind k, const float* x, float* y, int64_t
   activation_forward_loop(k, x, y, n);
 }
 
+// In chunks that stay in L1: each is computed into a thread's stack buffer and rounded from there,
+// so the fp32 output never reaches memory. The chunks split over the threads; the activation
+// calls inside one are below every kernel's threading threshold.
+void CpuBackend::activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n) {
+  ST_CHECK(to == DType::bf16 || to == DType::f16, "cpu backend: activation_forward_half writes bf16 or f16, not {}",
+           dtype_name(to));
+  const HalfType half = to == DType::bf16 ? HalfType::bf16 : HalfType::fp16;
+  auto* out = static_cast<uint16_t*>(y);
+  constexpr int64_t kChunk = 2048;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const CpuKernels& kern = cpu_kernels();
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(n) >= kParallelMin)
+  for (int64_t c = 0; c < chunks; ++c) {
+    alignas(64) float tmp[kChunk];
+    const int64_t i = c * kChunk, len = std::min(kChunk, n - i);
+    activation_forward(k, x + i, tmp, len);
+    kern.f32_to_half(half, tmp, out + i, len);
+  }
+}
+
 void CpuBackend::activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
                                      int64_t n) {
   if (k == ActKind::gelu) return cpu_kernels().gelu_backward(x, dy, dx, n);
