@@ -245,6 +245,44 @@ TEST(Isa, AdamWPiecesAndRunsDoNotChangeABit) {
   }
 }
 
+// GELU's kernels at every level against the exact erf form in double, element by element over
+// [-12, 12] (the far negative tail included, where only a relative bound means anything) and at
+// a length that leaves a masked tail: forward within 2e-6 relative for |x| <= 6 and 1e-5
+// beyond (kernels/fast_math.h's Phi), backward likewise relative to the size of its two terms
+// (Phi and phi share one exp).
+TEST(Isa, EveryLevelComputesGeluToFloatRelativeAccuracy) {
+  std::vector<float> x, dy;
+  for (double v = -12.0; v <= 12.0; v += 1.0 / 256) x.push_back(static_cast<float>(v));
+  x.push_back(0.f), x.push_back(-0.f), x.push_back(1e-30f), x.push_back(-1e-30f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  ASSERT_NE(n % 16, 0) << "the length must leave a tail";
+  Rng rng(5);
+  for (int64_t i = 0; i < n; ++i) dy.push_back(static_cast<float>(rng.normal()));
+  for (Isa isa : runnable_levels()) {
+    std::vector<float> y(n), dx(n);
+    cpu_kernels(isa).gelu_forward(x.data(), y.data(), n);
+    cpu_kernels(isa).gelu_backward(x.data(), dy.data(), dx.data(), n);
+    double worst_y = 0, worst_dx = 0, worst_tail = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x[i], cdf = 0.5 * std::erfc(-v / std::sqrt(2.0));
+      const double pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+      const double want_y = v * cdf, want_dx = dy[i] * (cdf + v * pdf);
+      const double ey = want_y == 0 ? std::abs(y[i]) : std::abs(y[i] - want_y) / std::abs(want_y);
+      // Relative to the terms' size: Phi + x phi crosses zero near x = -0.75.
+      const double edx = std::abs(dx[i] - want_dx) / (std::abs(dy[i]) * (cdf + std::abs(v) * pdf));
+      if (std::abs(v) <= 6) {
+        worst_y = std::max(worst_y, ey);
+        worst_dx = std::max(worst_dx, edx);
+      } else {
+        worst_tail = std::max({worst_tail, ey, edx});
+      }
+    }
+    EXPECT_LT(worst_y, 2e-6) << isa_name(isa);
+    EXPECT_LT(worst_dx, 2e-6) << isa_name(isa);
+    EXPECT_LT(worst_tail, 1e-5) << isa_name(isa);
+  }
+}
+
 // SEQTRAIN_ISA forces each level a CPU has: the run says which at start-up, records it in
 // state.json, and its losses equal the other levels' within 1e-4 relative (same fused kernels,
 // different vector widths and FMA contraction).
