@@ -31,21 +31,25 @@ inline vf vsqrt(vf x) {
 
 // The update of [lo, hi), all of one run, the parameters scaled by `decay` first.
 void update(const AdamWKernelArgs& a, int64_t lo, int64_t hi, float decay) {
-  const AdamWScalars& s = a.s;
   float* params = a.params + lo;
   const float* grads = a.grads + lo;
   float* m = a.m + lo;
   float* v = a.v + lo;
+  // The scalars as local vectors: read through `a`, they were broadcast again every iteration
+  // (the float stores might alias them).
+  const vf dec = splat(decay), b1 = splat(a.s.b1), one_minus_b1 = splat(a.s.one_minus_b1);
+  const vf b2 = splat(a.s.b2), one_minus_b2 = splat(a.s.one_minus_b2), bc2_sqrt = splat(a.s.bc2_sqrt);
+  const vf eps = splat(a.s.eps), neg_step_size = splat(a.s.neg_step_size);
   for_lanes(hi - lo, [&](auto l) {
     const vf g = l.load(grads);
-    vf p = l.load(params) * decay;
+    vf p = l.load(params) * dec;
     // Rounded before the step is added, as torch's param.mul_() then addcdiv_(): without this
     // barrier GCC fuses the two into one FMA (the scalar loop kept them apart).
     asm("" : "+v"(p));
-    const vf mi = l.load(m) * s.b1 + s.one_minus_b1 * g;
-    const vf vi = l.load(v) * s.b2 + s.one_minus_b2 * g * g;
-    const vf denom = vsqrt(vi) / s.bc2_sqrt + s.eps;
-    p += s.neg_step_size * mi / denom;
+    const vf mi = l.load(m) * b1 + one_minus_b1 * g;
+    const vf vi = l.load(v) * b2 + one_minus_b2 * g * g;
+    const vf denom = vsqrt(vi) / bc2_sqrt + eps;
+    p += neg_step_size * mi / denom;
     l.store(m, mi);
     l.store(v, vi);
     l.store(params, p);
