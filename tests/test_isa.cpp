@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include <omp.h>
+
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/half_scalar.h"
@@ -135,40 +137,149 @@ TEST(Isa, EveryLevelConvertsBitForBitLikeTheScalarReference) {
   }
 }
 
+// AdamW test data: parameters, gradients and moments of a plausible step, and the scalars.
+struct AdamWCase {
+  std::vector<float> p, g, m, v;
+  AdamWScalars s;
+};
+AdamWCase adamw_case(int64_t n) {
+  AdamWCase c{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n), std::vector<float>(n), {}};
+  Rng rng(3);
+  for (int64_t i = 0; i < n; ++i) {
+    c.p[i] = static_cast<float>(rng.normal());
+    c.g[i] = static_cast<float>(rng.normal()) * 0.1f;
+    c.m[i] = static_cast<float>(rng.normal()) * 0.01f;
+    c.v[i] = static_cast<float>(std::fabs(rng.normal())) * 1e-3f;
+  }
+  c.s.decay = 0.9f; c.s.b1 = 0.9f; c.s.one_minus_b1 = 0.1f; c.s.b2 = 0.999f; c.s.one_minus_b2 = 0.001f;
+  c.s.bc2_sqrt = 0.0447f; c.s.eps = 1e-8f; c.s.neg_step_size = -0.01f;
+  return c;
+}
+
+// The case updated in place by `isa`'s kernel over these runs (none: one decaying run).
+AdamWCase adamw_kernel(Isa isa, AdamWCase c, const std::vector<AdamWRun>& runs, bool parallel) {
+  AdamWKernelArgs a;
+  a.params = c.p.data(); a.grads = c.g.data(); a.m = c.m.data(); a.v = c.v.data();
+  a.runs = runs.empty() ? nullptr : runs.data();
+  a.n_runs = static_cast<int64_t>(runs.size());
+  a.n = static_cast<int64_t>(c.p.size());
+  a.s = c.s;
+  a.parallel = parallel;
+  cpu_kernels(isa).adamw(a);
+  return c;
+}
+
+// Runs of lengths cycling through `lengths`, alternating decay, covering [0, n).
+std::vector<AdamWRun> adamw_runs(int64_t n, const std::vector<int64_t>& lengths) {
+  std::vector<AdamWRun> runs;
+  for (int64_t b = 0, k = 0; b < n; ++k) {
+    const int64_t e = std::min(n, b + lengths[k % lengths.size()]);
+    runs.push_back({b, e, k % 2 == 0});
+    b = e;
+  }
+  return runs;
+}
+
 // The AdamW update at every level equals the plain level's within 1e-6 relative, each of the
 // parameters and both moments as a whole (FMA contraction on the wider levels moves last bits,
-// and an element of m where m and g nearly cancel may move more), with and without a decay mask.
+// and an element of m where m and g nearly cancel may move more), with and without decay runs.
 TEST(Isa, EveryLevelUpdatesAdamWAlike) {
-  const int64_t n = 1037;
-  Rng rng(3);
-  std::vector<float> p0(n), g(n), m0(n), v0(n);
-  std::vector<uint8_t> mask(n);
-  for (int64_t i = 0; i < n; ++i) {
-    p0[i] = static_cast<float>(rng.normal());
-    g[i] = static_cast<float>(rng.normal()) * 0.1f;
-    m0[i] = static_cast<float>(rng.normal()) * 0.01f;
-    v0[i] = static_cast<float>(std::fabs(rng.normal())) * 1e-3f;
-    mask[i] = static_cast<uint8_t>(i % 3 != 0);
-  }
-  struct State { std::vector<float> p, m, v; };
-  for (const uint8_t* decay_mask : {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(mask.data())}) {
-    auto run = [&](Isa isa) {
-      State st{p0, m0, v0};
-      AdamWKernelArgs a;
-      a.params = st.p.data(); a.grads = g.data(); a.m = st.m.data(); a.v = st.v.data(); a.decay_mask = decay_mask;
-      a.n = n; a.s.decay = 0.999f; a.s.b1 = 0.9f; a.s.one_minus_b1 = 0.1f; a.s.b2 = 0.999f; a.s.one_minus_b2 = 0.001f;
-      a.s.bc2_sqrt = 0.0447f; a.s.eps = 1e-8f; a.s.neg_step_size = -0.01f;
-      cpu_kernels(isa).adamw(a);
-      return st;
-    };
-    const State ref = run(Isa::plain);
-    EXPECT_GT(rel_err(ref.p, p0), 1e-4) << "the update moved nothing";
+  const AdamWCase c = adamw_case(1037);
+  for (const auto& runs : {std::vector<AdamWRun>{}, adamw_runs(1037, {1, 2})}) {
+    const AdamWCase ref = adamw_kernel(Isa::plain, c, runs, false);
+    EXPECT_GT(rel_err(ref.p, c.p), 1e-4) << "the update moved nothing";
     for (Isa isa : runnable_levels()) {
-      const State got = run(isa);
+      const AdamWCase got = adamw_kernel(isa, c, runs, false);
       EXPECT_LT(rel_err(got.p, ref.p), 1e-6) << isa_name(isa);
       EXPECT_LT(rel_err(got.m, ref.m), 1e-6) << isa_name(isa);
       EXPECT_LT(rel_err(got.v, ref.v), 1e-6) << isa_name(isa);
     }
+  }
+}
+
+// Whether this file's float code may be contracted into FMAs (a -march=native build).
+#ifdef __FMA__
+constexpr bool kContracts = true;
+#else
+constexpr bool kContracts = false;
+#endif
+
+// The kernel splits [0, n) into one vector-aligned piece per thread and walks the decay runs
+// inside each. At odd sizes, with runs that start and end mid-vector (and pieces that cut runs
+// in two), every thread count gives the one-thread result bit for bit at every level, and the
+// plain level equals the scalar formula bit for bit (neither contracts into FMAs), each element
+// with its own run's decay.
+TEST(Isa, AdamWPiecesAndRunsDoNotChangeABit) {
+  for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{1037}, int64_t{40007}}) {
+    const AdamWCase c = adamw_case(n);
+    const std::vector<AdamWRun> runs = adamw_runs(n, {5, 1, 129, 3, 4099, 16, 33});
+    AdamWCase want = c;
+    for (const AdamWRun& r : runs)
+      for (int64_t i = r.begin; i < r.end; ++i) {
+        const float g = c.g[i];
+        float p = c.p[i] * (r.decay ? c.s.decay : 1.f);
+        const float mi = c.m[i] * c.s.b1 + c.s.one_minus_b1 * g;
+        const float vi = c.v[i] * c.s.b2 + c.s.one_minus_b2 * g * g;
+        const float denom = std::sqrt(vi) / c.s.bc2_sqrt + c.s.eps;
+        p += c.s.neg_step_size * mi / denom;
+        want.p[i] = p, want.m[i] = mi, want.v[i] = vi;
+      }
+    for (Isa isa : runnable_levels()) {
+      const AdamWCase one = adamw_kernel(isa, c, runs, false);
+      if (isa == Isa::plain && !kContracts) {
+        EXPECT_EQ(bits_of(one.p), bits_of(want.p)) << "n=" << n;
+        EXPECT_EQ(bits_of(one.m), bits_of(want.m)) << "n=" << n;
+        EXPECT_EQ(bits_of(one.v), bits_of(want.v)) << "n=" << n;
+      }
+      EXPECT_LT(rel_err(one.p, want.p), 1e-6) << isa_name(isa) << " n=" << n;
+      for (int threads : {1, 2, 3}) {
+        const int saved = omp_get_max_threads();
+        omp_set_num_threads(threads);
+        const AdamWCase got = adamw_kernel(isa, c, runs, true);
+        omp_set_num_threads(saved);
+        EXPECT_EQ(bits_of(got.p), bits_of(one.p)) << isa_name(isa) << " n=" << n << " threads=" << threads;
+        EXPECT_EQ(bits_of(got.m), bits_of(one.m)) << isa_name(isa) << " n=" << n << " threads=" << threads;
+        EXPECT_EQ(bits_of(got.v), bits_of(one.v)) << isa_name(isa) << " n=" << n << " threads=" << threads;
+      }
+    }
+  }
+}
+
+// GELU's kernels at every level against the exact erf form in double, element by element over
+// [-12, 12] (the far negative tail included, where only a relative bound means anything) and at
+// a length that leaves a masked tail: forward within 2e-6 relative for |x| <= 6 and 1e-5
+// beyond (kernels/fast_math.h's Phi), backward likewise relative to the size of its two terms
+// (Phi and phi share one exp).
+TEST(Isa, EveryLevelComputesGeluToFloatRelativeAccuracy) {
+  std::vector<float> x, dy;
+  for (double v = -12.0; v <= 12.0; v += 1.0 / 256) x.push_back(static_cast<float>(v));
+  x.push_back(0.f), x.push_back(-0.f), x.push_back(1e-30f), x.push_back(-1e-30f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  ASSERT_NE(n % 16, 0) << "the length must leave a tail";
+  Rng rng(5);
+  for (int64_t i = 0; i < n; ++i) dy.push_back(static_cast<float>(rng.normal()));
+  for (Isa isa : runnable_levels()) {
+    std::vector<float> y(n), dx(n);
+    cpu_kernels(isa).gelu_forward(x.data(), y.data(), n);
+    cpu_kernels(isa).gelu_backward(x.data(), dy.data(), dx.data(), n);
+    double worst_y = 0, worst_dx = 0, worst_tail = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x[i], cdf = 0.5 * std::erfc(-v / std::sqrt(2.0));
+      const double pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+      const double want_y = v * cdf, want_dx = dy[i] * (cdf + v * pdf);
+      const double ey = want_y == 0 ? std::abs(y[i]) : std::abs(y[i] - want_y) / std::abs(want_y);
+      // Relative to the terms' size: Phi + x phi crosses zero near x = -0.75.
+      const double edx = std::abs(dx[i] - want_dx) / (std::abs(dy[i]) * (cdf + std::abs(v) * pdf));
+      if (std::abs(v) <= 6) {
+        worst_y = std::max(worst_y, ey);
+        worst_dx = std::max(worst_dx, edx);
+      } else {
+        worst_tail = std::max({worst_tail, ey, edx});
+      }
+    }
+    EXPECT_LT(worst_y, 2e-6) << isa_name(isa);
+    EXPECT_LT(worst_dx, 2e-6) << isa_name(isa);
+    EXPECT_LT(worst_tail, 1e-5) << isa_name(isa);
   }
 }
 

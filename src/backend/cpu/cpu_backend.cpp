@@ -111,21 +111,24 @@ std::unique_ptr<RecurrentLayers> CpuBackend::make_recurrent(const RecurrentSpec&
 // meets a float32 tensor; the per-element arithmetic (the per-ISA kernel) follows torch's
 // operation order so the two agree to the last bit or close to it.
 void CpuBackend::adamw(const AdamWUpdate& u) {
-  const AdamWScalars scalars = adamw_scalars(u);
+  // The decay runs as the kernel takes them: it walks them all in one parallel region (a few
+  // dozen runs for a GPT: one call each cost a fork and join apiece, and left the small ones on
+  // one thread).
+  std::vector<AdamWRun> runs;
+  runs.reserve(u.runs->size());
+  for (const DecayRange& r : *u.runs)
+    runs.push_back({static_cast<int64_t>(r.begin), static_cast<int64_t>(r.end), r.decay});
   AdamWKernelArgs k;
-  k.s = scalars;
-  // One kernel call per run of the decay mask: the non-decaying runs multiply by 1 (what
-  // torch's weight_decay-0 group does), and the fused kernel keeps no per-element branch.
-  for (const DecayRange& r : *u.runs) {
-    k.params = u.params + r.begin;
-    k.grads = u.grads + r.begin;
-    k.m = u.m + r.begin;
-    k.v = u.v + r.begin;
-    k.n = static_cast<int64_t>(r.end - r.begin);
-    k.s.decay = r.decay ? scalars.decay : 1.f;
-    k.parallel = r.end - r.begin >= kParallelMin;
-    cpu_kernels().adamw(k);
-  }
+  k.s = adamw_scalars(u);
+  k.params = u.params;
+  k.grads = u.grads;
+  k.m = u.m;
+  k.v = u.v;
+  k.runs = runs.data();
+  k.n_runs = static_cast<int64_t>(runs.size());
+  k.n = runs.empty() ? 0 : runs.back().end;
+  k.parallel = static_cast<size_t>(k.n) >= kParallelMin;
+  cpu_kernels().adamw(k);
 }
 
 void CpuBackend::sgd(const SgdUpdate& u) {

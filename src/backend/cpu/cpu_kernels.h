@@ -17,14 +17,24 @@
 
 namespace seqtrain {
 
-// One AdamW update over n elements, the scalars formed by the caller (optim/adamw.cpp).
+// A run of equal weight-decay flags of the parameter buffer, [begin, end).
+struct AdamWRun {
+  int64_t begin = 0, end = 0;
+  bool decay = true;
+};
+
+// One AdamW update over the flat buffers [0, n), the scalars formed by the caller
+// (optim/adamw.cpp). The runs cover [0, n) in order: a decaying run scales the parameters by
+// s.decay, a non-decaying one by 1 (what torch's weight_decay-0 group does); no runs (null)
+// means one decaying run. One parallel region walks them all: each thread takes a contiguous,
+// vector-aligned piece of [0, n) and the runs inside it, so many small runs (biases, LayerNorm)
+// cost no extra fork and join, and an element's result does not depend on the thread count.
 struct AdamWKernelArgs {
   float* params = nullptr; const float* grads = nullptr; float* m = nullptr; float* v = nullptr;
-  // null: decay every element. The optimizer passes null and calls the kernel once per run of
-  // its mask instead (optim/optimizer.h), the non-decaying runs with decay = 1.
-  const uint8_t* decay_mask = nullptr;
+  const AdamWRun* runs = nullptr;
+  int64_t n_runs = 0;
   int64_t n = 0;
-  AdamWScalars s;  // the run's scalars (decay 1 for a non-decaying run)
+  AdamWScalars s;  // decay: the decaying runs' factor
   bool parallel = false;
 };
 
