@@ -227,6 +227,7 @@ void CpuBackend::activation_forward_half(ActKind k, const float* x, DType to, vo
            dtype_name(to));
   const HalfType half = to == DType::bf16 ? HalfType::bf16 : HalfType::fp16;
   auto* out = static_cast<uint16_t*>(y);
+  if (k == ActKind::gelu) return cpu_kernels().gelu_forward_half(half, x, out, n);
   constexpr int64_t kChunk = 2048;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   const CpuKernels& kern = cpu_kernels();

@@ -136,6 +136,9 @@ struct CpuKernels {
   // below 2e-6 (kernels/fast_math.h).
   void (*gelu_forward)(const float* x, float* y, int64_t n);
   void (*gelu_backward)(const float* x, const float* dy, float* dx, int64_t n);
+  // gelu_forward with y rounded to bf16 / fp16 as it is written (each block computed into a stack
+  // buffer and converted from there: the fp32 output never reaches memory).
+  void (*gelu_forward_half)(HalfType t, const float* x, uint16_t* y, int64_t n);
   CrossEntropyTotals (*cross_entropy_forward)(const CrossEntropyKernelArgs& a);
   void (*cross_entropy_backward)(const CrossEntropyKernelArgs& a);
   void (*layer_norm_forward)(const LayerNormKernelArgs& a);

@@ -34,6 +34,20 @@ void gelu_forward(const float* x, float* y, int64_t n) {
   });
 }
 
+void gelu_forward_half(HalfType t, const float* x, uint16_t* y, int64_t n) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    alignas(64) float tmp[kBlock];
+    const int64_t lo = b * kBlock, len = imin(kBlock, n - lo);
+    for_lanes(len, [&](auto l) {
+      const vf v = l.load(x + lo);
+      l.store(tmp, v * normal_cdf(v));
+    });
+    ST_ISA_NS::f32_to_half(t, tmp, y + lo, len);
+  }
+}
+
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
   for_blocks(n, [&](auto l, int64_t lo) {
     const vf v = l.load(x + lo);

@@ -30,6 +30,7 @@ void adamw(const AdamWKernelArgs& a);
 void gate_fn(GateFn fn, const float* x, float* y, int64_t n);
 void gelu_forward(const float* x, float* y, int64_t n);
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n);
+void gelu_forward_half(HalfType t, const float* x, uint16_t* y, int64_t n);
 void attention_forward(const AttentionKernelArgs& a);
 void attention_backward(const AttentionKernelArgs& a);
 int64_t attention_work_floats(const AttentionKernelArgs& a, bool backward);
