@@ -150,10 +150,7 @@ void backward_rows(const AttentionKernelArgs& a, const Dims& d, const BackwardWo
 void backward_key_tile(const AttentionKernelArgs& a, const Dims& d, const BackwardWork& g, int64_t b, int64_t h,
                        int64_t Tp, int64_t j0) {
   const int64_t Dp = d.Dp, nvd = Dp / kLanes;
-  std::memset(g.dK, 0, sizeof(float) * kTile * Dp);
-  std::memset(g.dV, 0, sizeof(float) * kTile * Dp);
-  const int64_t first_q = !any_key(g.kv + j0) ? d.T : a.causal ? j0 : 0;
-  const int64_t tile_keys = imin(kTile, d.T - j0);
+  const auto [first_q, tile_keys] = start_key_tile(a, d, g.kv, j0, g.dK, g.dV);
   for (int64_t q0 = first_q; q0 < d.T; q0 += kTile) {
     const int64_t rows = round_up(imin(kTile, d.T - q0), 4);
     for (int64_t rb = 0; rb < rows; rb += 4)

@@ -249,6 +249,19 @@ inline int64_t first_row(const AttentionKernelArgs& a, int64_t q0, int64_t j0, i
   return a.causal && j0 + jb > q0 ? j0 + jb - q0 : 0;
 }
 
+// The start of backward's key tile [j0, j0 + kTile), for both precisions: its dk and dv rows
+// (kTile x Dp) zeroed; the first query row that sees it (d.T: none, a tile of padding keys only);
+// how many of its keys are real positions.
+struct KeyTileStart {
+  int64_t first_q, keys;
+};
+inline KeyTileStart start_key_tile(const AttentionKernelArgs& a, const Dims& d, const float* kv, int64_t j0, float* dK,
+                                   float* dV) {
+  std::memset(dK, 0, sizeof(float) * kTile * d.Dp);
+  std::memset(dV, 0, sizeof(float) * kTile * d.Dp);
+  return {!any_key(kv + j0) ? d.T : a.causal ? j0 : 0, imin(kTile, d.T - j0)};
+}
+
 inline Dims dims_of(const AttentionKernelArgs& a) {
   const int64_t D = a.C / a.H;
   return {a.B, a.T, a.H, a.C, D, round_up(D, kLanes), 3 * a.C, 1.f / __builtin_sqrtf(static_cast<float>(D))};
