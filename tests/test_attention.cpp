@@ -93,11 +93,13 @@ Result run_level_bf16(Isa isa, const MaskCase& c, const Inputs& in) {
 
 // On an AVX512-BF16 CPU bf16 attention runs its products on vdpbf16ps (kernels/attention_bf16.cpp)
 // with its own operand layouts; the AVX-512 level rounds the same operands at the same points
-// and multiplies with fp32 FMAs. Only the summation order differs (measured: 1e-7 to 8e-7 of
-// scale; a summation difference can flip the bf16 rounding of one probability now and then).
-// Bar 1e-5, ten times the measured and 300 times below bf16's own error against fp32 (3e-3);
-// the layout bugs this guards against (a wrong pair, a stale row, odd D's padding word) move
-// results by O(1). Odd D (21), T not a tile multiple, both masks, dropout, padding, T < a pair,
+// and multiplies with fp32 FMAs. Only the summation order differs (measured in the Release build:
+// 1e-7 to 8e-7 of scale). A summation difference can flip the bf16 rounding of a probability or
+// of dS (each flip 2^-8 of one term), and how many flip depends on the build: the Debug/ASan build
+// (no FMA contraction in the shared fp32 code) measured 2.2e-5 on the T 200 case, with both paths
+// 2.844e-3 from the reference alike. Bar 1e-4: above those flips, 30 times below bf16's own
+// error against fp32 (3e-3); the layout bugs this guards against (a wrong pair, a stale row, odd
+// D's padding word) move results by O(1). Odd D (21), T not a tile multiple, both masks, dropout, padding, T < a pair,
 // D 32 at one tile and one key past it (the causal rows' partial vectors of p and dS).
 TEST(GptAttentionNativeBf16, EqualsTheFmaBf16PathOfTheAvx512Level) {
   if (active_isa() < Isa::avx512_bf16) GTEST_SKIP() << "this CPU (or SEQTRAIN_ISA) has no AVX512-BF16 level";
@@ -108,7 +110,7 @@ TEST(GptAttentionNativeBf16, EqualsTheFmaBf16PathOfTheAvx512Level) {
     const Result native = run_level_bf16(Isa::avx512_bf16, c, in), fma = run_level_bf16(Isa::avx512, c, in);
     std::printf("native vs FMA bf16 (%s): y %.2e, lse %.2e, dqkv %.2e\n", case_name(c).c_str(),
                 rel_err(native.y, fma.y), rel_err(native.lse, fma.lse), rel_err(native.dqkv, fma.dqkv));
-    expect_close(native, fma, c, 1e-5);
+    expect_close(native, fma, c, 1e-4);
     // And both stay bf16's distance from the fp32 reference.
     expect_close(native, run_op(ref(), c, in.qkv, in.dy, in.mask), c, 1e-2);
   }
