@@ -250,8 +250,8 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
     blocks.push_back(std::make_unique<ProfBlock>(ps, "transformer.h." + std::to_string(l), C, true, adt));
   LayerNorm ln_f(ps, "transformer.ln_f", C, true);
   WeightProduct head(be, adt, "head");
-  // As GptBlock: under bf16 GELU writes mlp.c_proj's rounded input itself.
-  const DType gelu_out = adt != DType::f32 && be.supports(BackendOp::activation_half) ? adt : DType::f32;
+  // As GptBlock: under bf16 ln_1, ln_2, GELU and ln_f write the next Linear's rounded input.
+  const DType half_out = half_output_type(be, adt);
   ps.finalize();
   apply_decay_policy(ps, "2d");
   {
@@ -290,7 +290,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
     f[EMBED] += tick(t0);
     for (auto& bp : blocks) {
       ProfBlock& b = *bp;
-      Tensor h1 = b.ln_1.forward(x, arena);
+      Tensor h1 = b.ln_1.forward(x, arena, half_out);
       f[LN] += tick(t0);
       b.qkv = b.c_attn.forward(h1, arena);
       f[LIN] += tick(t0);
@@ -302,18 +302,18 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
       f[LIN] += tick(t0);
       Tensor x1 = residual_add(be, x, ao, arena);
       f[RES] += tick(t0);
-      Tensor h2 = b.ln_2.forward(x1, arena);
+      Tensor h2 = b.ln_2.forward(x1, arena, half_out);
       f[LN] += tick(t0);
       Tensor u = b.c_fc.forward(h2, arena);
       f[LIN] += tick(t0);
-      Tensor gu = b.gelu.forward(u, arena, gelu_out);
+      Tensor gu = b.gelu.forward(u, arena, half_out);
       f[GELU] += tick(t0);
       Tensor m = b.mlp_proj.forward(gu, arena);
       f[LIN] += tick(t0);
       x = residual_add(be, x1, m, arena);
       f[RES] += tick(t0);
     }
-    Tensor hin = ln_f.forward(x, arena);
+    Tensor hin = ln_f.forward(x, arena, half_out);
     f[LN] += tick(t0);
     Tensor logits = arena.tensor({B, T, V});
     head.forward(hin, ps.param(wte.weight).f32(), nullptr, V, logits.f32(), arena);

@@ -163,6 +163,11 @@ void GuardedBackend::activation_forward_half(ActKind k, const float* x, DType to
   inner_.activation_forward_half(k, x, to, y, n);
 }
 
+void GuardedBackend::layer_norm_forward_half(const LayerNormArgs& a, DType to, void* y) {
+  Open open(*this);
+  inner_.layer_norm_forward_half(a, to, y);
+}
+
 void GuardedBackend::activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
                                          int64_t n) {
   Open open(*this);

@@ -31,6 +31,7 @@ class GuardedBackend final : public Backend {
   std::string_view name() const override { return "guarded"; }
   SEQTRAIN_BACKEND_OPERATIONS
   void activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n) override;
+  void layer_norm_forward_half(const LayerNormArgs& a, DType to, void* y) override;
   SEQTRAIN_BACKEND_MEMORY
   bool host_accessible() const override { return !protect_; }
 

@@ -348,6 +348,43 @@ TEST(GptLayerNorm, NamesInitAndDecayPolicy) {
   EXPECT_EQ(ps.find("transformer.h.0.attn.c_proj.bias")->shape, (Shape{8}));
 }
 
+// A 16-bit output (LayerNorm::forward with `out`, Backend::layer_norm_forward_half): bit for bit
+// the fp32 output rounded by the Backend's conversion, with the same saved statistics, so the
+// backward is unchanged; rows and widths cross the threading threshold and the vector tails. The
+// reference backend refuses it by name.
+TEST(GptLayerNorm, HalfOutputIsTheRoundedFp32Output) {
+  for (int64_t C : {int64_t{5}, int64_t{40}, int64_t{384}})
+    for (DType t : {DType::bf16, DType::f16}) {
+      const int64_t rows = 200;
+      ParamStore ps;
+      LayerNorm ln(ps, "ln", C);
+      ps.finalize();
+      Rng rng(7);
+      for (int64_t c = 0; c < C; ++c) {
+        ps.param(ln.weight).f32()[c] = rng.uniform(0.5f, 1.5f);
+        ps.param(ln.bias).f32()[c] = rng.uniform(-1.f, 1.f);
+      }
+      Arena arena;
+      Tensor x = arena.tensor({rows, C});
+      for (int64_t i = 0; i < rows * C; ++i) x.f32()[i] = rng.uniform(-3.f, 3.f) + 10.f;
+      Tensor y32 = ln.forward(x, arena);
+      std::vector<float> mean32(ln.mean, ln.mean + rows), rstd32(ln.rstd, ln.rstd + rows);
+      std::vector<uint16_t> want(rows * C);
+      ps.backend().convert(DType::f32, y32.f32(), t, want.data(), want.size());
+      Tensor y16 = ln.forward(x, arena, t);
+      ASSERT_EQ(y16.dtype, t);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), y16.data<uint16_t>())) << C << " " << dtype_name(t);
+      EXPECT_TRUE(std::equal(mean32.begin(), mean32.end(), ln.mean)) << C;
+      EXPECT_TRUE(std::equal(rstd32.begin(), rstd32.end(), ln.rstd)) << C;
+    }
+  ParamStore ps;
+  ps.set_backend(backend_named("reference"));
+  LayerNorm ln(ps, "ln", 8);
+  ps.finalize();
+  Arena arena;
+  EXPECT_CONTAINS(error_of([&] { ln.forward(arena.tensor({2, 8}), arena, DType::bf16); }), "16-bit output");
+}
+
 TEST(GptLayerNorm, BadInputIsAnError) {
   ParamStore ps;
   LayerNorm ln(ps, "ln", 8, false);

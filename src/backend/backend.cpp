@@ -29,7 +29,7 @@ std::string_view backend_op_name(BackendOp op) {
     case BackendOp::fill: return "fill";
     case BackendOp::copy: return "copy";
     case BackendOp::activation: return "activation";
-    case BackendOp::activation_half: return "activation with a 16-bit output";
+    case BackendOp::half_output: return "16-bit output (activation_forward_half, layer_norm_forward_half)";
     case BackendOp::attention_f32: return "fp32 attention";
     case BackendOp::attention_bf16: return "bf16 attention";
     case BackendOp::cross_entropy: return "cross-entropy";
@@ -168,8 +168,14 @@ void Backend::gemm_bias(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_
 
 void Backend::activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n) {
   (void)k; (void)x; (void)to; (void)y; (void)n;
-  require(BackendOp::activation_half, "(activation_forward_half)");
+  require(BackendOp::half_output, "(activation_forward_half)");
   throw Error(fmt::format("{} backend: activation_forward_half is not implemented", name()));
+}
+
+void Backend::layer_norm_forward_half(const LayerNormArgs& a, DType to, void* y) {
+  (void)a; (void)to; (void)y;
+  require(BackendOp::half_output, "(layer_norm_forward_half)");
+  throw Error(fmt::format("{} backend: layer_norm_forward_half is not implemented", name()));
 }
 
 void Backend::add(const float* a, const float* b, float* out, size_t n) {

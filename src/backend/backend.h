@@ -48,7 +48,7 @@ enum class BackendOp : uint8_t {
   rnn_grad_checkpoint,             // the recurrent layer recomputing its saved state in backward
   adamw, sgd, norm, scale, fill, copy,
   activation,                      // the elementwise activations (ActKind)
-  activation_half,                 // activation_forward_half: the output rounded to bf16 / f16
+  half_output,                     // activation_ / layer_norm_forward_half: outputs rounded to bf16 / f16
   attention_f32, attention_bf16,   // self-attention (causal or not, key padding) by product precision
   cross_entropy,                   // cross_entropy_forward / _backward
   layer_norm,                      // layer_norm_forward / _backward
@@ -335,7 +335,7 @@ class Backend : public DeviceMemory {
                                    int64_t n) = 0;
   // y[i] = f(x[i]) rounded to `to` (bf16 / f16, raw bits) in the same pass: the input of a 16-bit
   // Linear written once, not as fp32 and then converted (twice the traffic: GPT's MLP at the
-  // recipe's batch is memory-bound there). Only backends that say supports(activation_half); the
+  // recipe's batch is memory-bound there). Only backends that say supports(half_output); the
   // default is an Error naming the operation.
   virtual void activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n);
   // Cross-entropy (CrossEntropyArgs above): the sums of forward; backward writes dlogits.
@@ -343,6 +343,9 @@ class Backend : public DeviceMemory {
   virtual void cross_entropy_backward(const CrossEntropyArgs& a, double scale, float* dlogits) = 0;
   // LayerNorm (LayerNormArgs above): forward writes y, a.mean, a.rstd; backward reads them.
   virtual void layer_norm_forward(const LayerNormArgs& a, float* y) = 0;
+  // The same with y rounded to `to` (bf16 / f16) as it is written, for the 16-bit Linear after it
+  // (its backward reads x, mean and rstd, never y). Backends that say supports(half_output).
+  virtual void layer_norm_forward_half(const LayerNormArgs& a, DType to, void* y);
   virtual void layer_norm_backward(const LayerNormArgs& a, const float* dy, float* dx, float* dweight,
                                    float* dbias) = 0;
   // Embedding (EmbeddingArgs above).

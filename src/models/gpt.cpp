@@ -119,7 +119,7 @@ Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
   x = drop_.forward(x, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
   for (size_t l = 0; l < blocks_.size(); ++l)
     x = blocks_[l]->forward(x, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l));
-  return head_forward(ln_f_.forward(x, arena), arena);
+  return head_forward(ln_f_.forward(x, arena, half_output_type(params_.backend(), head_.compute())), arena);
 }
 
 void Gpt::backward(StepContext& ctx) {

@@ -5,6 +5,10 @@
 
 namespace seqtrain {
 
+DType half_output_type(const Backend& backend, DType compute) {
+  return compute != DType::f32 && backend.supports(BackendOp::half_output) ? compute : DType::f32;
+}
+
 // out = a + b, the float sum, in one pass (Backend::add).
 Tensor residual_add(Backend& backend, const Tensor& a, const Tensor& b, Arena& arena) {
   ST_CHECK(a.shape == b.shape, "residual add of {} and {}", shape_str(a.shape), shape_str(b.shape));
@@ -31,16 +35,17 @@ GptBlock::GptBlock(ParamStore& params, const std::string& prefix, const GptBlock
       ln_2_(params, prefix + ".ln_2", o.n_embd, o.bias),
       c_fc_(params, prefix + ".mlp.c_fc", o.n_embd, 4 * o.n_embd, o.bias, o.compute),
       gelu_(ActKind::gelu, &params.backend()),
-      // Under bf16 GELU writes c_proj's rounded input directly (half the traffic of its output).
-      gelu_out_(o.compute != DType::f32 && params.backend().supports(BackendOp::activation_half) ? o.compute
-                                                                                              : DType::f32),
+      // Under bf16 the layers before a Linear (ln_1, ln_2, GELU) write its rounded input directly:
+      // half the traffic of an fp32 output converted afterwards.
+      half_out_(half_output_type(params.backend(), o.compute)),
       c_proj_(params, prefix + ".mlp.c_proj", 4 * o.n_embd, o.n_embd, o.bias, o.compute),
       mlp_drop_(o.dropout, &params.backend()) {}
 
 Tensor GptBlock::forward_layers(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
-  Tensor h = attn_.forward(ln_1_.forward(x, arena), arena, training, mix_seed(seed, 1));
+  Tensor h = attn_.forward(ln_1_.forward(x, arena, half_out_), arena, training, mix_seed(seed, 1));
   Tensor x1 = residual_add(backend_, x, h, arena);
-  Tensor m = c_proj_.forward(gelu_.forward(c_fc_.forward(ln_2_.forward(x1, arena), arena), arena, gelu_out_), arena);
+  Tensor m = c_proj_.forward(gelu_.forward(c_fc_.forward(ln_2_.forward(x1, arena, half_out_), arena), arena, half_out_),
+                             arena);
   m = mlp_drop_.forward(m, arena, training, mix_seed(seed, 2));
   return residual_add(backend_, x1, m, arena);
 }

@@ -22,6 +22,10 @@
 
 namespace seqtrain {
 
+// What a layer feeding a Linear of `compute` writes: compute itself when it is 16-bit and the
+// backend rounds as it writes (supports(half_output)), f32 otherwise.
+DType half_output_type(const Backend& backend, DType compute);
+
 // out = a + b elementwise, in the arena: the blocks' residual adds.
 Tensor residual_add(Backend& backend, const Tensor& a, const Tensor& b, Arena& arena);
 
@@ -52,7 +56,7 @@ class GptBlock {
   LayerNorm ln_2_;
   Linear c_fc_;
   Activation gelu_;
-  DType gelu_out_;    // GELU's output type: the compute type when the backend rounds as it writes
+  DType half_out_;    // ln_1, ln_2 and GELU's output type: the compute type when the backend rounds as it writes
   Linear c_proj_;
   Dropout mlp_drop_;
   // Checkpointing: the block's input (a view into the step's arena) and the forward's arguments.

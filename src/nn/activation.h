@@ -35,7 +35,7 @@ struct Activation {
   Tensor forward(const Tensor& x, Arena& arena);
   // The same with y rounded to `out` (bf16 / f16) as it is written, for a 16-bit Linear that
   // follows (nn/linear.h takes such an input as its rounded copy). GELU only (its backward reads
-  // x, not y), on a backend that supports(activation_half); f32 is forward(x, arena).
+  // x, not y), on a backend that supports(half_output); f32 is forward(x, arena).
   Tensor forward(const Tensor& x, Arena& arena, DType out);
   Tensor backward(const Tensor& dy, Arena& arena);
 

@@ -48,6 +48,20 @@ Tensor LayerNorm::forward(const Tensor& x, Arena& arena) {
   return y;
 }
 
+Tensor LayerNorm::forward(const Tensor& x, Arena& arena, DType out) {
+  if (out == DType::f32) return forward(x, arena);
+  ST_CHECK(!x.shape.empty() && x.dim(-1) == channels && x.contiguous(),
+           "LayerNorm: input {} does not match normalized size {}: expected a contiguous [..., {}]",
+           shape_str(x.shape), channels, channels);
+  const int64_t rows = x.numel() / channels;
+  Tensor y = arena.tensor(x.shape, out);
+  mean = static_cast<float*>(arena.alloc(sizeof(float) * rows));
+  rstd = static_cast<float*>(arena.alloc(sizeof(float) * rows));
+  x_saved = x;
+  if (rows > 0) params.backend().layer_norm_forward_half(args(rows), out, y.ptr);
+  return y;
+}
+
 Tensor LayerNorm::backward(const Tensor& dy, Arena& arena) {
   ST_CHECK(x_saved.ptr != nullptr, "LayerNorm: backward called before forward");
   ST_CHECK(dy.shape == x_saved.shape && dy.contiguous(), "LayerNorm: gradient {} does not match the input {}",

@@ -78,6 +78,7 @@ struct LayerNormKernelArgs {
   const float* x = nullptr; const float* weight = nullptr; const float* bias = nullptr;
   float* mean = nullptr; float* rstd = nullptr;
   float* y = nullptr;                                             // forward
+  uint16_t* y16 = nullptr; HalfType half = HalfType::bf16;        // forward instead of y: rounded
   const float* dy = nullptr; float* dx = nullptr;                 // backward
   float* dweight = nullptr; float* dbias = nullptr;
   float* partials = nullptr;  // backward: ceil(rows / kLayerNormBlockRows) * 2 * C floats

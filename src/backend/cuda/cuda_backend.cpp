@@ -66,7 +66,7 @@ bool CudaBackend::supports(BackendOp op) const {
     case BackendOp::rnn_bf16:
     case BackendOp::rnn_fp16:
     case BackendOp::rnn_grad_checkpoint:
-    case BackendOp::activation_half:
+    case BackendOp::half_output:
       return false;
     case BackendOp::gemm_f32: case BackendOp::gemm_bf16: case BackendOp::gemm_f16:
     case BackendOp::bias: case BackendOp::rnn_fp32:

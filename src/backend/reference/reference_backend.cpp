@@ -13,7 +13,7 @@ bool ReferenceBackend::supports(BackendOp op) const {
   switch (op) {
     case BackendOp::gemm_bf16: case BackendOp::gemm_f16:
     case BackendOp::rnn_bf16: case BackendOp::rnn_fp16: case BackendOp::rnn_grad_checkpoint:
-    case BackendOp::attention_bf16: case BackendOp::activation_half:
+    case BackendOp::attention_bf16: case BackendOp::half_output:
       return false;
     default:
       return true;

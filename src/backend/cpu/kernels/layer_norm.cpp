@@ -10,6 +10,8 @@
 //             kLayerNormBlockRows rows (in `partials`), the blocks added in order at the end.
 // Threads over rows (forward) and row blocks (backward); no result depends on their count.
 
+#include <vector>
+
 #include "backend/cpu/kernels/level.h"
 #include "backend/cpu/kernels/vec.h"
 
@@ -18,10 +20,10 @@ namespace {
 
 constexpr int64_t kParallelMin = 1 << 15;  // elements; below it one thread (a team costs more)
 
-void forward_row(const LayerNormKernelArgs& a, int64_t r) {
+// Row r of y into `y` (C floats).
+void forward_row(const LayerNormKernelArgs& a, int64_t r, float* y) {
   const int64_t C = a.C;
   const float* x = a.x + r * C;
-  float* y = a.y + r * C;
   const float inv_c = 1.f / static_cast<float>(C);
   vf s = splat(0.f);
   for_lanes(C, [&](auto l) { s += l.load(x); });
@@ -76,9 +78,23 @@ void add_block_sums(const float* src, int64_t blocks, int64_t stride, int64_t C,
 
 }  // namespace
 
+// With y16, each row is computed into a thread's row buffer (in L1) and rounded from there: the
+// fp32 output never reaches memory.
 void layer_norm_forward(const LayerNormKernelArgs& a) {
+  if (a.y16 == nullptr) {
 #pragma omp parallel for schedule(static) if (a.rows * a.C >= kParallelMin)
-  for (int64_t r = 0; r < a.rows; ++r) forward_row(a, r);
+    for (int64_t r = 0; r < a.rows; ++r) forward_row(a, r, a.y + r * a.C);
+    return;
+  }
+#pragma omp parallel if (a.rows * a.C >= kParallelMin)
+  {
+    std::vector<float> row(static_cast<size_t>(a.C));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < a.rows; ++r) {
+      forward_row(a, r, row.data());
+      ST_ISA_NS::f32_to_half(a.half, row.data(), a.y16 + r * a.C, a.C);
+    }
+  }
 }
 
 void layer_norm_backward(const LayerNormKernelArgs& a) {
