@@ -42,22 +42,15 @@ void activation_backward(ActKind k, const float* x, const float* y, const float*
   backend.activation_backward(k, x, y, dy, dx, n);
 }
 
-Tensor Activation::forward(const Tensor& x, Arena& arena) {
-  ST_CHECK(x.contiguous(), "{}: input {} must be contiguous", activation_name(kind), shape_str(x.shape));
-  Tensor y = arena.tensor(x.shape);
-  backend().activation_forward(kind, x.f32(), y.f32(), x.numel());
-  x_saved = x;
-  y_saved = y;
-  return y;
-}
+Tensor Activation::forward(const Tensor& x, Arena& arena) { return forward(x, arena, DType::f32); }
 
 Tensor Activation::forward(const Tensor& x, Arena& arena, DType out) {
-  if (out == DType::f32) return forward(x, arena);
-  ST_CHECK(kind == ActKind::gelu || kind == ActKind::gelu_tanh,
+  ST_CHECK(out == DType::f32 || kind == ActKind::gelu || kind == ActKind::gelu_tanh,
            "{}: a 16-bit output is for GELU only (the others' backward reads the output)", activation_name(kind));
   ST_CHECK(x.contiguous(), "{}: input {} must be contiguous", activation_name(kind), shape_str(x.shape));
   Tensor y = arena.tensor(x.shape, out);
-  backend().activation_forward_half(kind, x.f32(), out, y.ptr, x.numel());
+  if (out == DType::f32) backend().activation_forward(kind, x.f32(), y.f32(), x.numel());
+  else backend().activation_forward_half(kind, x.f32(), out, y.ptr, x.numel());
   x_saved = x;
   y_saved = y;
   return y;

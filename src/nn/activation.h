@@ -33,9 +33,9 @@ struct Activation {
   explicit Activation(ActKind k, Backend* backend = nullptr) : kind(k), backend_(backend) {}
   // Saves views of x and y: both must stay alive until backward (true for arena activations).
   Tensor forward(const Tensor& x, Arena& arena);
-  // The same with y rounded to `out` (bf16 / f16) as it is written, for a 16-bit Linear that
-  // follows (nn/linear.h takes such an input as its rounded copy). GELU only (its backward reads
-  // x, not y), on a backend that supports(half_output); f32 is forward(x, arena).
+  // The same with y in `out`: f32, or bf16 / f16 rounded as it is written, for a 16-bit Linear
+  // that follows (nn/linear.h takes such an input as its rounded copy); 16-bit for GELU only (its
+  // backward reads x, not y), on a backend that supports(half_output).
   Tensor forward(const Tensor& x, Arena& arena, DType out);
   Tensor backward(const Tensor& dy, Arena& arena);
 

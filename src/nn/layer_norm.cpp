@@ -35,21 +35,9 @@ LayerNormArgs LayerNorm::args(int64_t rows) const {
   return a;
 }
 
-Tensor LayerNorm::forward(const Tensor& x, Arena& arena) {
-  ST_CHECK(!x.shape.empty() && x.dim(-1) == channels && x.contiguous(),
-           "LayerNorm: input {} does not match normalized size {}: expected a contiguous [..., {}]",
-           shape_str(x.shape), channels, channels);
-  const int64_t rows = x.numel() / channels;
-  Tensor y = arena.tensor(x.shape);
-  mean = static_cast<float*>(arena.alloc(sizeof(float) * rows));
-  rstd = static_cast<float*>(arena.alloc(sizeof(float) * rows));
-  x_saved = x;
-  if (rows > 0) params.backend().layer_norm_forward(args(rows), y.f32());
-  return y;
-}
+Tensor LayerNorm::forward(const Tensor& x, Arena& arena) { return forward(x, arena, DType::f32); }
 
 Tensor LayerNorm::forward(const Tensor& x, Arena& arena, DType out) {
-  if (out == DType::f32) return forward(x, arena);
   ST_CHECK(!x.shape.empty() && x.dim(-1) == channels && x.contiguous(),
            "LayerNorm: input {} does not match normalized size {}: expected a contiguous [..., {}]",
            shape_str(x.shape), channels, channels);
@@ -58,7 +46,9 @@ Tensor LayerNorm::forward(const Tensor& x, Arena& arena, DType out) {
   mean = static_cast<float*>(arena.alloc(sizeof(float) * rows));
   rstd = static_cast<float*>(arena.alloc(sizeof(float) * rows));
   x_saved = x;
-  if (rows > 0) params.backend().layer_norm_forward_half(args(rows), out, y.ptr);
+  if (rows == 0) return y;
+  if (out == DType::f32) params.backend().layer_norm_forward(args(rows), y.f32());
+  else params.backend().layer_norm_forward_half(args(rows), out, y.ptr);
   return y;
 }
 

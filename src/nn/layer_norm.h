@@ -24,9 +24,8 @@ struct LayerNorm {
   // weight = 1, bias = 0 (torch's and nanoGPT's initialisation). Draws nothing.
   void init();
   Tensor forward(const Tensor& x, Arena& arena);
-  // The same with y rounded to `out` (bf16 / f16) as it is written, for a 16-bit Linear that
-  // follows (backward reads x, mean and rstd, not y); a backend that supports(half_output). f32 is
-  // forward(x, arena).
+  // The same with y in `out`: f32, or bf16 / f16 rounded as it is written, for a 16-bit Linear
+  // that follows (backward reads x, mean and rstd, not y; a backend that supports(half_output)).
   Tensor forward(const Tensor& x, Arena& arena, DType out);
   // Adds dweight (and dbias) into params.grad(); returns dx shaped like x.
   Tensor backward(const Tensor& dy, Arena& arena);
