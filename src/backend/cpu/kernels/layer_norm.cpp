@@ -10,8 +10,6 @@
 //             kLayerNormBlockRows rows (in `partials`), the blocks added in order at the end.
 // Threads over rows (forward) and row blocks (backward); no result depends on their count.
 
-#include <vector>
-
 #include "backend/cpu/kernels/level.h"
 #include "backend/cpu/kernels/vec.h"
 
@@ -88,12 +86,15 @@ void layer_norm_forward(const LayerNormKernelArgs& a) {
   }
 #pragma omp parallel if (a.rows * a.C >= kParallelMin)
   {
-    std::vector<float> row(static_cast<size_t>(a.C));
+    // Plain new[]: a std::vector here would emit its member templates as weak symbols compiled
+    // for this level, which the linker may pick for another (scripts/check_kernel_objects.sh).
+    float* row = new float[static_cast<size_t>(a.C)];
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < a.rows; ++r) {
-      forward_row(a, r, row.data());
-      ST_ISA_NS::f32_to_half(a.half, row.data(), a.y16 + r * a.C, a.C);
+      forward_row(a, r, row);
+      ST_ISA_NS::f32_to_half(a.half, row, a.y16 + r * a.C, a.C);
     }
+    delete[] row;
   }
 }
 
