@@ -24,11 +24,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "bench_util.h"
 #include "core/rng.h"
 
 using namespace seqtrain;
@@ -38,11 +38,7 @@ namespace {
 bool g_cpu_clock = false;
 
 double now_ms() {
-  if (g_cpu_clock) {
-    timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-  }
+  if (g_cpu_clock) return bench::process_cpu_ms();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
