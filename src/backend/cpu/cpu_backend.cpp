@@ -66,11 +66,11 @@ void CpuBackend::gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t 
 // the threads.
 void CpuBackend::convert(DType from, const void* src, DType to, void* dst, size_t n) {
   const int64_t len = static_cast<int64_t>(n);
-  auto half = [](DType t) { return t == DType::bf16 ? HalfType::bf16 : HalfType::fp16; };
   if (check_convert(name(), from, to))
-    f32_to_half_rows(half(to), static_cast<const float*>(src), len, static_cast<uint16_t*>(dst), 1, len);
+    f32_to_half_rows(half_type_of(to, "convert"), static_cast<const float*>(src), len, static_cast<uint16_t*>(dst), 1,
+                     len);
   else
-    half_to_f32(half(from), static_cast<const uint16_t*>(src), static_cast<float*>(dst), len);
+    half_to_f32(half_type_of(from, "convert"), static_cast<const uint16_t*>(src), static_cast<float*>(dst), len);
 }
 
 // Rows split over the threads: a GPT Linear's output is up to [B*T, 4C], and a serial pass over
@@ -223,9 +223,7 @@ void CpuBackend::activation_forward(ActKind k, const float* x, float* y, int64_t
 // so the fp32 output never reaches memory. The chunks split over the threads; the activation
 // calls inside one are below every kernel's threading threshold.
 void CpuBackend::activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n) {
-  ST_CHECK(to == DType::bf16 || to == DType::f16, "cpu backend: activation_forward_half writes bf16 or f16, not {}",
-           dtype_name(to));
-  const HalfType half = to == DType::bf16 ? HalfType::bf16 : HalfType::fp16;
+  const HalfType half = half_type_of(to, "activation_forward_half");
   auto* out = static_cast<uint16_t*>(y);
   if (k == ActKind::gelu) return cpu_kernels().gelu_forward_half(half, x, out, n);
   constexpr int64_t kChunk = 2048;

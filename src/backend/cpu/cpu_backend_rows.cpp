@@ -75,12 +75,10 @@ void CpuBackend::layer_norm_forward(const LayerNormArgs& a, float* y) {
 }
 
 void CpuBackend::layer_norm_forward_half(const LayerNormArgs& a, DType to, void* y) {
-  ST_CHECK(to == DType::bf16 || to == DType::f16, "cpu backend: layer_norm_forward_half writes bf16 or f16, not {}",
-           dtype_name(to));
   LayerNormKernelArgs k = layer_norm_kernel_args(a);
+  k.half = half_type_of(to, "layer_norm_forward_half");
   ST_CHECK(y, "LayerNorm forward: y must be given (null pointer)");
   k.y16 = static_cast<uint16_t*>(y);
-  k.half = to == DType::bf16 ? HalfType::bf16 : HalfType::fp16;
   cpu_kernels().layer_norm_forward(k);
 }
 

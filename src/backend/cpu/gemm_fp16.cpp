@@ -41,6 +41,11 @@ void gemm_fp16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
   gemm(ta, tb, M, N, K, 1.f, a32.data(), a_cols, b32.data(), b_cols, accumulate ? 1.f : 0.f, C, ldc);
 }
 
+HalfType half_type_of(DType t, const char* what) {
+  ST_CHECK(t == DType::bf16 || t == DType::f16, "cpu backend: {} writes bf16 or f16, not {}", what, dtype_name(t));
+  return t == DType::bf16 ? HalfType::bf16 : HalfType::fp16;
+}
+
 void f32_to_half(HalfType t, const float* src, uint16_t* dst, int64_t n) { cpu_kernels().f32_to_half(t, src, dst, n); }
 
 void half_to_f32(HalfType t, const uint16_t* src, float* dst, int64_t n) { cpu_kernels().half_to_f32(t, src, dst, n); }

@@ -11,6 +11,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace seqtrain {
 
 // f32 -> fp16 with round-to-nearest-even; values beyond the half range become +-inf, tiny ones
@@ -25,6 +27,9 @@ void gemm_fp16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t
 // The 16-bit float format of a mixed-precision layer, and dispatch over it: one code path in the
 // fused RNN kernels serves both formats.
 enum class HalfType { bf16, fp16 };
+// The HalfType of a 16-bit DType (bf16, f16); any other is an Error naming `what`, the operation
+// that asked to write it.
+HalfType half_type_of(DType t, const char* what);
 void f32_to_half(HalfType t, const float* src, uint16_t* dst, int64_t n);
 void half_to_f32(HalfType t, const uint16_t* src, float* dst, int64_t n);
 void f32_to_half_rows(HalfType t, const float* src, int64_t ld_src, uint16_t* dst, int64_t rows, int64_t cols);
