@@ -14,46 +14,44 @@ constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 constexpr int64_t kParallelMin = 1 << 15;  // below this many elements threads cost more than they save
 constexpr int64_t kBlock = 1024;           // elements per parallel work item (a multiple of kLanes)
 
-// body(lanes, offset) over [0, n) in vectors, blocks of kBlock elements spread over the threads
-// (static schedule: each thread one contiguous range).
-template <class Body>
-void for_blocks(int64_t n, Body&& body) {
+// block(lo, len) for the blocks [lo, lo + len) of kBlock elements that cover [0, n), spread over
+// the threads (static schedule: each thread one contiguous range).
+template <class Block>
+void for_blocks(int64_t n, Block&& block) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t lo = b * kBlock;
-    for_lanes(imin(kBlock, n - lo), [&](auto l) { body(l, lo); });
-  }
+  for (int64_t b = 0; b < blocks; ++b) block(b * kBlock, imin(kBlock, n - b * kBlock));
+}
+
+// y[0, len) = GELU(x[0, len)).
+void gelu_rows(const float* x, float* y, int64_t len) {
+  for_lanes(len, [&](auto l) {
+    const vf v = l.load(x);
+    l.store(y, v * normal_cdf(v));
+  });
 }
 }  // namespace
 
 void gelu_forward(const float* x, float* y, int64_t n) {
-  for_blocks(n, [&](auto l, int64_t lo) {
-    const vf v = l.load(x + lo);
-    l.store(y + lo, v * normal_cdf(v));
-  });
+  for_blocks(n, [&](int64_t lo, int64_t len) { gelu_rows(x + lo, y + lo, len); });
 }
 
 void gelu_forward_half(HalfType t, const float* x, uint16_t* y, int64_t n) {
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
+  for_blocks(n, [&](int64_t lo, int64_t len) {
     alignas(64) float tmp[kBlock];
-    const int64_t lo = b * kBlock, len = imin(kBlock, n - lo);
-    for_lanes(len, [&](auto l) {
-      const vf v = l.load(x + lo);
-      l.store(tmp, v * normal_cdf(v));
-    });
+    gelu_rows(x + lo, tmp, len);
     ST_ISA_NS::f32_to_half(t, tmp, y + lo, len);
-  }
+  });
 }
 
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
-  for_blocks(n, [&](auto l, int64_t lo) {
-    const vf v = l.load(x + lo);
-    vf gauss;
-    const vf cdf = normal_cdf(v, &gauss);
-    l.store(dx + lo, l.load(dy + lo) * (cdf + v * kInvSqrt2Pi * gauss));
+  for_blocks(n, [&](int64_t lo, int64_t len) {
+    for_lanes(len, [&](auto l) {
+      const vf v = l.load(x + lo);
+      vf gauss;
+      const vf cdf = normal_cdf(v, &gauss);
+      l.store(dx + lo, l.load(dy + lo) * (cdf + v * kInvSqrt2Pi * gauss));
+    });
   });
 }
 
