@@ -2,6 +2,8 @@
 // Each checks its arguments (backend.cpp's check_*), resolves them into the kernel's and calls
 // the active ISA level's kernel (cpu_kernels.h; kernels/cross_entropy.cpp, layer_norm.cpp,
 // embedding.cpp, dropout.cpp). Per-block partial sums come from the per-call scratch (scratch.h).
+#include <omp.h>
+
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/scratch.h"
@@ -79,6 +81,7 @@ void CpuBackend::layer_norm_forward_half(const LayerNormArgs& a, DType to, void*
   k.half = half_type_of(to, "layer_norm_forward_half");
   ST_CHECK(y, "LayerNorm forward: y must be given (null pointer)");
   k.y16 = static_cast<uint16_t*>(y);
+  k.row_work = scratch_of<float>(static_cast<int64_t>(omp_get_max_threads()) * a.channels);
   cpu_kernels().layer_norm_forward(k);
 }
 

@@ -79,6 +79,7 @@ struct LayerNormKernelArgs {
   float* mean = nullptr; float* rstd = nullptr;
   float* y = nullptr;                                             // forward
   uint16_t* y16 = nullptr; HalfType half = HalfType::bf16;        // forward instead of y: rounded
+  float* row_work = nullptr;  // with y16: one row of C floats per thread (omp_get_max_threads())
   const float* dy = nullptr; float* dx = nullptr;                 // backward
   float* dweight = nullptr; float* dbias = nullptr;
   float* partials = nullptr;  // backward: ceil(rows / kLayerNormBlockRows) * 2 * C floats

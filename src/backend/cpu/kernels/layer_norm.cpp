@@ -10,6 +10,8 @@
 //             kLayerNormBlockRows rows (in `partials`), the blocks added in order at the end.
 // Threads over rows (forward) and row blocks (backward); no result depends on their count.
 
+#include <omp.h>
+
 #include "backend/cpu/kernels/level.h"
 #include "backend/cpu/kernels/vec.h"
 
@@ -76,8 +78,8 @@ void add_block_sums(const float* src, int64_t blocks, int64_t stride, int64_t C,
 
 }  // namespace
 
-// With y16, each row is computed into a thread's row buffer (in L1) and rounded from there: the
-// fp32 output never reaches memory.
+// With y16, each row is computed into the thread's row of row_work (in L1) and rounded from
+// there: the fp32 output never reaches memory.
 void layer_norm_forward(const LayerNormKernelArgs& a) {
   if (a.y16 == nullptr) {
 #pragma omp parallel for schedule(static) if (a.rows * a.C >= kParallelMin)
@@ -86,15 +88,12 @@ void layer_norm_forward(const LayerNormKernelArgs& a) {
   }
 #pragma omp parallel if (a.rows * a.C >= kParallelMin)
   {
-    // Plain new[]: a std::vector here would emit its member templates as weak symbols compiled
-    // for this level, which the linker may pick for another (scripts/check_kernel_objects.sh).
-    float* row = new float[static_cast<size_t>(a.C)];
+    float* row = a.row_work + omp_get_thread_num() * a.C;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < a.rows; ++r) {
       forward_row(a, r, row);
       ST_ISA_NS::f32_to_half(a.half, row, a.y16 + r * a.C, a.C);
     }
-    delete[] row;
   }
 }
 
