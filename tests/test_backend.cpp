@@ -21,6 +21,8 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/isa.h"
+#include "backend/cpu/recurrent_gemm.h"
 #include "backend/reference/reference_backend.h"
 #include "config/config.h"
 #include "core/rng.h"
@@ -256,6 +258,27 @@ INSTANTIATE_TEST_SUITE_P(Cells, BackendLayer,
                                            LayerCase{RnnCell::gru, 2, RnnImpl::fused},
                                            LayerCase{RnnCell::lstm, 2, RnnImpl::onednn},
                                            LayerCase{RnnCell::gru, 2, RnnImpl::onednn}));
+
+// The fused fp32 layer runs its recurrent products through a packed oneDNN matmul (RecurrentGemm)
+// where that is oneDNN's brgemm (AVX-512 and up) and for the GRU; an LSTM below AVX-512 runs
+// them on the plain sgemm, which measured faster there (cpu_rnn.h, packed_forward). The suite's
+// SEQTRAIN_ISA=avx2 pass takes the second branch; BackendLayer above checks its numbers.
+TEST(BackendLayerPacking, FloatRecurrentProductsArePackedWhereTheBrgemmIsOrForTheGru) {
+  const int64_t T = 3, N = 2, C = 5, H = 7;
+  for (RnnCell cell : {RnnCell::lstm, RnnCell::gru}) {
+    const int64_t GH = rnn_gates(cell) * H;
+    Rng rng(11);
+    const auto w = random_vec(rng, GH * C + GH * H + 2 * GH, -0.4f, 0.4f);
+    const auto x = random_vec(rng, T * N * C), dy = random_vec(rng, T * N * H);
+    const size_t before = RecurrentGemm::primitives_created();
+    const LayerRun r = run_layer(cpu(), cell, 1, w, x, dy, T, N, C, H);
+    const bool packed = active_isa() >= Isa::avx512 || cell == RnnCell::gru;
+    const char* what = cell == RnnCell::lstm ? "lstm" : "gru";
+    if (packed) EXPECT_GT(RecurrentGemm::primitives_created(), before) << what << " at " << isa_name(active_isa());
+    else EXPECT_EQ(RecurrentGemm::primitives_created(), before) << what << " at " << isa_name(active_isa());
+    EXPECT_GT(*std::max_element(r.dx.begin(), r.dx.end()), 0.f) << what;
+  }
+}
 
 TEST(Backend, ReferenceRefusesWhatItLacksByName) {
   EXPECT_FALSE(ref().supports(BackendOp::gemm_bf16));

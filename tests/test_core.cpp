@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/recurrent_gemm.h"
 #include "core/arena.h"
 #include "core/rng.h"
@@ -35,9 +36,11 @@ TEST(CoreArena, SteadyStateTrainingStepAllocatesNothing) {
   const uint64_t before = Arena::os_allocations();
   const size_t cap = step.arena().capacity();
   // The fused layers' recurrent GEMMs made their primitives and packed weights in the first
-  // steps (forward and backward, per layer and direction) and make none later.
+  // steps (forward and backward, per layer and direction) and make none later. Below AVX-512 the
+  // fp32 LSTM runs them on the plain sgemm and makes none at all (cpu_rnn.h, packed_forward).
   const size_t prims = RecurrentGemm::primitives_created();
-  EXPECT_GE(prims, prims0 + 8);  // 2 layers x 2 directions x forward and backward
+  if (active_isa() >= Isa::avx512) EXPECT_GE(prims, prims0 + 8);  // 2 layers x 2 directions x fwd and bwd
+  else EXPECT_EQ(prims, prims0);
   for (int i = 0; i < 5; ++i) step.run(Tensor(x.data(), {N, T, C}), Tensor(y.data(), {N, 2}), 10 + i);
   EXPECT_EQ(Arena::os_allocations(), before);
   EXPECT_EQ(RecurrentGemm::primitives_created(), prims);

@@ -85,7 +85,7 @@ std::string generate_text(Model& model, const Vocab& vocab, const GenerateArgs& 
 }
 
 CLI::App* add_generate_command(CLI::App& app, GenerateArgs& a) {
-  auto* g = app.add_subcommand("generate", "Continue a prompt with a character language model (char_lstm / char_gru)");
+  auto* g = app.add_subcommand("generate", "Continue a prompt with a character language model (char_lstm, char_gru or gpt)");
   g->add_option("checkpoint", a.checkpoint, "checkpoints/<tag> directory or run directory")->required();
   g->add_option("--prompt", a.prompt, "text to start from")->required();
   g->add_option("--tokens", a.tokens, "characters to generate (default 200)");

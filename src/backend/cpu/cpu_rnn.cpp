@@ -21,7 +21,8 @@ CpuRecurrentLayers::CpuRecurrentLayers(const RecurrentSpec& spec)
     : cell_(spec.cell), impl_(spec.options.impl), hidden_(spec.hidden), dirs_(spec.dirs),
       precision_(spec.options.precision), half_(spec.options.precision.mixed()),
       half_type_(spec.options.precision.compute == DType::f16 ? HalfType::fp16 : HalfType::bf16),
-      ckpt_(spec.options.grad_checkpoint), autotune_(spec.options.autotune), tuner_(spec.options.autotuner) {
+      packed_f32_(active_isa() >= Isa::avx512 || spec.cell == RnnCell::gru), ckpt_(spec.options.grad_checkpoint),
+      autotune_(spec.options.autotune), tuner_(spec.options.autotuner) {
   ST_CHECK(!(half_ && impl_ == RnnImpl::onednn && !autotune_),
            "{} precision runs on the fused RNN kernels only: use rnn_impl fused (or precision fp32 with onednn)",
            precision_name(precision_));
@@ -267,7 +268,7 @@ Tensor CpuRecurrentLayers::backward_fused(Layer& l, const RecurrentWeights& w, c
   l.rec_bwd.resize(dirs_);
   for (int64_t d = 0; d < dirs_; ++d) {
     FusedRnnGrads g;
-    g.rec = half_ && half_type_ == HalfType::fp16 ? nullptr : &l.rec_bwd[d];
+    g.rec = packed_backward() ? &l.rec_bwd[d] : nullptr;
     g.dout = dy.f32() + d * hidden_;
     g.dx = want_dx ? dsrc.f32() : nullptr;
     g.accumulate_dx = d > 0;

@@ -54,7 +54,16 @@ class CpuRecurrentLayers : public RecurrentLayers {
   // fp32 and for the bf16 LSTM; not for fp16 (emulated GEMM) nor for the bf16 GRU, whose
   // packed bf16 matmul at W1GRU's shape measured slower than the plain bf16 GEMM (the bf16
   // LSTM is the other way round; docs/BENCHMARKS.md, "Measurements behind code choices").
-  bool packed_forward() const { return !half_ || (half_type_ == HalfType::bf16 && cell_ == RnnCell::lstm); }
+  // In fp32 `packed_f32_`: where oneDNN's matmul is its brgemm (AVX-512 and up), and for the GRU
+  // below it too. Below AVX-512 the matmul is oneDNN's jit sgemm behind a primitive, and for the
+  // LSTM the plain sgemm measured faster (AVX2, W2's layer forward 196 vs 300 ms, W2 step 12-17%,
+  // W1 7%), for the GRU 3% slower (docs/BENCHMARKS.md, issue 13).
+  bool packed_forward() const {
+    return half_ ? half_type_ == HalfType::bf16 && cell_ == RnnCell::lstm : packed_f32_;
+  }
+  // The fused backward's recurrent product through a packed RecurrentGemm: bf16 always, fp16
+  // never (no packed path), fp32 as the forward (AVX2, W2's layer backward 367 vs 414 ms).
+  bool packed_backward() const { return half_ ? half_type_ == HalfType::bf16 : packed_f32_; }
   void layer_forward(Layer& l, const RecurrentWeights& w, const Tensor& in, Arena& arena, bool training);
   Tensor layer_backward(Layer& l, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx);
   void autotune_layer(Layer& l, const RecurrentWeights& w, const Tensor& in);
@@ -79,6 +88,7 @@ class CpuRecurrentLayers : public RecurrentLayers {
   Precision precision_;
   bool half_ = false;  // 16-bit GEMM operands (bf16 or fp16), of type half_type_
   HalfType half_type_ = HalfType::bf16;
+  bool packed_f32_ = false;  // the fp32 recurrent products packed (see packed_forward)
   bool ckpt_ = false, autotune_ = false;
   std::shared_ptr<Autotuner> tuner_;
   Arena ckpt_arena_;  // under gradient checkpointing: the recomputed gates block, backward workspace
