@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "models/char_lm.h"
 #include "models/forecaster.h"
+#include "models/text_generator.h"
 #include "nn/loss.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -327,6 +328,44 @@ TEST(CharLmGenerate, GreedyContinuesTheTrainedPattern) {
   const std::string e = error_of([&] { generate_text(*l.model, l.vocab, a); });
   EXPECT_CONTAINS(e, "--prompt");
   EXPECT_CONTAINS(e, "byte 2");
+}
+
+// A model that favours <unk> above every character: generation never draws it from a char
+// vocabulary (it would print U+FFFD), greedy or sampled, with or without top-k; a byte vocabulary
+// has no <unk>, and its id 0 (the NUL byte) stays drawable.
+struct UnkFavouringGenerator : TextGenerator {
+  int64_t V;
+  explicit UnkFavouringGenerator(int64_t v) : V(v) {}
+  int64_t vocab_size() const override { return V; }
+  std::unique_ptr<GenState> begin() const override { return std::make_unique<GenState>(); }
+  void next_logits(GenState&, int64_t, float* logits) override {
+    for (int64_t i = 0; i < V; ++i) logits[i] = 0.f;
+    logits[0] = 20.f;  // <unk> (char) / NUL (byte)
+    logits[2] = 1.f;
+  }
+};
+
+TEST(CharLmGenerate, NeverDrawsUnknownFromACharVocabulary) {
+  const Vocab vocab = Vocab::chars(U"abc");
+  UnkFavouringGenerator g(vocab.size());
+  GenerateArgs a;
+  a.prompt = "a";
+  a.tokens = 40;
+  for (double temperature : {0.0, 1.0, 5.0})
+    for (int64_t top_k : {0, 1, 2}) {
+      a.temperature = temperature;
+      a.top_k = top_k;
+      const std::string text = generate_text(g, vocab, a);
+      EXPECT_EQ(text.find("\xEF\xBF\xBD"), std::string::npos) << temperature << " top-k " << top_k << ": " << text;
+      EXPECT_EQ(text.size(), 41u);
+      if (temperature == 0 || top_k == 1) {
+        EXPECT_EQ(text, "a" + std::string(40, 'b'));  // id 2: 'b'
+      }
+    }
+  UnkFavouringGenerator bytes(256);
+  a.temperature = 0;
+  a.top_k = 0;
+  EXPECT_EQ(generate_text(bytes, Vocab::bytes(), a), "a" + std::string(40, '\0'));
 }
 
 TEST(CharLmGenerate, CommandPrintsTheContinuationAndReportsUnknownCharacters) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 
 #include "models/registry.h"
@@ -73,7 +74,12 @@ std::string generate_text(TextGenerator& model, const Vocab& vocab, const Genera
   for (int32_t id : ids) model.next_logits(*state, id, logits.data());
   Rng rng(a.seed);
   std::vector<int32_t> out;
+  // A char vocabulary's <unk> stands for characters the training text never had: no target was
+  // ever <unk>, so drawing it (a short-trained model may) would print U+FFFD, never a character.
+  // Masked unless it is the only token.
+  const bool mask_unk = vocab.kind() == VocabKind::Char && model.vocab_size() > 1;
   for (int64_t i = 0; i < a.tokens; ++i) {
+    if (mask_unk) logits[Vocab::kUnk] = -std::numeric_limits<float>::infinity();
     out.push_back(sample(logits, a.temperature, a.top_k, rng));
     if (i + 1 < a.tokens) model.next_logits(*state, out.back(), logits.data());
   }
