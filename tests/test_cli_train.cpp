@@ -69,6 +69,20 @@ TEST(CliTrain, UnknownKeyNamesTheClosestOne) {
   EXPECT_FALSE(fs::exists(dir.path / "run" / "config.yaml"));
 }
 
+// An --out that cannot be made (a regular file in its path) is a clear error naming the path
+// and the fix, exit 2, not an internal error.
+TEST(CliTrain, OutThatCannotBeCreatedIsAClearError) {
+  TempDir dir;
+  write_file(dir, "afile", "x");
+  const std::string out = (dir.path / "afile" / "run").string();
+  Result r = run("train " + kExample + kSmall + " --set train.epochs=1 --quiet --out " + out);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_CONTAINS(r.out, "cannot create the run directory '" + out + "'");
+  EXPECT_CONTAINS(r.out, "--out");
+  EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(dir / "afile"), "x");
+}
+
 // Kill -9 during training (after the first checkpoint), resume, and the final weights equal
 // an uninterrupted run's bit for bit (same threads, deterministic data order and dropout).
 TEST(CliTrain, KillNineThenResumeMatchesUninterruptedRunBitForBit) {

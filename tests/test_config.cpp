@@ -398,6 +398,11 @@ TEST(ConfigSuggest, EditDistanceAndClosestMatch) {
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
   EXPECT_EQ(edit_distance("", "abc"), 3u);
   EXPECT_EQ(edit_distance("same", "same"), 0u);
+  EXPECT_EQ(edit_distance("gtp", "gpt"), 1u);  // neighbours swapped: one edit
+  EXPECT_EQ(edit_distance("lsmt", "lstm"), 1u);
+  EXPECT_EQ(edit_distance("ab", "ba"), 1u);
+  EXPECT_EQ(edit_distance("ca", "abc"), 3u);  // a swap is not edited again (optimal string alignment)
+  EXPECT_EQ(did_you_mean("gtp", {"lstm", "gru", "gpt"}), " (did you mean 'gpt'?)");
   std::vector<std::string> keys = {"train.batch_size", "train.epochs", "data.lookback"};
   EXPECT_EQ(closest_match("train.bach_size", keys), "train.batch_size");
   EXPECT_EQ(closest_match("lookback", keys), "data.lookback");

@@ -19,20 +19,19 @@ std::string lower(std::string s) {
 }  // namespace
 
 size_t edit_distance(const std::string& a, const std::string& b) {
-  // One row of the DP table at a time; names are short so this is never hot.
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  // Three rows of the DP table (the transposition looks two back); names are short, never hot.
+  std::vector<size_t> two(b.size() + 1), prev(b.size() + 1), row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
     row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      size_t subst = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
-      row[j] = std::min({up + 1, row[j - 1] + 1, subst});
-      diag = up;
+      row[j] = std::min({prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) row[j] = std::min(row[j], two[j - 2] + 1);
     }
+    std::swap(two, prev);
+    std::swap(prev, row);
   }
-  return row[b.size()];
+  return prev[b.size()];
 }
 
 std::string closest_match(const std::string& query, const std::vector<std::string>& candidates) {

@@ -7,7 +7,8 @@
 
 namespace seqtrain {
 
-// Levenshtein distance (insert, delete, substitute all cost 1), case-sensitive.
+// Edit distance with adjacent transpositions (insert, delete, substitute and swapping two
+// neighbours all cost 1: "gtp" is one edit from "gpt"), case-sensitive.
 size_t edit_distance(const std::string& a, const std::string& b);
 
 // The candidate closest to `query`, or "" when none is close enough to be a plausible typo.

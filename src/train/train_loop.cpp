@@ -141,7 +141,10 @@ void TrainLoop::build_optimizer() {
 // left; then the autotune cache (per run directory and machine) is read.
 void TrainLoop::open_run_dir() {
   if (!primary()) return;
-  fs::create_directories(run_);
+  std::error_code ec;
+  fs::create_directories(run_, ec);
+  ST_CHECK(!ec, "cannot create the run directory '{}': {}; give train --out a directory you can write to",
+           run_.string(), ec.message());
   lock_ = std::make_unique<RunLock>(run_);
   for (const auto& note : prepare_run_dir(run_, opt_.overwrite && !opt_.resume)) observers_.on_note(note);
   if (tuner_) {
