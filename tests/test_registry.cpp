@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "cli/generate.h"
@@ -246,7 +247,8 @@ TEST(LoadModel, NeitherARunNorACheckpointIsTheCommandsError) {
 
 // --- generation through TextGenerator -------------------------------------------------------
 
-// generate's sampling as it was written against CharLm::step before the interface existed.
+// generate's sampling as it was written against CharLm::step before the interface existed,
+// with the rule added since: a char vocabulary's <unk> (id 0) is never drawn.
 std::string reference_generate(CharLm& m, const Vocab& vocab, const GenerateArgs& a) {
   CharLmState state = m.initial_state();
   std::vector<float> logits(m.vocab_size());
@@ -255,6 +257,7 @@ std::string reference_generate(CharLm& m, const Vocab& vocab, const GenerateArgs
   std::vector<int32_t> out;
   const int64_t V = m.vocab_size(), k = a.top_k > 0 ? std::min(a.top_k, V) : V;
   for (int64_t i = 0; i < a.tokens; ++i) {
+    logits[Vocab::kUnk] = -std::numeric_limits<float>::infinity();
     std::vector<int32_t> order(V);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return logits[x] > logits[y]; });
