@@ -50,8 +50,8 @@ class CpuRecurrentLayers : public RecurrentLayers {
     int64_t tuned_T = -1, tuned_N = -1;             // shape of the last autotune decision
   };
   void convert_weights_half(Layer& l, const RecurrentWeights& w);
-  // Whether the fused forward runs its per-step GEMM through a packed RecurrentGemm: always in
-  // fp32 and for the bf16 LSTM; not for fp16 (emulated GEMM) nor for the bf16 GRU, whose
+  // Whether the fused forward runs its per-step GEMM through a packed RecurrentGemm: for the
+  // bf16 LSTM, and in fp32 as below; not for fp16 (emulated GEMM) nor for the bf16 GRU, whose
   // packed bf16 matmul at W1GRU's shape measured slower than the plain bf16 GEMM (the bf16
   // LSTM is the other way round; docs/BENCHMARKS.md, "Measurements behind code choices").
   // In fp32 `packed_f32_`: where oneDNN's matmul is its brgemm (AVX-512 and up), and for the GRU
