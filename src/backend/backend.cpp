@@ -87,6 +87,10 @@ bool check_convert(std::string_view backend, DType from, DType to) {
   return narrow;
 }
 
+void check_gemm_bias(std::string_view backend, int64_t N, int64_t ldc) {
+  ST_CHECK(ldc == N, "{} backend: gemm_bias writes a contiguous C (ldc {} != N {})", backend, ldc, N);
+}
+
 void check_cross_entropy_args(const CrossEntropyArgs& a) {
   ST_CHECK(a.rows > 0 && a.classes > 0, "cross_entropy: {} rows of {} classes: both must be positive", a.rows,
            a.classes);
@@ -161,7 +165,7 @@ Backend& default_backend() { return backend_named("cpu"); }
 // pass).
 void Backend::gemm_bias(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
                         const void* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
-  ST_CHECK(ldc == N, "{} backend: gemm_bias writes a contiguous C (ldc {} != N {})", name(), ldc, N);
+  check_gemm_bias(name(), N, ldc);
   bias_rows(bias, C, M, N);
   gemm(in, ta, tb, M, N, K, 1.f, A, lda, B, ldb, 1.f, C, ldc);
 }

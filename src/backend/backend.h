@@ -189,6 +189,9 @@ AttentionCall attention_call(const AttentionArgs& a);
 // f32) or widens; any other pair is an Error naming the backend and both types.
 bool check_convert(std::string_view backend, DType from, DType to);
 
+// Checks Backend::gemm_bias's C: contiguous (ldc == N), as the bias rows it adds assume.
+void check_gemm_bias(std::string_view backend, int64_t N, int64_t ldc);
+
 // Cross-entropy fused with log-softmax over the rows of logits [N, C] (torch's
 // F.cross_entropy(logits, targets, ignore_index=..., reduction='sum') and its gradient):
 //   loss_i = logsumexp(z_i) - z_i[t_i]  for every row whose target t_i is not ignore_index

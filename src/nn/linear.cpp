@@ -35,9 +35,11 @@ void WeightProduct::forward(const Tensor& x, const float* w, const float* bias, 
   const int64_t in = x.dim(-1), N = x.numel() / in;
   x_ = x;
   out_ = out;
-  const void* a = compute_ == DType::f32 ? x.f32() : x.ptr;  // f32 checks an fp32 x
+  const void* a = nullptr;
   const void* b = w;
-  if (compute_ != DType::f32) {
+  if (compute_ == DType::f32) {
+    a = x.f32();  // checks an fp32 x
+  } else {
     x16_ = x.dtype == compute_ ? x : to_half(*be_, compute_, x.f32(), N, in, arena);
     w16_ = to_half(*be_, compute_, w, out, in, arena);
     a = x16_.ptr;
@@ -51,14 +53,13 @@ void WeightProduct::forward(const Tensor& x, const float* w, const float* bias, 
 void WeightProduct::backward(const float* dy, const float* w, float* dw, float* db, float* dx, Arena& arena) {
   ST_CHECK(x_.ptr != nullptr, "WeightProduct: backward called before forward");
   const int64_t in = x_.dim(-1), N = x_.numel() / in, out = out_;
+  if (db != nullptr) be_->bias_grad(dy, db, N, out);
   if (compute_ == DType::f32) {
-    if (db != nullptr) be_->bias_grad(dy, db, N, out);
     be_->gemm(DType::f32, true, false, out, in, N, 1.f, dy, out, x_.f32(), in, 1.f, dw, in);
     be_->gemm(DType::f32, false, false, N, in, out, 1.f, dy, out, w, in, 0.f, dx, in);
     return;
   }
-  if (N == 0) return;  // nothing to add to dW or db, and dx has no rows
-  if (db != nullptr) be_->bias_grad(dy, db, N, out);
+  if (N == 0) return;  // nothing to add to dW, and dx has no rows
   Tensor dy16 = to_half(*be_, compute_, dy, N, out, arena);
   be_->gemm(compute_, true, false, out, in, N, 1.f, dy16.ptr, out, x16_.ptr, in, 1.f, dw, in);
   be_->gemm(compute_, false, false, N, in, out, 1.f, dy16.ptr, out, w16_.ptr, in, 0.f, dx, in);

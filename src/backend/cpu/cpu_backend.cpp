@@ -98,7 +98,7 @@ void CpuBackend::gemm_bias(DType in, bool ta, bool tb, int64_t M, int64_t N, int
     Backend::gemm_bias(in, ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
     return;
   }
-  ST_CHECK(ldc == N, "cpu backend: gemm_bias writes a contiguous C (ldc {} != N {})", ldc, N);
+  check_gemm_bias(name(), N, ldc);
   gemm_bf16(ta, tb, M, N, K, static_cast<const uint16_t*>(A), lda, static_cast<const uint16_t*>(B), ldb, false, C,
             ldc, bias);
 }
