@@ -279,6 +279,22 @@ TEST(TrainLoop, MalformedFrequencyNamesTheKeyAndTheForms) {
   EXPECT_TRUE(parse_frequency("0", "k").never());
 }
 
+// A cosine warmup longer than the run is said in the config's keys, before anything is written.
+TEST(TrainLoop, WarmupLongerThanTheRunNamesTheKeysAndWritesNothing) {
+  TempDir dir;
+  TrainOptions opt(dir / "run", false, false, true);
+  try {
+    train(tiny({"train.schedule.name=cosine", "train.schedule.warmup_steps=100000"}), opt);
+    ADD_FAILURE() << "a 100000-step warmup in a 2-epoch run was accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("train.schedule.warmup_steps = 100000"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("train.epochs"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "run"));
+  EXPECT_NO_THROW(train(tiny({"train.schedule.name=cosine", "train.schedule.warmup_steps=1"}), opt));
+}
+
 // A run directory written by facea28 (tests/data/facea28_run) resumes for another epoch: its
 // state.json lacks the newer fields, its config the newer keys.
 TEST(TrainLoop, ResumesACheckpointWrittenByFacea28) {

@@ -118,6 +118,13 @@ void TrainLoop::build_optimizer() {
   const int64_t updates_per_epoch = std::max<int64_t>(1, batches_ / t.grad_accum);
   total_updates_ = updates_per_epoch * t.epochs;
   if (t.max_steps > 0) total_updates_ = std::min(total_updates_, t.max_steps);
+  // The schedule itself knows only step counts; here the run's length is known in the config's
+  // terms, so a warmup longer than the run is said with the keys that set both.
+  ST_CHECK(t.schedule.name != "cosine" || t.schedule.warmup_steps <= total_updates_,
+           "train.schedule.warmup_steps = {} is longer than this run: {} optimizer steps ({} epochs x {} "
+           "an epoch{}); lower train.schedule.warmup_steps or raise train.epochs",
+           t.schedule.warmup_steps, total_updates_, t.epochs, updates_per_epoch,
+           t.max_steps > 0 ? fmt::format(", capped by train.max_steps = {}", t.max_steps) : std::string());
   schedule_ = make_schedule(ScheduleOptions{.name = t.schedule.name, .base_lr = t.optimizer.lr,
                                             .step_size = t.schedule.step_size, .gamma = t.schedule.gamma,
                                             .warmup_steps = t.schedule.warmup_steps, .total_steps = total_updates_,
