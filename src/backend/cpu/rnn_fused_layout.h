@@ -11,9 +11,6 @@ namespace seqtrain::rnn_fused_layout {
 // Time index of the s-th processed step.
 static inline int64_t time_of(const FusedRnnArgs& a, int64_t s) { return a.reverse ? a.T - 1 - s : s; }
 
-// Time steps in a block of `gates` (FusedRnnArgs::gate_slots; the whole sequence when 0).
-static inline int64_t gate_block(const FusedRnnArgs& a) { return a.gate_slots > 0 ? a.gate_slots : a.T; }
-
 // Offset of step t's gate rows in a buffer of blocks of `slots` steps (the whole sequence when
 // 0): blocks are aligned to multiples of it, so step t sits in slot t % slots.
 static inline int64_t gate_offset(const FusedRnnArgs& a, int64_t slots, int64_t t) {
