@@ -39,10 +39,8 @@ using testing::read_npy;
 using testing::rel_err;
 using testing::run_python;
 using testing::TempDir;
+using testing::to_double;
 using testing::write_npy;
-
-std::vector<double> to_double(const float* p, int64_t n) { return std::vector<double>(p, p + n); }
-std::vector<double> to_double(const std::vector<float>& v) { return to_double(v.data(), v.size()); }
 
 double dot(const std::vector<double>& a, const std::vector<double>& r) {
   double s = 0;

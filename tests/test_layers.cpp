@@ -30,10 +30,8 @@ using testing::read_npy;
 using testing::rel_err;
 using testing::run_python;
 using testing::TempDir;
+using testing::to_double;
 using testing::write_npy;
-
-std::vector<double> to_double(const float* p, int64_t n) { return std::vector<double>(p, p + n); }
-std::vector<double> to_double(const std::vector<float>& v) { return to_double(v.data(), v.size()); }
 
 void copy_into(const Tensor& t, const std::vector<float>& v) {
   ASSERT_EQ(t.numel(), static_cast<int64_t>(v.size()));

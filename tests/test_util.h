@@ -191,12 +191,17 @@ inline double scaled_err(const std::vector<float>& a, const std::vector<float>& 
 template <typename A, typename B>
 inline double rel_err(const A& a, const B& b) {
   double num = 0, den = 0;
-  
   for (size_t i = 0; i < std::size(a) && i < std::size(b); ++i) {
     num = std::max(num, std::abs(double(a[i]) - double(b[i])));
     den = std::max(den, std::abs(double(b[i])));
   }
   return den == 0 ? num : num / den;
+}
+
+// Floats widened to doubles, for the naive double references the layer tests compare against.
+inline std::vector<double> to_double(const float* p, int64_t n) { return std::vector<double>(p, p + n); }
+inline std::vector<double> to_double(const std::vector<float>& v) {
+  return to_double(v.data(), static_cast<int64_t>(v.size()));
 }
 
 }  // namespace seqtrain::testing
