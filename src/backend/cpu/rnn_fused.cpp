@@ -73,11 +73,15 @@ void chunk_gemms(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t t0, int6
 }
 
 // Time steps per input-projection GEMM in the forward: the gate block when there is one
-// (checkpointing, 16-bit mode), else the backward's chunk of at least kChunkMinRows rows rather
-// than the whole sequence, so that the gate pass reads the projection it adds from cache, not
-// memory (W1's layer forward 2-4% faster at AVX2 and AVX-512, 1 and 2 threads; bench_recurrent_gemm).
+// (checkpointing, 16-bit mode); else chunks of at least kChunkMinRows rows rather than the whole
+// sequence, so that the gate pass reads the projection it adds from cache, not memory (W1's
+// layer forward 2-4% faster at AVX2 and AVX-512, bench_recurrent_gemm). Every call re-packs
+// W_ih [G, C], so a chunk has at least 16 rows per input column: at W2's C = 512 that is the
+// whole sequence, where 2048-row chunks made the layer forward 2-5% slower.
 int64_t projection_block(const FusedRnnArgs& a) {
-  return a.gate_slots > 0 ? a.gate_slots : fused_rnn_backward_chunk(a.N, a.T);
+  if (a.gate_slots > 0) return a.gate_slots;
+  const int64_t rows = std::max<int64_t>(kChunkMinRows, 16 * a.C);
+  return std::min(a.T, std::max<int64_t>(1, (rows + a.N - 1) / a.N));
 }
 
 // Forward steps s0 .. s1-1 (processing order). Entering a block of time steps, its input
