@@ -22,6 +22,11 @@ const CpuKernels& kernels_of(const FusedRnnArgs& a) { return a.kernels ? *a.kern
 // the sequence's 78 MB a layer). Fewer rows make the GEMMs less efficient.
 constexpr int64_t kChunkMinRows = 2048;
 
+// The fewest time steps of N rows each that hold `rows` rows, at least 1 and at most T.
+int64_t steps_holding(int64_t rows, int64_t N, int64_t T) {
+  return std::min(T, std::max<int64_t>(1, (rows + N - 1) / N));
+}
+
 // dw [G, C] += s^T for s [C, G], in tiles so that both sides stay in cache.
 void add_transposed(const float* s, int64_t C, int64_t G, float* dw) {
   constexpr int64_t kTile = 32;
@@ -76,12 +81,12 @@ void chunk_gemms(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t t0, int6
 // (checkpointing, 16-bit mode); else chunks of at least kChunkMinRows rows rather than the whole
 // sequence, so that the gate pass reads the projection it adds from cache, not memory (W1's
 // layer forward 2-4% faster at AVX2 and AVX-512, bench_recurrent_gemm). Every call re-packs
-// W_ih [G, C], so a chunk has at least 16 rows per input column: at W2's C = 512 that is the
-// whole sequence, where 2048-row chunks made the layer forward 2-5% slower.
+// W_ih [G, C], so a chunk has at least kProjectionRowsPerInput rows per input column: at W2's
+// C = 512 that is the whole sequence, where 2048-row chunks made the layer forward 2-5% slower.
+constexpr int64_t kProjectionRowsPerInput = 16;
 int64_t projection_block(const FusedRnnArgs& a) {
   if (a.gate_slots > 0) return a.gate_slots;
-  const int64_t rows = std::max<int64_t>(kChunkMinRows, 16 * a.C);
-  return std::min(a.T, std::max<int64_t>(1, (rows + a.N - 1) / a.N));
+  return steps_holding(std::max(kChunkMinRows, kProjectionRowsPerInput * a.C), a.N, a.T);
 }
 
 // Forward steps s0 .. s1-1 (processing order). Entering a block of time steps, its input
@@ -187,9 +192,7 @@ void fused_rnn_backward(const FusedRnnArgs& a, const FusedRnnGrads& g) {
   }
 }
 
-int64_t fused_rnn_backward_chunk(int64_t N, int64_t T) {
-  return std::min(T, std::max<int64_t>(1, (kChunkMinRows + N - 1) / N));
-}
+int64_t fused_rnn_backward_chunk(int64_t N, int64_t T) { return steps_holding(kChunkMinRows, N, T); }
 
 int64_t fused_rnn_bias_partials(int64_t N, RnnCell cell, int64_t H) {
   // GRU blocks hold dgi's G columns and dgh's n part (gru_step_backward).
