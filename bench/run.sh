@@ -17,6 +17,10 @@
 #                                         (ONEDNN_MAX_CPU_ISA), MKL (MKL_ENABLE_INSTRUCTIONS) and
 #                                         OpenBLAS (OPENBLAS_CORETYPE); the f32 peak is then AVX2's.
 #                                         Results go to bench/results/step-avx2-<date>.
+#   ISA=plain bench/run.sh                the same below AVX2 (x86-64 with SSE4.1, oneDNN's lowest
+#                                         JIT level; ATen's "default" kernels)
+#   ISA=avx512 bench/run.sh               AVX-512 without AVX512-BF16 (a Skylake-X class CPU): what
+#                                         --precision bf16 gets on a CPU without the instruction
 #
 # Peers: Debian's /usr/bin/python3 (python3-torch 1.13) and, when bench/setup_venv.sh has
 # made it, bench/.venv/bin/python (PyPI torch). Every run is a fresh process, so peak RSS is
@@ -31,9 +35,14 @@ REPEAT=${REPEAT:-1}
 ISA=${ISA:-}
 case "$ISA" in
   "") ;;
+  plain) export SEQTRAIN_ISA=plain ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 DNNL_MAX_CPU_ISA=SSE41 \
+                MKL_ENABLE_INSTRUCTIONS=SSE4_2 OPENBLAS_CORETYPE=Nehalem ;;
   avx2) export SEQTRAIN_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2 \
                MKL_ENABLE_INSTRUCTIONS=AVX2 OPENBLAS_CORETYPE=Haswell ;;
-  *) echo "bench/run.sh: ISA=$ISA is not supported: use ISA=avx2, or leave ISA unset for the CPU's own" >&2; exit 2 ;;
+  avx512) export SEQTRAIN_ISA=avx512 ATEN_CPU_CAPABILITY=avx512 ONEDNN_MAX_CPU_ISA=AVX512_CORE \
+                 DNNL_MAX_CPU_ISA=AVX512_CORE MKL_ENABLE_INSTRUCTIONS=AVX512 OPENBLAS_CORETYPE=SkylakeX ;;
+  *) echo "bench/run.sh: ISA=$ISA is not supported: use ISA=plain, avx2 or avx512, or leave ISA unset for the" \
+          "CPU's own" >&2; exit 2 ;;
 esac
 
 # Step counts: small enough for a few minutes on 2 cores. Debian's torch 1.13 calls the
