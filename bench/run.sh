@@ -19,8 +19,8 @@
 #                                         Results go to bench/results/step-avx2-<date>.
 #   ISA=plain bench/run.sh                the same below AVX2 (x86-64 with SSE4.1, oneDNN's lowest
 #                                         JIT level; ATen's "default" kernels)
-#   ISA=avx512 bench/run.sh               AVX-512 without AVX512-BF16 (a Skylake-X class CPU): what
-#                                         --precision bf16 gets on a CPU without the instruction
+#   ISA=avx512 bench/run.sh               AVX-512 without AVX512-BF16 (a Skylake-X class CPU); fp32
+#                                         only, as seqtrain refuses --precision bf16 without it
 #
 # Peers: Debian's /usr/bin/python3 (python3-torch 1.13) and, when bench/setup_venv.sh has
 # made it, bench/.venv/bin/python (PyPI torch). Every run is a fresh process, so peak RSS is

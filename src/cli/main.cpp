@@ -16,7 +16,9 @@
 int main(int argc, char** argv) {
   using namespace seqtrain;
   route_stop_signals();  // first, before any thread starts (see its comment)
-  CLI::App app{"seqtrain: fast, dependable training of sequence models (LSTM/GRU forecasters and classifiers, character LMs, GPT)"};
+  CLI::App app{
+      "seqtrain: fast, dependable training of sequence models (LSTM/GRU forecasters and classifiers, "
+      "character LMs, GPT)"};
   app.require_subcommand(1);
 
   TrainArgs train_args;
