@@ -51,8 +51,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   cublasLtHandle_t cublaslt() const { return lt_; }
   cudnnHandle_t cudnn() const { return dnn_; }
-  // Whether fp32 GEMMs may use TF32 tensor cores (the precision policy's choice; on by default as
-  // the seeds set torch.backends.cuda.matmul.allow_tf32).
+  // Whether fp32 GEMMs may use TF32 tensor cores. Off by default, as PyTorch's
+  // torch.backends.cuda.matmul.allow_tf32 since 1.12: runtime.precision fp32 means fp32's numbers
+  // (a CUDA run within 1e-3 of the CPU's); bf16 / fp16 are the fast choices.
   bool tf32() const { return tf32_; }
   void set_tf32(bool on) { tf32_ = on; }
   // A device buffer of at least `bytes` kept by the backend for kernels' temporaries (reduction
@@ -75,7 +76,7 @@ class CudaBackend final : public Backend {
   size_t scratch_bytes_ = 0;
   void* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
-  bool tf32_ = true;
+  bool tf32_ = false;
   AllocationTable allocations_;
   std::unique_ptr<HostAllocator> page_locked_;      // cudaHostAlloc / cudaFreeHost
   std::unique_ptr<FallbackHostAllocator> loader_slots_;  // page_locked_, or the heap when it refuses

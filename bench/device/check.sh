@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# bench/device/check.sh: everything a GPU machine has to prove for the CUDA backend, in one run
+# of at most 8 minutes, written to one report ($OUT/report.txt, the summary last on stdout):
+#  1. the machine: GPU, driver, PyTorch, and the bf16 / TF32 matmul peaks through PyTorch;
+#  2. seqtrain: unpacked from .devbundle/seqtrain.tar.xz (bench/device/bundle.sh, made where the
+#     Debian packages are) or, where the machine has them, built from this tree;
+#  3. every CUDA test (each op against the reference backend): seqtrain_tests --gtest_filter *Cuda*;
+#  4. end to end, 100 steps each, by the runs' logged losses (compare_runs.py): the forecaster and
+#     the char GPT on CUDA against the CPU in fp32 (rtol 1e-3), bf16 / fp16 against fp32 on CUDA
+#     (2%), a resumed CUDA run against an unbroken one (exact), a CUDA checkpoint resumed on the
+#     CPU and a CPU one on CUDA;
+#  5. benchmarks against the PyTorch of the machine (bench_cuda vs torch_cuda.py): W1 and moola's
+#     BiLSTM against PyTorch fp32 and AMP with cudnn.benchmark, the char GPT against eager and
+#     torch.compile.
+# Each step has its own time limit, so one hang costs its step only. Exit status: the number of
+# failed checks (0: all passed).
+#   OUT=/tmp/out bash bench/device/check.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+OUT=${OUT:-/tmp/seqtrain-device}
+mkdir -p "$OUT"
+REPORT=$OUT/report.txt
+: >"$REPORT"
+FAILED=0
+T0=$(date +%s)
+say() { echo "$*" | tee -a "$REPORT"; }
+elapsed() { echo "$(( $(date +%s) - T0 ))s"; }
+check() {  # check LABEL CMD...: runs CMD, records PASS/FAIL with its exit status
+  local label=$1; shift
+  if "$@" >>"$OUT/check.log" 2>&1; then say "PASS $label"; else say "FAIL $label (exit $?)"; FAILED=$((FAILED + 1)); fi
+}
+
+say "== machine ($(elapsed))"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$REPORT"
+PY=${PYTHON:-python3}
+timeout 120 $PY - <<'PYEOF' 2>&1 | tee -a "$REPORT"
+import time, torch
+print(f"torch {torch.__version__}, cuda {torch.version.cuda}, cudnn {torch.backends.cudnn.version()}, {torch.cuda.get_device_name(0)}")
+for name, dt, tf32 in (("bf16", torch.bfloat16, False), ("tf32", torch.float32, True), ("fp32", torch.float32, False)):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    n = 8192 if dt == torch.bfloat16 else 4096
+    a = torch.randn(n, n, device="cuda", dtype=dt); b = torch.randn(n, n, device="cuda", dtype=dt)
+    for _ in range(3): a @ b
+    torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(10): a @ b
+    torch.cuda.synchronize(); s = (time.perf_counter() - t) / 10
+    print(f"peak_{name}_tflops {2 * n ** 3 / s / 1e12:.1f}")
+PYEOF
+
+say "== seqtrain ($(elapsed))"
+LIBS=""
+NV=$($PY -c "import nvidia, os; print(list(nvidia.__path__)[0])" 2>/dev/null || true)
+[ -n "$NV" ] && LIBS=$(find "$NV" -maxdepth 3 -type d -name lib | tr '\n' ':')
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [ -d "$d" ] && LIBS="$LIBS$d:"; done
+if [ -f .devbundle/seqtrain.tar.xz ]; then
+  BIN=/tmp/seqtrain-bundle
+  rm -rf "$BIN" && mkdir -p "$BIN" && tar -C "$BIN" -xJf .devbundle/seqtrain.tar.xz
+  export LD_LIBRARY_PATH="$BIN/lib:$LIBS${LD_LIBRARY_PATH:-}"
+  BIN=$BIN/bin
+  say "bundle of commit $(cat .devbundle/commit 2>/dev/null)"
+else
+  BUILD=${BUILD_DIR:-build-device}
+  if ! timeout 300 bash -c "cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=native \
+        >$OUT/build.log 2>&1 && cmake --build $BUILD -j \$(nproc) >>$OUT/build.log 2>&1"; then
+    say "FAIL build (see build.log)"; tail -20 "$OUT/build.log"; exit 99
+  fi
+  BIN=$ROOT/$BUILD
+  export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:-}"
+fi
+ST=$BIN/seqtrain
+say "seqtrain: $(ls -la "$ST" | cut -c30-)"
+
+say "== CUDA tests ($(elapsed))"
+timeout 240 "$BIN/seqtrain_tests" --gtest_filter='*Cuda*:*cuda*:*DeviceChoice*' --gtest_brief=1 \
+  >"$OUT/cuda_tests.log" 2>&1
+rc=$?
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|tests ran" "$OUT/cuda_tests.log" | tail -40 | tee -a "$REPORT"
+if [ $rc -ne 0 ]; then say "FAIL CUDA tests (exit $rc)"; FAILED=$((FAILED + 1)); else say "PASS CUDA tests"; fi
+
+say "== end to end, 100 steps ($(elapsed))"
+RUNS=/tmp/seqtrain-runs
+rm -rf "$RUNS" && mkdir -p "$RUNS"
+F=examples/forecast.yaml
+G=examples/shakespeare_gpt.yaml
+# A constant learning rate: a cosine schedule's length is max_steps, so the resumed runs' first
+# leg (50 steps) would follow another schedule than the unbroken 100.
+COMMON=(--set train.max_steps=100 --set train.log_every=10 --set train.early_stopping.patience=1000
+        --set train.schedule.name=constant --set runtime.deterministic=true --quiet)
+GPT=(--set data.path=$ROOT/docs/ARCHITECTURE.md --set train.eval_every=50u --set train.eval_iters=4)
+train() {  # train NAME CONFIG ARGS...: one run into $RUNS/NAME, its output in check.log
+  local name=$1 cfg=$2; shift 2
+  echo "-- train $name: $cfg $*" >>"$OUT/check.log"
+  timeout 120 "$ST" train "$cfg" --out "$RUNS/$name" "${COMMON[@]}" "$@" >>"$OUT/check.log" 2>&1 \
+    || { say "FAIL train $name (exit $?): $(tail -2 "$OUT/check.log" | tr '\n' ' ')"; FAILED=$((FAILED + 1)); }
+}
+compare() { check "$1" $PY bench/device/compare_runs.py "$RUNS/$2" "$RUNS/$3" --rtol "$4" --label "$1" "${@:5}"; }
+train f_cpu "$F" --set runtime.device=cpu
+train f_cuda "$F" --set runtime.device=cuda
+compare "forecaster cuda fp32 vs cpu fp32 (1e-3)" f_cuda f_cpu 1e-3
+train f_cuda16 "$F" --set runtime.device=cuda --set runtime.precision=fp16
+compare "forecaster cuda fp16 vs fp32 (2%)" f_cuda16 f_cuda 0.02
+train f_cudabf "$F" --set runtime.device=cuda --set runtime.precision=bf16
+compare "forecaster cuda bf16 vs fp32 (2%)" f_cudabf f_cuda 0.02
+train g_cpu "$G" "${GPT[@]}" --set runtime.device=cpu
+train g_cuda "$G" "${GPT[@]}" --set runtime.device=cuda
+compare "char GPT cuda fp32 vs cpu fp32 (1e-3)" g_cuda g_cpu 1e-3
+train g_cudabf "$G" "${GPT[@]}" --set runtime.device=cuda --set runtime.precision=bf16
+compare "char GPT cuda bf16 vs fp32 (2%)" g_cudabf g_cuda 0.02
+train g_cuda16 "$G" "${GPT[@]}" --set runtime.device=cuda --set runtime.precision=fp16
+compare "char GPT cuda fp16 vs fp32 (2%)" g_cuda16 g_cuda 0.02
+# Resume: 50 steps, then on to 100 from the checkpoint, on CUDA and moved to the other device.
+for dev in cuda cpu; do
+  other=$([ $dev = cuda ] && echo cpu || echo cuda)
+  train "r_$dev" "$F" --set runtime.device=$dev --set train.max_steps=50 --set train.checkpoint_every=50u
+  cp -r "$RUNS/r_$dev" "$RUNS/r_${dev}_on_$other"
+  timeout 120 "$ST" train --resume "$RUNS/r_$dev" --set train.max_steps=100 --quiet >>"$OUT/check.log" 2>&1 \
+    || say "FAIL resume r_$dev (exit $?)"
+  timeout 120 "$ST" train --resume "$RUNS/r_${dev}_on_$other" --set train.max_steps=100 \
+    --set runtime.device=$other --quiet >>"$OUT/check.log" 2>&1 || say "FAIL resume r_${dev}_on_$other (exit $?)"
+done
+compare "cuda resume is exact (50 + 50 vs 100)" r_cuda f_cuda 0 --last-only
+compare "cpu resume is exact (50 + 50 vs 100)" r_cpu f_cpu 0 --last-only
+compare "cuda checkpoint trains on cpu (1e-3)" r_cuda_on_cpu f_cpu 1e-3 --last-only
+compare "cpu checkpoint trains on cuda (1e-3)" r_cpu_on_cuda f_cuda 1e-3 --last-only
+# A GPU that is not there: a clear error naming the key, exit non-zero.
+if "$ST" train "$F" --out "$RUNS/bad" --set runtime.device=cuda:7 --quiet >"$OUT/bad.log" 2>&1; then
+  say "FAIL cuda:7 on a one-GPU machine was accepted"; FAILED=$((FAILED + 1))
+else
+  grep -q "runtime.device" "$OUT/bad.log" && say "PASS cuda:7 refused: $(head -c 300 "$OUT/bad.log")" \
+    || { say "FAIL cuda:7 refused without naming runtime.device: $(head -c 300 "$OUT/bad.log")"; FAILED=$((FAILED + 1)); }
+fi
+
+say "== benchmarks ($(elapsed))"
+BENCH=$OUT/bench.jsonl
+: >"$BENCH"
+sbench() { timeout 120 "$BIN/bench_cuda" "$@" 2>>"$OUT/check.log" >>"$BENCH" || say "FAIL bench_cuda $* (exit $?)"; }
+tbench() { timeout 180 $PY bench/torch_cuda.py "$@" 2>>"$OUT/check.log" >>"$BENCH" || say "FAIL torch_cuda $* (exit $?)"; }
+for w in W1 moola; do
+  sbench --workload $w --precision fp32
+  sbench --workload $w --precision bf16
+  sbench --workload $w --precision fp16
+  tbench --workload $w --mode fp32
+  tbench --workload $w --mode amp_bf16
+  tbench --workload $w --mode amp_fp16
+done
+sbench --workload gpt --precision bf16
+sbench --workload gpt --precision fp32
+tbench --workload gpt --mode amp_bf16
+tbench --workload gpt --mode amp_bf16 --compile
+$PY - "$BENCH" <<'PYEOF' 2>&1 | tee -a "$REPORT"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+for r in rows:
+    mode = r.get("precision") or (r["mode"] + (" compile" if r.get("compile") else ""))
+    print(f"{r['engine']:8} {r['workload']:6} {mode:18} {r['ms_per_step']:9.3f} ms/step {r['tflops']:7.2f} TFLOP/s")
+for w in ("W1", "moola", "gpt"):
+    s = [r for r in rows if r["engine"] == "seqtrain" and r["workload"] == w]
+    t = [r for r in rows if r["engine"] == "torch" and r["workload"] == w]
+    if s and t:
+        bs = min(s, key=lambda r: r["ms_per_step"]); bt = min(t, key=lambda r: r["ms_per_step"])
+        print(f"ratio {w}: torch best {bt['ms_per_step']:.3f} ms ({bt['mode']}{' compile' if bt.get('compile') else ''}) "
+              f"/ seqtrain best {bs['ms_per_step']:.3f} ms ({bs['precision']}) = {bt['ms_per_step'] / bs['ms_per_step']:.2f}x")
+PYEOF
+say "== done in $(elapsed): $FAILED failed"
+exit $FAILED
