@@ -2,6 +2,7 @@
 // bench/torch_cuda.py that the device script (bench/device/check.sh) pairs with PyTorch.
 //
 //   bench_cuda --workload W1|moola|gpt [--precision fp32|bf16|fp16] [--steps S] [--warmup K] [--json OUT]
+//              [--label L]   (L is copied into the JSON: what else the caller set, e.g. an environment variable)
 //
 // Workloads, each as its PyTorch peer builds it (bench/torch_cuda.py):
 //   W1     batch 256, lookback 150, 8 features, LSTM hidden 128 x 2, head Linear(128, 1), MSE
@@ -42,11 +43,12 @@ struct Args {
   int steps = 20;
   int warmup = 3;
   std::string json_out;
+  std::string label;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "bench_cuda: " << why << "\nusage: bench_cuda --workload W1|moola|gpt [--precision fp32|bf16|fp16] "
-               "[--steps S] [--warmup K] [--json OUT]\n";
+               "[--steps S] [--warmup K] [--json OUT] [--label L]\n";
   std::exit(2);
 }
 
@@ -62,6 +64,7 @@ Args parse(int argc, char** argv) {
       else if (k == "--steps") a.steps = std::stoi(v);
       else if (k == "--warmup") a.warmup = std::stoi(v);
       else if (k == "--json") a.json_out = v;
+      else if (k == "--label") a.label = v;
       else usage("unknown option " + k);
     } catch (const std::logic_error&) {
       usage("bad number '" + v + "' for " + k);
@@ -209,7 +212,8 @@ int main(int argc, char** argv) try {
                     {"flops_per_step", w.flops},
                     {"tflops", w.flops / ms / 1e9},
                     {"mean_loss", step.take_loss()},
-                    {"params", model->params().size()}};
+                    {"params", model->params().size()},
+                    {"label", a.label}};
   std::cout << out.dump() << "\n";
   if (!a.json_out.empty()) std::ofstream(a.json_out) << out.dump(2) << "\n";
   std::cerr << "bench_cuda: " << a.workload << " " << a.precision << ": " << ms << " ms/step, "

@@ -2,7 +2,7 @@
 // reference backend's (PyTorch's equations, fp64 accumulation): LSTM and GRU, one and two
 // directions, a stack of two layers of different input widths (layer 1 reads layer 0's output,
 // as RnnStack runs them), forward y and backward dx, dW, db; gradients added on a second step;
-// the inference forward; the refusals of what cuDNN's fp32 layers do not do. Every test needs a
+// the inference forward; the bf16 / fp16 layers to 16-bit rounding; the refusal of checkpointing. Every test needs a
 // GPU and skips without one.
 //
 // Tolerance: 1e-4 of each tensor's largest magnitude (test_backend.cpp's scaled error). cuDNN
@@ -127,8 +127,10 @@ std::vector<float> read_back(Backend& gpu, const Tensor& t) {
 // The GPU: x, y, dy, parameters and gradients in device memory. `steps` forward + backward
 // passes of the same batch; dx of the bottom layer is asked for on the first only (RnnStack
 // asks for none there; the second pass runs that path).
-Results run_cuda(Backend& gpu, const Stack& s, const Inputs& in, int steps) {
-  auto layers = gpu.make_recurrent(s.spec());
+Results run_cuda(Backend& gpu, const Stack& s, const Inputs& in, int steps, const Precision& precision = {}) {
+  RecurrentSpec spec = s.spec();
+  spec.options.precision = precision;
+  auto layers = gpu.make_recurrent(spec);
   const Shape y_shape{T, N, H * s.dirs};
   DeviceArray<float> x(gpu, in.x), dy(gpu, in.dy), dy0(gpu, s.y_size());
   DeviceArray<float> p0(gpu, in.params[0]), p1(gpu, in.params[1]);
@@ -229,18 +231,38 @@ TEST(CudaRnn, InferenceForwardEqualsTrainingForward) {
   }
 }
 
-TEST(CudaRnn, RefusesBf16Fp16AndCheckpointingByName) {
+// bf16 / fp16 (runtime.precision on the GPU, as torch.autocast's cuDNN LSTM): data, weights and
+// hidden states in 16 bits with fp32 accumulation, so the results are the fp32 reference's to
+// 16-bit rounding compounded over 7 steps and two layers: within 4e-2 (bf16, 8 mantissa bits) and
+// 1e-2 (fp16, 11) of each tensor's scale, and not equal to it (above 1e-5: the 16-bit path ran,
+// not the fp32 one). A wrong gate order or a widening bug moves them by O(1).
+TEST(CudaRnn, HalfPrecisionLayersAgreeWithTheReference) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  EXPECT_TRUE(gpu.supports(BackendOp::rnn_bf16));
+  EXPECT_TRUE(gpu.supports(BackendOp::rnn_fp16));
+  for (const DType dt : {DType::bf16, DType::f16})
+    for (const Stack s : {Stack{RnnCell::lstm, 1}, Stack{RnnCell::lstm, 2}, Stack{RnnCell::gru, 2}}) {
+      SCOPED_TRACE(::testing::Message() << (dt == DType::bf16 ? "bf16 " : "fp16 ")
+                                        << (s.cell == RnnCell::lstm ? "lstm" : "gru") << " dirs " << s.dirs);
+      const double tol = dt == DType::bf16 ? 4e-2 : 1e-2;
+      const Inputs in = random_inputs(s, 14);
+      const Results want = run_reference(s, in);
+      const Results got = run_cuda(gpu, s, in, 1, Precision{.compute = dt, .loss_scaling = dt == DType::f16});
+      for (int k = 0; k < 2; ++k) {
+        SCOPED_TRACE(::testing::Message() << "layer " << k);
+        EXPECT_LT(scaled_error(got.y[k], want.y[k]), tol);
+        EXPECT_GT(scaled_error(got.y[k], want.y[k]), 1e-5);
+        EXPECT_LT(scaled_error(got.dx[k], want.dx[k]), tol);
+        EXPECT_LT(scaled_error(got.grads[k], want.grads[k]), tol);
+      }
+    }
+}
+
+TEST(CudaRnn, RefusesCheckpointingByName) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
   EXPECT_TRUE(gpu.supports(BackendOp::rnn_fp32));
-  EXPECT_FALSE(gpu.supports(BackendOp::rnn_bf16));
-  EXPECT_FALSE(gpu.supports(BackendOp::rnn_fp16));
   EXPECT_FALSE(gpu.supports(BackendOp::rnn_grad_checkpoint));
   RecurrentSpec spec{RnnCell::lstm, 4, 1, {3}, {}};
-  spec.options.precision = Precision{.compute = DType::bf16};
-  EXPECT_CONTAINS(error_of([&] { gpu.make_recurrent(spec); }), "backend has no bf16 recurrent layer");
-  spec.options.precision = Precision{.compute = DType::f16, .loss_scaling = true};
-  EXPECT_CONTAINS(error_of([&] { gpu.make_recurrent(spec); }), "backend has no fp16 recurrent layer");
-  spec.options.precision = Precision{};
   spec.options.grad_checkpoint = true;
   EXPECT_CONTAINS(error_of([&] { gpu.make_recurrent(spec); }), "train.grad_checkpoint");
   spec.options.grad_checkpoint = false;

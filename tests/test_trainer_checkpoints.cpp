@@ -162,6 +162,26 @@ TEST(TrainerCheckpoints, CheckpointEveryWritesStepCheckpointsAndKeepLastPrunes) 
   EXPECT_EQ(read_checkpoint_state(dir / "b/checkpoints/last")["tag"], "step-114");
 }
 
+// A checkpoint of one device resumes on another (runtime.device may change, as the thread count);
+// the backend (cpu vs the reference oracle) may not. The GPU <-> CPU runs themselves are in
+// bench/device/check.sh, which needs a GPU.
+TEST(TrainerCheckpoints, ResumeConfigAcceptsAnotherDeviceNotAnotherBackend) {
+  // Set on the struct: loading runtime.device cuda is refused on a machine without a GPU.
+  Config before = small_config({});
+  before.runtime.device = "cuda:0";
+  const nlohmann::json st = {{"config", to_yaml(before)}};
+  EXPECT_NO_THROW(check_resume_config(st, small_config({"runtime.device=cpu"}), "run", "ck", true));
+  EXPECT_NO_THROW(check_resume_config(st, small_config({"runtime.device=auto"}), "run", "ck", true));
+  Config other = before;
+  other.runtime.backend = "reference";
+  try {
+    check_resume_config(st, other, "run", "ck", true);
+    ADD_FAILURE() << "a changed runtime.backend was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("runtime.backend"), std::string::npos) << e.what();
+  }
+}
+
 // A crash right after step-70 was written (mid-epoch: 70 = 38 + 32): the run resumes from the
 // step checkpoint, extends to 3 epochs, never prunes step-70, and ends bit-identical to an
 // uninterrupted 3-epoch run with the same metrics records.

@@ -26,7 +26,7 @@ struct ResumeCandidate {
 // `last`. Unreadable candidates are skipped with a warning on stderr.
 std::vector<ResumeCandidate> resume_candidates(const std::filesystem::path& ckpt_dir);
 
-// The config keys a resumed run may change: how long to train and how many threads to use.
+// The config keys a resumed run may change: how long to train, how many threads and which device.
 const std::vector<std::string>& resume_changeable_keys();
 
 // One key whose value differs between two configs, values as to_yaml() writes them

@@ -1,6 +1,13 @@
 // The CUDA backend's recurrent layers (CudaBackend::make_recurrent): one cuDNN RNN per layer
-// (the caller, nn/rnn.h's RnnStack, loops over layers), LSTM or GRU, one or two directions, fp32
-// data and strict fp32 math, on the PyTorch-layout weights of backend.h's RecurrentWeights.
+// (the caller, nn/rnn.h's RnnStack, loops over layers), LSTM or GRU, one or two directions, on
+// the PyTorch-layout fp32 weights of backend.h's RecurrentWeights. fp32: fp32 data and strict
+// fp32 math. bf16 / fp16 (runtime.precision; torch.autocast's LSTM on cuDNN): cuDNN's data,
+// weights and hidden states in 16 bits, tensor-core math with fp32 accumulation; the layer's
+// fp32 x, y, dy and dx are rounded / widened at its edges (one convert each), the fp32 weights
+// rounded into the weight space and the 16-bit weight gradients widened and added into the fp32
+// ones. The algorithm is CUDNN_RNN_ALGO_STANDARD unless SEQTRAIN_CUDNN_RNN_ALGO says
+// persist_static (cuDNN's persistent kernels, for small hidden sizes; measured in
+// docs/BENCHMARKS.md).
 //
 // Why cuDNN's formulas are PyTorch's (the reference backend's, reference_rnn.h):
 //   LSTM: the standard cell with two biases (CUDNN_RNN_DOUBLE_BIAS: b_ih in the input GEMM, b_hh
@@ -42,6 +49,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <string_view>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -57,8 +66,8 @@ namespace {
 // Gathers one layer's blocks for launch_rnn_blocks.
 class BlockTable {
  public:
-  BlockTable() : t_{} {}
-  void add(const float* src, float* dst, int64_t n) {
+  explicit BlockTable(RnnSpaceType space) : t_{} { t_.space = space; }
+  void add(const void* src, void* dst, int64_t n) {
     ST_CHECK(t_.count < kRnnMaxBlocks, "cuda recurrent layer: more than {} weight blocks", kRnnMaxBlocks);
     t_.b[t_.count++] = RnnBlock{src, dst, n};
     t_.longest = std::max(t_.longest, n);
@@ -141,6 +150,14 @@ bool device_accessible(const void* p) {
   return a.type != cudaMemoryTypeUnregistered;
 }
 
+cudnnRNNAlgo_t algo_from_env() {
+  const char* a = std::getenv("SEQTRAIN_CUDNN_RNN_ALGO");
+  if (!a || !*a || std::string_view(a) == "standard") return CUDNN_RNN_ALGO_STANDARD;
+  ST_CHECK(std::string_view(a) == "persist_static", "SEQTRAIN_CUDNN_RNN_ALGO is '{}': accepted values are standard "
+           "and persist_static", a);
+  return CUDNN_RNN_ALGO_PERSIST_STATIC;
+}
+
 int to_int(int64_t v, const char* what) {
   ST_CHECK(v > 0 && v <= INT_MAX, "cuda recurrent layer: {} = {} must be in [1, {}] for cuDNN", what, v, INT_MAX);
   return static_cast<int>(v);
@@ -155,14 +172,16 @@ class CudaRecurrentLayers final : public RecurrentLayers {
 
  private:
   struct Layer {
-    explicit Layer(CudaBackend& be) : weights(be), reserve(be), seq_lengths(be) {}
+    explicit Layer(CudaBackend& be) : weights(be), reserve(be), seq_lengths(be), x16(be), y16(be) {}
     int64_t in = 0;
     DropoutDesc dropout;  // before rnn: the RNN descriptor refers to it, so it is destroyed last
     RnnDesc rnn;
     size_t weight_bytes = 0;
     DeviceMemory weights, reserve, seq_lengths;
-    // Where linLayerID `id` of direction d keeps its matrix and bias, at [d * 2G + id], in floats
-    // from the start of the weight space (the gradient space has the same layout).
+    // bf16 / fp16: the last training forward's x and y in cuDNN's type (backward reads both).
+    DeviceMemory x16, y16;
+    // Where linLayerID `id` of direction d keeps its matrix and bias, at [d * 2G + id], in
+    // elements from the start of the weight space (the gradient space has the same layout).
     std::vector<size_t> matrix_at, bias_at;
     // The (T, N) the descriptors and buffers below were made for.
     int64_t T = 0, N = 0;
@@ -184,20 +203,35 @@ class CudaRecurrentLayers final : public RecurrentLayers {
   template <class F>
   void each_block(const Layer& l, F&& f) const;
   void pack(Layer& l, const RecurrentWeights& w);
-  void add_grads(const Layer& l, const RecurrentWeights& w, const float* grad_space);
+  void add_grads(const Layer& l, const RecurrentWeights& w, const void* grad_space);
+  bool half() const { return compute_ != DType::f32; }
+  // n fp32 values into cuDNN's type at dst, or back.
+  void narrow(const void* src, void* dst, int64_t n) { be_.convert(DType::f32, src, compute_, dst, n); }
+  void widen(const void* src, void* dst, int64_t n) { be_.convert(compute_, src, DType::f32, dst, n); }
   void bind_stream() { ST_CUDNN(cudnnSetStream(be_.cudnn(), be_.stream())); }
 
   CudaBackend& be_;
   RnnCell cell_;
   int64_t hidden_, dirs_, gates_;
+  DType compute_;               // f32, bf16 or f16: cuDNN's data type
+  cudnnDataType_t data_type_;   // the same, as cuDNN names it
+  size_t elem_bytes_;
+  RnnSpaceType space_;
+  cudnnRNNAlgo_t algo_;
   std::vector<std::unique_ptr<Layer>> layers_;
   // Shared by the layers: used within one call only.
-  DeviceMemory workspace_, grad_space_, dx_sink_;
+  DeviceMemory workspace_, grad_space_, dx_sink_, dy16_, dx16_;
 };
 
 CudaRecurrentLayers::CudaRecurrentLayers(CudaBackend& be, const RecurrentSpec& spec)
     : be_(be), cell_(spec.cell), hidden_(spec.hidden), dirs_(spec.dirs), gates_(rnn_gates(spec.cell)),
-      workspace_(be), grad_space_(be), dx_sink_(be) {
+      compute_(spec.options.precision.compute),
+      data_type_(compute_ == DType::bf16 ? CUDNN_DATA_BFLOAT16 : compute_ == DType::f16 ? CUDNN_DATA_HALF
+                                                                                        : CUDNN_DATA_FLOAT),
+      elem_bytes_(compute_ == DType::f32 ? 4 : 2),
+      space_(compute_ == DType::bf16 ? RnnSpaceType::bf16 : compute_ == DType::f16 ? RnnSpaceType::f16
+                                                                                  : RnnSpaceType::f32),
+      algo_(algo_from_env()), workspace_(be), grad_space_(be), dx_sink_(be), dy16_(be), dx16_(be) {
   ST_CHECK(dirs_ == 1 || dirs_ == 2, "cuda recurrent layer: dirs must be 1 or 2, got {}", dirs_);
   to_int(hidden_, "hidden size");
   for (const int64_t in : spec.inputs) {
@@ -210,16 +244,17 @@ CudaRecurrentLayers::CudaRecurrentLayers(CudaBackend& be, const RecurrentSpec& s
 }
 
 // One cuDNN layer: no projection (projSize = hidden), no dropout (dropout applies between
-// cuDNN's own stacked layers, and there is one; RnnStack applies its own), CUDNN_FMA_MATH:
-// strict fp32 without TF32 tensor cores, because rnn_fp32 is held to the fp32 reference at 1e-4
-// and the recurrent GEMMs (N x H by H x 4H) are too small for TF32 to pay.
+// cuDNN's own stacked layers, and there is one; RnnStack applies its own). fp32: CUDNN_FMA_MATH,
+// strict fp32 without TF32 tensor cores, because rnn_fp32 is held to the fp32 reference at 1e-4.
+// bf16 / fp16: 16-bit data with fp32 math precision on the tensor cores (CUDNN_TENSOR_OP_MATH).
 void CudaRecurrentLayers::describe(Layer& l) {
   bind_stream();
   ST_CUDNN(cudnnSetDropoutDescriptor(l.dropout.get(), be_.cudnn(), 0.f, nullptr, 0, 0));
   const int H = to_int(hidden_, "hidden size");
-  ST_CUDNN(cudnnSetRNNDescriptor_v8(l.rnn.get(), CUDNN_RNN_ALGO_STANDARD, cell_ == RnnCell::lstm ? CUDNN_LSTM : CUDNN_GRU,
+  ST_CUDNN(cudnnSetRNNDescriptor_v8(l.rnn.get(), algo_, cell_ == RnnCell::lstm ? CUDNN_LSTM : CUDNN_GRU,
                                     CUDNN_RNN_DOUBLE_BIAS, dirs_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
-                                    CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH,
+                                    CUDNN_LINEAR_INPUT, data_type_, CUDNN_DATA_FLOAT,
+                                    half() ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH,
                                     to_int(l.in, "input width"), H, H, 1, l.dropout.get(),
                                     CUDNN_RNN_PADDED_IO_DISABLED));
   ST_CUDNN(cudnnGetRNNWeightSpaceSize(be_.cudnn(), l.rnn.get(), &l.weight_bytes));
@@ -244,8 +279,8 @@ void CudaRecurrentLayers::find_slots(Layer& l) {
       ST_CHECK(m && b && descriptor_elements(mdesc.get()) == H * cols && descriptor_elements(bdesc.get()) == H,
                "cuda recurrent layer: cuDNN's weight {} of direction {} is not a [{}, {}] matrix with a [{}] bias", id,
                d, H, cols, H);
-      l.matrix_at[d * 2 * gates_ + id] = (static_cast<const char*>(m) - base) / sizeof(float);
-      l.bias_at[d * 2 * gates_ + id] = (static_cast<const char*>(b) - base) / sizeof(float);
+      l.matrix_at[d * 2 * gates_ + id] = (static_cast<const char*>(m) - base) / elem_bytes_;
+      l.bias_at[d * 2 * gates_ + id] = (static_cast<const char*>(b) - base) / elem_bytes_;
     }
 }
 
@@ -259,12 +294,12 @@ void CudaRecurrentLayers::set_shape(Layer& l, int64_t T, int64_t N) {
   const int t = to_int(T, "sequence length"), n = to_int(N, "batch size");
   const int H = to_int(hidden_, "hidden size");
   const std::vector<int> lengths(n, t);
-  ST_CUDNN(cudnnSetRNNDataDescriptor(l.xdesc.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, t, n,
+  ST_CUDNN(cudnnSetRNNDataDescriptor(l.xdesc.get(), data_type_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, t, n,
                                      to_int(l.in, "input width"), lengths.data(), nullptr));
-  ST_CUDNN(cudnnSetRNNDataDescriptor(l.ydesc.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, t, n,
+  ST_CUDNN(cudnnSetRNNDataDescriptor(l.ydesc.get(), data_type_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, t, n,
                                      to_int(H * dirs_, "output width"), lengths.data(), nullptr));
   const int dims[3] = {static_cast<int>(dirs_), n, H}, strides[3] = {n * H, H, 1};
-  ST_CUDNN(cudnnSetTensorNdDescriptor(l.hdesc.get(), CUDNN_DATA_FLOAT, 3, dims, strides));
+  ST_CUDNN(cudnnSetTensorNdDescriptor(l.hdesc.get(), data_type_, 3, dims, strides));
   // cuDNN reads the lengths again on the device, asynchronously.
   l.seq_lengths.ensure(lengths.size() * sizeof(int));
   be_.copy_from_host(lengths.data(), l.seq_lengths.get(), lengths.size() * sizeof(int));
@@ -304,19 +339,20 @@ void CudaRecurrentLayers::each_block(const Layer& l, F&& f) const {
 
 void CudaRecurrentLayers::pack(Layer& l, const RecurrentWeights& w) {
   const float* const* from[4] = {w.w_ih, w.w_hh, w.b_ih, w.b_hh};
-  float* space = static_cast<float*>(l.weights.get());
-  BlockTable t;
+  char* space = static_cast<char*>(l.weights.get());
+  BlockTable t(space_);
   each_block(l, [&](int64_t d, int which, int64_t at, size_t slot, int64_t n) {
-    t.add(from[which][d] + at, space + slot, n);
+    t.add(from[which][d] + at, space + slot * elem_bytes_, n);
   });
   t.launch(false, be_.stream());
 }
 
-void CudaRecurrentLayers::add_grads(const Layer& l, const RecurrentWeights& w, const float* grad_space) {
+void CudaRecurrentLayers::add_grads(const Layer& l, const RecurrentWeights& w, const void* grad_space) {
   float* const* to[4] = {w.dw_ih, w.dw_hh, w.db_ih, w.db_hh};
-  BlockTable t;
+  const char* space = static_cast<const char*>(grad_space);
+  BlockTable t(space_);
   each_block(l, [&](int64_t d, int which, int64_t at, size_t slot, int64_t n) {
-    t.add(grad_space + slot, to[which][d] + at, n);
+    t.add(space + slot * elem_bytes_, to[which][d] + at, n);
   });
   t.launch(true, be_.stream());
 }
@@ -338,11 +374,19 @@ void CudaRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const
   set_shape(l, T, N);
   if (training) l.reserve.ensure(l.reserve_bytes);
   pack(l, w);
+  const void* x_in = x.ptr;
+  void* y_out = y.ptr;
+  if (half()) {
+    x_in = l.x16.ensure(x.numel() * elem_bytes_);
+    narrow(x.ptr, l.x16.get(), x.numel());
+    y_out = l.y16.ensure(y.numel() * elem_bytes_);
+  }
   ST_CUDNN(cudnnRNNForward(be_.cudnn(), l.rnn.get(), training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
-                           static_cast<const int32_t*>(l.seq_lengths.get()), l.xdesc.get(), x.ptr, l.ydesc.get(),
-                           y.ptr, l.hdesc.get(), nullptr, nullptr, l.hdesc.get(), nullptr, nullptr, l.weight_bytes,
+                           static_cast<const int32_t*>(l.seq_lengths.get()), l.xdesc.get(), x_in, l.ydesc.get(),
+                           y_out, l.hdesc.get(), nullptr, nullptr, l.hdesc.get(), nullptr, nullptr, l.weight_bytes,
                            l.weights.get(), workspace_.bytes(), workspace_.get(), training ? l.reserve_bytes : 0,
                            training ? l.reserve.get() : nullptr));
+  if (half()) widen(y_out, y.ptr, y.numel());
   l.x = x;
   l.y = y;
   l.trained = training;
@@ -364,22 +408,34 @@ Tensor CudaRecurrentLayers::backward(size_t layer, const RecurrentWeights& w, co
   check_weights(w, true);
   bind_stream();
   const Shape x_shape = l.x.shape;
-  const size_t dx_bytes = static_cast<size_t>(numel_of(x_shape)) * sizeof(float);
+  const int64_t dx_n = numel_of(x_shape);
+  const size_t dx_bytes = static_cast<size_t>(dx_n) * sizeof(float);
   Tensor dx = want_dx ? arena.tensor(x_shape) : Tensor();
   const bool direct = want_dx && device_accessible(dx.ptr);
   void* dx_dev = direct ? dx.ptr : dx_sink_.ensure(dx_bytes);
+  // What cuDNN reads and writes: the layer's own tensors in fp32, their 16-bit copies otherwise.
+  const void* y_saved = half() ? l.y16.get() : l.y.ptr;
+  const void* x_saved = half() ? l.x16.get() : l.x.ptr;
+  const void* dy_in = dy.ptr;
+  void* dx_out = dx_dev;
+  if (half()) {
+    dy_in = dy16_.ensure(dy.numel() * elem_bytes_);
+    narrow(dy.ptr, dy16_.get(), dy.numel());
+    dx_out = dx16_.ensure(dx_n * elem_bytes_);
+  }
   ST_CUDNN(cudnnRNNBackwardData_v8(be_.cudnn(), l.rnn.get(), static_cast<const int32_t*>(l.seq_lengths.get()),
-                                   l.ydesc.get(), l.y.ptr, dy.ptr, l.xdesc.get(), dx_dev, l.hdesc.get(), nullptr,
+                                   l.ydesc.get(), y_saved, dy_in, l.xdesc.get(), dx_out, l.hdesc.get(), nullptr,
                                    nullptr, nullptr, l.hdesc.get(), nullptr, nullptr, nullptr, l.weight_bytes,
                                    l.weights.get(), workspace_.bytes(), workspace_.get(), l.reserve_bytes,
                                    l.reserve.get()));
   void* grads = grad_space_.ensure(l.weight_bytes);
   ST_CUDA(cudaMemsetAsync(grads, 0, l.weight_bytes, be_.stream()));
   ST_CUDNN(cudnnRNNBackwardWeights_v8(be_.cudnn(), l.rnn.get(), CUDNN_WGRAD_MODE_ADD,
-                                      static_cast<const int32_t*>(l.seq_lengths.get()), l.xdesc.get(), l.x.ptr,
-                                      l.hdesc.get(), nullptr, l.ydesc.get(), l.y.ptr, l.weight_bytes, grads,
+                                      static_cast<const int32_t*>(l.seq_lengths.get()), l.xdesc.get(), x_saved,
+                                      l.hdesc.get(), nullptr, l.ydesc.get(), y_saved, l.weight_bytes, grads,
                                       workspace_.bytes(), workspace_.get(), l.reserve_bytes, l.reserve.get()));
-  add_grads(l, w, static_cast<const float*>(grads));
+  add_grads(l, w, grads);
+  if (half() && want_dx) widen(dx_out, dx_dev, dx_n);
   if (want_dx && !direct) {
     ST_CUDA(cudaMemcpyAsync(dx.ptr, dx_dev, dx_bytes, cudaMemcpyDeviceToHost, be_.stream()));
     ST_CUDA(cudaStreamSynchronize(be_.stream()));
@@ -389,20 +445,15 @@ Tensor CudaRecurrentLayers::backward(size_t layer, const RecurrentWeights& w, co
 
 }  // namespace
 
-// The refusals name the op (as the reference backend's do); the last check keeps a bf16/fp16 or
-// checkpointed spec from running as plain fp32 even if supports() were widened without a
-// matching implementation here.
+// The refusals name the op (as the reference backend's do); the last check keeps a checkpointed
+// spec from running without checkpointing even if supports() were widened without a matching
+// implementation here.
 std::unique_ptr<RecurrentLayers> CudaBackend::make_recurrent(const RecurrentSpec& spec) {
   const DType compute = spec.options.precision.compute;
   if (compute == DType::bf16) require(BackendOp::rnn_bf16, "(runtime.precision bf16)");
   if (compute == DType::f16) require(BackendOp::rnn_fp16, "(runtime.precision fp16)");
   if (spec.options.grad_checkpoint) require(BackendOp::rnn_grad_checkpoint, "(train.grad_checkpoint)");
   require(BackendOp::rnn_fp32);
-  const char* precision = precision_name(spec.options.precision);
-  ST_CHECK(compute == DType::f32,
-           "the {} backend has no {} recurrent layer (runtime.precision {}): its cuDNN layers are fp32 only; use "
-           "runtime.backend cpu for it",
-           name(), precision, precision);
   ST_CHECK(!spec.options.grad_checkpoint,
            "the {} backend has no gradient-checkpointed recurrent layer (train.grad_checkpoint): use runtime.backend "
            "cpu for it",

@@ -1,5 +1,8 @@
-// The kernel of cuda_rnn.h: copy or add a table of float blocks in one launch (the recurrent
+// The kernel of cuda_rnn.h: copy (rounding) or add (widening) a table of blocks in one launch (the recurrent
 // layers' weight packing and gradient unpacking; cuda_rnn.cpp builds the tables).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
 
 #include "backend/cuda/cuda_rnn.h"
@@ -7,17 +10,33 @@
 namespace seqtrain::cuda {
 namespace {
 
-// blockIdx.y picks the block; the x blocks stride over its elements.
-template <bool kAdd>
+__device__ float widen(float v) { return v; }
+__device__ float widen(__half v) { return __half2float(v); }
+__device__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class W> __device__ W narrow(float v);
+template <> __device__ float narrow<float>(float v) { return v; }
+template <> __device__ __half narrow<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// blockIdx.y picks the block; the x blocks stride over its elements. W: cuDNN's element type.
+template <class W, bool kAdd>
 __global__ void move_blocks(RnnBlockTable t) {
   const RnnBlock blk = t.b[blockIdx.y];
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < blk.n; i += step) {
     if constexpr (kAdd)
-      blk.dst[i] += blk.src[i];
+      static_cast<float*>(blk.dst)[i] += widen(static_cast<const W*>(blk.src)[i]);
     else
-      blk.dst[i] = blk.src[i];
+      static_cast<W*>(blk.dst)[i] = narrow<W>(static_cast<const float*>(blk.src)[i]);
   }
+}
+
+template <class W>
+void launch(const RnnBlockTable& t, bool add, dim3 grid, int threads, cudaStream_t stream) {
+  if (add)
+    move_blocks<W, true><<<grid, threads, 0, stream>>>(t);
+  else
+    move_blocks<W, false><<<grid, threads, 0, stream>>>(t);
 }
 
 }  // namespace
@@ -32,10 +51,11 @@ cudaError_t launch_rnn_blocks(const RnnBlockTable& t, bool add, cudaStream_t str
   // Report this launch's error only: an earlier failed runtime call (a copy refused for a host
   // pointer, already reported by its own check) would otherwise still be pending here.
   (void)cudaGetLastError();
-  if (add)
-    move_blocks<true><<<grid, kThreads, 0, stream>>>(t);
-  else
-    move_blocks<false><<<grid, kThreads, 0, stream>>>(t);
+  switch (t.space) {
+    case RnnSpaceType::f32: launch<float>(t, add, grid, kThreads, stream); break;
+    case RnnSpaceType::f16: launch<__half>(t, add, grid, kThreads, stream); break;
+    case RnnSpaceType::bf16: launch<__nv_bfloat16>(t, add, grid, kThreads, stream); break;
+  }
   return cudaGetLastError();
 }
 
