@@ -8,10 +8,12 @@
 
 #include <random>
 
+#include "backend/cuda_plugin.h"
 #include "config/config.h"
 #include "io/safetensors.h"
 #include "test_trainer_util.h"
 #include "train/checkpoint.h"
+#include "train/load_model.h"
 #include "train/resume.h"
 #include "train/trainer.h"
 
@@ -180,6 +182,37 @@ TEST(TrainerCheckpoints, ResumeConfigAcceptsAnotherDeviceNotAnotherBackend) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("runtime.backend"), std::string::npos) << e.what();
   }
+}
+
+// A checkpoint written on a GPU (model_spec's backend cuda:0) loads on this machine's device
+// (the GPU when there is one, else the CPU) for eval and resumes here with runtime.device
+// changed; the spec check does not count the device as a model difference.
+TEST(TrainerCheckpoints, AGpuCheckpointLoadsAndResumesOnThisMachinesDevice) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  train_quiet(small_config({"train.epochs=1"}), run);
+  const std::string here = cuda_availability().devices > 0 ? "cuda:0" : "cpu";
+  for (const char* tag : {"last", "best"}) {
+    const std::string state_path = run + "/checkpoints/" + tag + "/state.json";
+    nlohmann::json st = nlohmann::json::parse(slurp(state_path));
+    ASSERT_EQ(st.at("model_spec").at("backend"), "cpu");
+    st["model_spec"]["backend"] = "cuda:0";
+    std::ofstream(state_path) << st.dump();
+  }
+  LoadedModel l = load_model(run);
+  EXPECT_EQ(l.model->params().backend().name(), here);
+  const Config c = small_config({"train.epochs=2"});
+  EXPECT_NO_THROW(check_resume_spec(read_checkpoint_state(run + "/checkpoints/last"), l.spec, run,
+                                    run + "/checkpoints/last"));
+  ModelSpec other = l.spec;
+  other.backend = "reference";
+  EXPECT_CONTAINS(error_of([&] {
+                    check_resume_spec(read_checkpoint_state(run + "/checkpoints/last"), other, run,
+                                      run + "/checkpoints/last");
+                  }),
+                  "backend");
+  const TrainSummary s = train_quiet(c, run, /*resume=*/true);
+  EXPECT_GT(s.steps, 0);
 }
 
 // A crash right after step-70 was written (mid-epoch: 70 = 38 + 32): the run resumes from the

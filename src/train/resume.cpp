@@ -117,7 +117,13 @@ void check_resume_config(const nlohmann::json& st, const Config& config, const f
 void check_resume_spec(const nlohmann::json& st, const ModelSpec& spec, const fs::path& run, const std::string& ckpt) {
   if (!st.is_object() || !st.contains("model_spec")) return;  // older checkpoint: see resume.h
   // Read the way load_model reads it, so both agree on what the checkpoint holds.
-  const nlohmann::json saved = spec_to_json(checkpoint_spec(ckpt, st)), now = spec_to_json(spec);
+  nlohmann::json saved = spec_to_json(checkpoint_spec(ckpt, st)), now = spec_to_json(spec);
+  // The device a run computes on is not part of the model (runtime.device may change on resume):
+  // cpu and cuda:N hold the same model; only the reference oracle is another backend.
+  if (saved.value("backend", "") != "reference" && now.value("backend", "") != "reference") {
+    saved.erase("backend");
+    now.erase("backend");
+  }
   std::string diffs;
   for (const auto& [key, value] : now.items())
     if (!saved.contains(key) || saved.at(key) != value)
