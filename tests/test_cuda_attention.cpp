@@ -1,6 +1,9 @@
-// The CUDA backend's FlashAttention kernels against the reference backend's naive loops: causal
-// and not, key-padding masks (lengths, random, sequences of padding only), attention dropout,
-// odd head dimensions (D 12, 5, 36) up to 128, T not a multiple of the 32-row tiles and T 1;
+// The CUDA backend's attention against the reference backend's naive loops, each test run on
+// both of its implementations (cuda_attention.cpp): the cuBLASLt GEMM path and the
+// FlashAttention tile kernels, chosen through SEQTRAIN_CUDA_ATTENTION (which the backend reads at
+// every call). Causal and not, key-padding masks (lengths, random, sequences of padding only),
+// attention dropout, odd head dimensions (D 12, 5, 36) up to 128, T not a multiple of the 32-row
+// tiles (nor of the GEMM path's padding of 8) and T 1, the GPT shape (T 256, D 64, 48 heads);
 // the documented empty rows (zeros, lse -inf, zero gradients) and padding keys (zero dk, dv);
 // bf16 products; and bitwise determinism across runs. Every test skips without a usable GPU.
 //
@@ -13,8 +16,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.h"
@@ -55,11 +60,40 @@ Result run_op(Backend& be, const MaskCase& c, const Inputs& in, DType compute = 
 Backend& ref() { return backend_named("reference"); }
 Backend& cpu() { return backend_named("cpu"); }
 
-class CudaAttention : public ::testing::TestWithParam<MaskCase> {};
+// The CUDA backend's two attention implementations, as SEQTRAIN_CUDA_ATTENTION names them.
+const char* const kImpls[] = {"gemm", "tiles"};
+
+// Runs the CUDA attention on implementation `impl` while alive, then restores the variable.
+class UseAttention {
+ public:
+  explicit UseAttention(const char* impl) {
+    if (const char* old = std::getenv(kVar)) old_ = old, had_ = true;
+    setenv(kVar, impl, 1);
+  }
+  ~UseAttention() {
+    if (had_)
+      setenv(kVar, old_.c_str(), 1);
+    else
+      unsetenv(kVar);
+  }
+  UseAttention(const UseAttention&) = delete;
+  UseAttention& operator=(const UseAttention&) = delete;
+
+ private:
+  static constexpr const char* kVar = "SEQTRAIN_CUDA_ATTENTION";
+  std::string old_;
+  bool had_ = false;
+};
+
+class CudaAttention : public ::testing::TestWithParam<std::tuple<MaskCase, const char*>> {
+ protected:
+  CudaAttention() : use_(std::get<1>(GetParam())) {}
+  UseAttention use_;
+};
 
 TEST_P(CudaAttention, MatchesTheReference) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  const MaskCase c = GetParam();
+  const MaskCase c = std::get<0>(GetParam());
   const Inputs in = inputs(c);
   expect_close(run_op(gpu, c, in), run_op(ref(), c, in), c, 1e-5);
 }
@@ -68,7 +102,7 @@ TEST_P(CudaAttention, MatchesTheReference) {
 // passes no gradient to its q.
 TEST_P(CudaAttention, PaddingKeysAndEmptyRowsGetExactZeros) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  const MaskCase c = GetParam();
+  const MaskCase c = std::get<0>(GetParam());
   const Inputs in = inputs(c);
   const Result r = run_op(gpu, c, in);
   for (int64_t b = 0; b < c.B; ++b)
@@ -89,7 +123,7 @@ TEST_P(CudaAttention, PaddingKeysAndEmptyRowsGetExactZeros) {
 // No atomics anywhere: two runs give the same bits, fp32 and bf16.
 TEST_P(CudaAttention, BitwiseDeterministic) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  const MaskCase c = GetParam();
+  const MaskCase c = std::get<0>(GetParam());
   const Inputs in = inputs(c);
   for (DType dt : {DType::f32, DType::bf16}) {
     const Result one = run_op(gpu, c, in, dt), two = run_op(gpu, c, in, dt);
@@ -100,7 +134,7 @@ TEST_P(CudaAttention, BitwiseDeterministic) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaAttention,
-                         ::testing::Values(MaskCase{2, 70, 36, 3, 0.f, true, Pad::none},       // D 12, 3 tiles
+                         ::testing::Combine(::testing::Values(MaskCase{2, 70, 36, 3, 0.f, true, Pad::none},       // D 12, 3 tiles
                                            MaskCase{2, 70, 36, 3, 0.f, false, Pad::none},
                                            MaskCase{2, 70, 36, 3, 0.f, true, Pad::random},     // causal row 0 empty
                                            MaskCase{3, 70, 36, 3, 0.f, false, Pad::lengths},   // a padding-only row
@@ -112,25 +146,33 @@ INSTANTIATE_TEST_SUITE_P(Cuda, CudaAttention,
                                            MaskCase{2, 130, 128, 2, 0.1f, true, Pad::lengths}, // D 64, GPT's
                                            MaskCase{1, 45, 128, 1, 0.f, false, Pad::random},   // D 128, the limit
                                            MaskCase{1, 67, 36, 1, 1.f, false, Pad::none},      // p = 1: all dropped
-                                           MaskCase{2, 64, 96, 8, 0.f, true, Pad::random}),    // whole tiles
-                         [](const auto& info) { return case_name(info.param); });
+                                           MaskCase{2, 64, 96, 8, 0.f, true, Pad::random},     // whole tiles
+                                           MaskCase{8, 256, 384, 6, 0.2f, true, Pad::none}),   // GPT's, 48 heads
+                                            ::testing::ValuesIn(kImpls)),
+                         [](const auto& info) {
+                           return case_name(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
 
 TEST(CudaAttentionBf16, WithinToleranceOfFp32AndOfTheCpuKernels) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  for (const MaskCase c : {MaskCase{2, 70, 36, 3, 0.f, false, Pad::random}, MaskCase{3, 130, 48, 3, 0.1f, true, Pad::lengths}}) {
+  for (const MaskCase c : {MaskCase{2, 70, 36, 3, 0.f, false, Pad::random}, MaskCase{3, 130, 48, 3, 0.1f, true, Pad::lengths},
+                           MaskCase{2, 256, 384, 6, 0.2f, true, Pad::none}}) {
     const Inputs in = inputs(c);
-    const Result bf = run_op(gpu, c, in, DType::bf16);
     const Result fp = run_op(ref(), c, in);
     const Result cpu_bf = run_op(cpu(), c, in, DType::bf16);
-    const double ey = rel_err(bf.y, fp.y), eg = rel_err(bf.dqkv, fp.dqkv);
-    std::printf("cuda bf16 vs fp32 (%s): y %.2e, dqkv %.2e\n", case_name(c).c_str(), ey, eg);
-    expect_lse_close(bf.lse, fp.lse, 2e-2);
-    EXPECT_LT(ey, 2e-2);
-    EXPECT_LT(eg, 2e-2);
-    EXPECT_GT(ey, 1e-4) << "bf16 ran as fp32";
-    EXPECT_GT(eg, 1e-4) << "bf16 ran as fp32";
-    EXPECT_LT(rel_err(bf.y, cpu_bf.y), 1e-2) << case_name(c);
-    EXPECT_LT(rel_err(bf.dqkv, cpu_bf.dqkv), 1e-2) << case_name(c);
+    for (const char* impl : kImpls) {
+      UseAttention use(impl);
+      const Result bf = run_op(gpu, c, in, DType::bf16);
+      const double ey = rel_err(bf.y, fp.y), eg = rel_err(bf.dqkv, fp.dqkv);
+      std::printf("cuda %s bf16 vs fp32 (%s): y %.2e, dqkv %.2e\n", impl, case_name(c).c_str(), ey, eg);
+      expect_lse_close(bf.lse, fp.lse, 2e-2);
+      EXPECT_LT(ey, 2e-2) << impl;
+      EXPECT_LT(eg, 2e-2) << impl;
+      EXPECT_GT(ey, 1e-4) << impl << ": bf16 ran as fp32";
+      EXPECT_GT(eg, 1e-4) << impl << ": bf16 ran as fp32";
+      EXPECT_LT(rel_err(bf.y, cpu_bf.y), 1e-2) << impl << " " << case_name(c);
+      EXPECT_LT(rel_err(bf.dqkv, cpu_bf.dqkv), 1e-2) << impl << " " << case_name(c);
+    }
   }
 }
 
@@ -138,7 +180,19 @@ TEST(CudaAttentionArgs, RefusesAHeadDimensionAboveTheLimit) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
   const MaskCase c{1, 4, 130, 1, 0.f, true, Pad::none};
   const Inputs in = inputs(c);
-  EXPECT_CONTAINS(error_of([&] { run_op(gpu, c, in); }), "head dimension 130");
+  for (const char* impl : kImpls) {
+    UseAttention use(impl);
+    EXPECT_CONTAINS(error_of([&] { run_op(gpu, c, in); }), "head dimension 130") << impl;
+  }
+}
+
+// An unknown SEQTRAIN_CUDA_ATTENTION is an error naming the choices, not a silent default.
+TEST(CudaAttentionArgs, RefusesAnUnknownImplementation) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  const MaskCase c{1, 4, 8, 1, 0.f, true, Pad::none};
+  const Inputs in = inputs(c);
+  UseAttention use("flash");
+  EXPECT_CONTAINS(error_of([&] { run_op(gpu, c, in); }), "SEQTRAIN_CUDA_ATTENTION is 'flash'");
 }
 
 }  // namespace

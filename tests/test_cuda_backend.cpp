@@ -83,6 +83,19 @@ TEST(CudaBackend, NameAndSupportedOperations) {
   EXPECT_FALSE(gpu.supports(BackendOp::rnn_grad_checkpoint));
 }
 
+// Asking for more than the GPU holds is an Error with the sizes and the keys to change, and the
+// backend goes on working (the failed cudaMalloc's error does not stick).
+TEST(CudaBackend, OutOfMemorySaysHowMuchAndWhatToChange) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  const std::string e = error_of([&] { gpu.allocate(size_t{1} << 44); });  // 16 TiB
+  EXPECT_CONTAINS(e, "out of memory");
+  EXPECT_CONTAINS(e, "16777216 MiB more were asked for");
+  EXPECT_CONTAINS(e, "train.batch_size");
+  EXPECT_CONTAINS(e, "runtime.device: cpu");
+  DeviceArray<float> ok(gpu, std::vector<float>{1.f, 2.f});
+  EXPECT_EQ(ok.download(), (std::vector<float>{1.f, 2.f}));
+}
+
 TEST(CudaBackend, MemoryRoundTripsAndRefusesForeignPointersAndOverruns) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
   EXPECT_EQ(gpu.allocate(0), nullptr);

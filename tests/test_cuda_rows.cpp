@@ -260,7 +260,10 @@ EmbResult run_emb(Backend& be, const EmbData& d) {
 
 TEST(CudaRows, EmbeddingEqualsTheReferenceBitForBit) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  const int64_t shapes[][3] = {{29, 45, 70}, {1, 1, 5}, {7, 3, 1}, {50, 384, 600}, {1000, 129, 37}, {17, 200, 0}};
+  // Tables up to 1024 rows take the owned-cell kernel (a count past its 1024-id chunk too),
+  // larger ones the lanes kernel.
+  const int64_t shapes[][3] = {{29, 45, 70},    {1, 1, 5},     {7, 3, 1},      {50, 384, 600},
+                               {1000, 129, 37}, {17, 200, 0},  {65, 384, 3000}, {1500, 17, 900}};
   for (const auto& s : shapes) {
     const EmbData d = emb_data(s[0], s[1], s[2], s[0] + s[1]);
     const EmbResult got = run_emb(gpu, d), want = run_emb(ref(), d);

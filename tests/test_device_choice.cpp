@@ -37,9 +37,9 @@ TEST(DeviceChoice, ResolvesToABackendName) {
   EXPECT_CONTAINS(e, "runtime.backend");
 }
 
-TEST(DeviceChoice, ConfigDefaultsToTheCpuAndListsTheChoices) {
-  EXPECT_EQ(load_config("").runtime.device, "cpu");
-  EXPECT_EQ(load_config("", {"runtime.device=auto"}).runtime.device, "auto");
+TEST(DeviceChoice, ConfigDefaultsToAutoAndListsTheChoices) {
+  EXPECT_EQ(load_config("").runtime.device, "auto");
+  EXPECT_EQ(load_config("", {"runtime.device=cpu"}).runtime.device, "cpu");
   const std::string e = error_of([] { load_config("", {"runtime.device=gpu"}); });
   EXPECT_CONTAINS(e, "runtime.device");
   EXPECT_CONTAINS(e, "cuda:0");

@@ -373,3 +373,22 @@ TEST(PrecisionPolicy, OldModelSpecWithPrecisionStillLoads) {
 
 }  // namespace
 }  // namespace seqtrain::testing
+
+namespace seqtrain {
+namespace {
+
+// A GPU run's precision is judged by the GPU (the plugin's sm_80+ tensor cores), never by this
+// CPU's bf16 support: auto is bf16 there, and the CPU backends keep the CPU rules.
+TEST(PrecisionPolicy, AGpuRunIsJudgedByTheGpuNotTheCpu) {
+  std::string why;
+  EXPECT_EQ(resolve_precision("auto", "cuda:0", &why), (Precision{.compute = DType::bf16}));
+  EXPECT_NE(why.find("cuda:0"), std::string::npos) << why;
+  EXPECT_EQ(resolve_precision("bf16", "cuda:1", nullptr), (Precision{.compute = DType::bf16}));
+  EXPECT_EQ(resolve_precision("fp16", "cuda:0", nullptr), (Precision{.compute = DType::f16, .loss_scaling = true}));
+  EXPECT_EQ(resolve_precision("fp32", "cuda:0", nullptr), Precision{});
+  EXPECT_EQ(resolve_precision("auto", "cpu", nullptr), resolve_precision("auto", nullptr));
+  EXPECT_THROW(resolve_precision("fp8", "cuda:0", nullptr), Error);
+}
+
+}  // namespace
+}  // namespace seqtrain

@@ -38,4 +38,24 @@ Precision resolve_precision(const std::string& precision, std::string* why) {
   fail("runtime.precision '{}' is not known: use fp32, bf16, fp16 or auto", precision);
 }
 
+Precision resolve_precision(const std::string& precision, std::string_view backend, std::string* why) {
+  if (backend.substr(0, 5) != "cuda:") return resolve_precision(precision, why);
+  auto say = [&](const std::string& w) { if (why) *why = w; };
+  const std::string gpu(backend);
+  if (precision == "fp32") {
+    say("precision fp32 on " + gpu + ": as configured (strict fp32, no TF32)");
+    return Precision{};
+  }
+  if (precision == "bf16" || precision == "auto") {
+    say("precision " + precision + (precision == "auto" ? " -> bf16" : "") + " on " + gpu +
+        ": bf16 operands on the GPU's tensor cores, fp32 accumulation");
+    return Precision{.compute = DType::bf16};
+  }
+  if (precision == "fp16") {
+    say("precision fp16 on " + gpu + ": fp16 operands on the GPU's tensor cores, with dynamic loss scaling");
+    return Precision{.compute = DType::f16, .loss_scaling = true};
+  }
+  return resolve_precision(precision, why);  // the unknown word's error
+}
+
 }  // namespace seqtrain

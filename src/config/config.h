@@ -156,10 +156,11 @@ struct RuntimeConfig {
   // cpu | reference: which Backend (backend/backend.h) runs the layers and the optimizer. The
   // reference backend (plain fp64-accumulating loops) is the oracle for tests; fp32 only.
   std::string backend = "cpu";
-  // auto | cpu | cuda | cuda:N: where the run computes (backend/cuda_plugin.h). auto takes GPU 0
-  // when the CUDA plugin sees one, else the CPU; cuda without a usable GPU is an error at load.
-  // The default stays cpu until the CUDA backend's tests have run on a GPU (issue 16's note).
-  std::string device = "cpu";
+  // auto | cpu | cuda | cuda:N: where the run computes (backend/cuda_plugin.h). auto (the
+  // default, since the CUDA backend's tests and end-to-end checks passed on a GPU: see
+  // bench/device/check.sh) takes GPU 0 when the CUDA plugin sees one, else the CPU; cuda without
+  // a usable GPU is an error at load.
+  std::string device = "auto";
   bool operator==(const RuntimeConfig&) const = default;
 };
 

@@ -151,7 +151,8 @@ LoadedModel load_model(const std::string& path, const LoadOptions& o) {
   // A GPU-trained checkpoint runs on this machine's GPU when it has one, else on the CPU: the
   // device that wrote it is not part of the model.
   if (l.spec.backend.rfind("cuda", 0) == 0) l.spec.backend = backend_for("cpu", "auto");
-  l.model = build_model(l.spec, ModelEnv{.precision = resolve_precision(trained_precision(l.dir, l.state))});
+  l.model = build_model(l.spec,
+                        ModelEnv{.precision = resolve_precision(trained_precision(l.dir, l.state), l.spec.backend, nullptr)});
   // With state.json the checksums are verified; a bare directory has nothing to verify against.
   if (has_state)
     load_checkpoint(l.dir, l.model->params());

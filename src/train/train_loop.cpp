@@ -98,7 +98,7 @@ void TrainLoop::build_model() {
   spec_ = model_spec(config_, plan_);
   if (spec_.autotune) tuner_ = std::make_shared<Autotuner>();
   // runtime.precision, resolved once: the model's layers and the step's loss scaling follow it.
-  precision_ = resolve_precision(config_.runtime.precision, &precision_why_);
+  precision_ = resolve_precision(config_.runtime.precision, spec_.backend, &precision_why_);
   model_ = make_model(spec_, ModelEnv{tuner_, precision_});
   Rng init_rng(config_.seed, /*stream=*/1);
   model_->init(init_rng);

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "core/error.h"
 
 namespace seqtrain::cuda {
 namespace {
@@ -108,7 +109,18 @@ void CudaBackend::synchronize() { ST_CUDA(cudaStreamSynchronize(stream_)); }
 void* CudaBackend::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
   void* p = nullptr;
-  ST_CUDA(cudaMalloc(&p, bytes));
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // the runtime keeps the error sticky until read
+    size_t free_bytes = 0, total_bytes = 0;
+    (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+    constexpr double kMiB = 1024.0 * 1024.0;
+    fail("{} is out of memory: {:.0f} MiB more were asked for, {:.0f} MiB of {:.0f} MiB are free. Fix: a smaller "
+         "train.batch_size (or model, or model.lookback / data.block_size), train.grad_checkpoint: true, or "
+         "runtime.device: cpu",
+         name_, bytes / kMiB, free_bytes / kMiB, total_bytes / kMiB);
+  }
+  ST_CUDA(e);
   allocations_.add(p, bytes);
   return p;
 }

@@ -3,14 +3,16 @@
 // (host_accessible() false: host code reaches parameters only through the copies, nn/params.h),
 // every operation queued on the backend's one stream in call order; GEMMs on cuBLASLt (fp32 with
 // TF32 when the precision policy allows it, bf16 and fp16 operands with fp32 accumulation),
-// recurrent layers on cuDNN's RNN API (cuda_rnn.cu), attention as seqtrain's own FlashAttention
-// kernels (cuda_attention.cu), the row ops, activations, AdamW/SGD and norms as seqtrain's own
+// recurrent layers on cuDNN's RNN API (cuda_rnn.cu), attention as cuBLASLt batched GEMMs around
+// seqtrain's row kernels (cuda_attention_gemm.cu) or, where its scratch would be too large or
+// SEQTRAIN_CUDA_ATTENTION=tiles asks, seqtrain's own FlashAttention kernels (cuda_attention.cu), the row ops, activations, AdamW/SGD and norms as seqtrain's own
 // kernels over the flat buffers (cuda_rows.cu, cuda_elementwise.cu, cuda_optim.cu).
 //
 // Files: cuda_backend.cpp (context, memory, supports), cuda_gemm.cpp (GEMM on cuBLASLt),
 // cuda_ops.cpp (convert, bias, AdamW/SGD, norm, fill/copy/scale, activations; kernels in
 // cuda_elementwise.cu and cuda_optim.cu), cuda_rows.cu (cross-entropy, LayerNorm, embedding,
-// dropout), cuda_attention.cu, cuda_rnn.cu (make_recurrent), cuda_pinned.cpp (the loader's
+// dropout), cuda_attention.cpp (the two attention paths and the choice between them; kernels in
+// cuda_attention.cu and cuda_attention_gemm.cu), cuda_rnn.cu (make_recurrent), cuda_pinned.cpp (the loader's
 // page-locked slots), plugin_entry.cpp (the plugin's C entry points).
 //
 // Operations that return a host value (l2_norm, cross_entropy_forward's sums) synchronize the
@@ -88,6 +90,18 @@ class CudaBackend final : public Backend {
     void operator()(GemmCache* c) const noexcept;
   };
   std::unique_ptr<GemmCache, GemmCacheDeleter> gemm_cache_;
+
+  // Strided-batched row-major GEMM (cuda_gemm.cpp) for the attention path: for each of `batch`
+  // problems b, C_b = alpha op(A_b) op(B_b) + beta C_b with X_b = X + b * stride_x (elements),
+  // operands as gemm()'s `in` (fp32 under the same TF32 policy, or bf16 / fp16), C fp32; plans
+  // cached with gemm()'s. Sizes must be positive. Not part of the Backend interface.
+  void gemm_batched(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+                    int64_t lda, int64_t stride_a, const void* B, int64_t ldb, int64_t stride_b, float beta, float* C,
+                    int64_t ldc, int64_t stride_c, int64_t batch);
+  // The GEMM attention path (cuda_attention.cpp): attention_forward / attention_backward with
+  // the score matrices in scratch and the products on cuBLASLt; `a` already checked.
+  void attention_forward_gemm(const AttentionCall& a);
+  void attention_backward_gemm(const AttentionCall& a, const float* dy, float* dqkv);
 
   // Frees everything the constructor made; safe on a half-built backend and after the CUDA
   // runtime has been torn down at exit (errors are ignored: there is nobody left to tell).

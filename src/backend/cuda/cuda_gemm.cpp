@@ -12,9 +12,15 @@
 // shape includes the operands' pointer alignment: cuBLASLt's heuristic otherwise assumes 256-byte
 // aligned buffers, and a view into the middle of one (a column block, an arena slice) would get
 // an algorithm that cannot read it.
+//
+// gemm_batched (the GEMM attention path's products, cuda_attention.cpp) is the same product over
+// a batch of equally shaped problems at fixed element strides, one cuBLASLt call through the
+// layouts' BATCH_COUNT / STRIDED_BATCH_OFFSET; its plans share the cache (batch and strides are
+// part of the key; a plain gemm is batch 1, strides 0).
 #include <cuda_runtime.h>
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -32,6 +38,7 @@ struct GemmKey {
   bool ta = false, tb = false, tf32 = false;
   int64_t M = 0, N = 0, K = 0, lda = 0, ldb = 0, ldc = 0;
   uint32_t align_a = 0, align_b = 0, align_c = 0;
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;  // elements
   auto operator<=>(const GemmKey&) const = default;
 };
 
@@ -52,13 +59,22 @@ struct GemmPlan {
   }
 };
 
-// The largest power of two up to 256 that divides the address.
-uint32_t alignment_of(const void* p) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
+// The largest power of two up to 256 that divides the value (an address, a byte stride).
+uint32_t alignment_of_value(uintptr_t a) {
   uint32_t align = 256;
   while (align > 1 && a % align != 0) align /= 2;
   return align;
 }
+uint32_t alignment_of(const void* p) { return alignment_of_value(reinterpret_cast<uintptr_t>(p)); }
+
+// A batched operand's alignment is its worst problem's: the base's, or less where the stride
+// between problems is less aligned.
+uint32_t alignment_of(const void* p, int64_t stride, size_t element_bytes) {
+  const uint32_t base = alignment_of(p), step = alignment_of_value(static_cast<uintptr_t>(stride) * element_bytes);
+  return base < step ? base : step;
+}
+
+size_t element_bytes(DType in) { return in == DType::f32 ? 4 : 2; }
 
 cudaDataType_t operand_type(DType in) {
   switch (in) {
@@ -78,6 +94,14 @@ cublasLtMatrixLayout_t row_major_layout(cudaDataType_t type, int64_t rows, int64
   cublasLtMatrixLayout_t l = nullptr;
   ST_CUBLAS(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), ld));
   return l;
+}
+
+// Batch count and stride (elements) of a layout; batch 1 leaves cuBLASLt's defaults.
+void set_batch(cublasLtMatrixLayout_t l, int64_t batch, int64_t stride) {
+  if (batch == 1) return;
+  const auto count = static_cast<int32_t>(batch);
+  ST_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+  ST_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
 }
 
 void set_transpose(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t which, bool t) {
@@ -107,8 +131,8 @@ cublasLtMatmulAlgo_t choose_algorithm(cublasLtHandle_t lt, const GemmPlan& p, co
   int found = 0;
   ST_CUBLAS(cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.first, p.second, p.c, p.c, pref, 1, &result, &found));
   ST_CHECK(found > 0 && result.state == CUBLAS_STATUS_SUCCESS,
-           "cuBLASLt has no algorithm for a {} GEMM M={} N={} K={} (ta={}, tb={}, lda={}, ldb={}, ldc={})",
-           dtype_name(k.in), k.M, k.N, k.K, k.ta, k.tb, k.lda, k.ldb, k.ldc);
+           "cuBLASLt has no algorithm for a {} GEMM M={} N={} K={} (ta={}, tb={}, lda={}, ldb={}, ldc={}, batch={})",
+           dtype_name(k.in), k.M, k.N, k.K, k.ta, k.tb, k.lda, k.ldb, k.ldc, k.batch);
   return result.algo;
 }
 
@@ -121,6 +145,9 @@ std::unique_ptr<GemmPlan> make_plan(cublasLtHandle_t lt, const GemmKey& k, size_
   p->first = row_major_layout(t, k.tb ? k.N : k.K, k.tb ? k.K : k.N, k.ldb);   // B as stored
   p->second = row_major_layout(t, k.ta ? k.K : k.M, k.ta ? k.M : k.K, k.lda);  // A as stored
   p->c = row_major_layout(CUDA_R_32F, k.M, k.N, k.ldc);
+  set_batch(p->first, k.batch, k.stride_b);
+  set_batch(p->second, k.batch, k.stride_a);
+  set_batch(p->c, k.batch, k.stride_c);
   p->algo = choose_algorithm(lt, *p, k, workspace_bytes);
   return p;
 }
@@ -172,7 +199,30 @@ void CudaBackend::gemm(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t
   if (!gemm_has_work(who, ta, tb, M, N, K, lda, ldb, beta, C, ldc, stream_)) return;
 
   const GemmKey key{in, ta, tb, in == DType::f32 && tf32_, M, N, K, lda, ldb, ldc,
-                    alignment_of(A), alignment_of(B), alignment_of(C)};
+                    alignment_of(A), alignment_of(B), alignment_of(C), 1, 0, 0, 0};
+  if (!gemm_cache_) gemm_cache_.reset(new GemmCache);
+  std::unique_ptr<GemmPlan>& plan = gemm_cache_->plans[key];
+  if (!plan) plan = make_plan(lt_, key, gemm_workspace_bytes_);
+  ST_CUBLAS(cublasLtMatmul(lt_, plan->desc, &alpha, B, plan->first, A, plan->second, &beta, C, plan->c, C, plan->c,
+                           &plan->algo, gemm_workspace_, gemm_workspace_bytes_, stream_));
+}
+
+// No K = 0 / empty-problem handling: its one caller (the attention path) never has either.
+void CudaBackend::gemm_batched(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                               const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
+                               int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c,
+                               int64_t batch) {
+  ST_CHECK(in == DType::f32 || in == DType::bf16 || in == DType::f16,
+           "{} backend: batched GEMM on {} operands is not supported", name_, dtype_name(in));
+  ST_CHECK(M > 0 && N > 0 && K > 0 && batch > 0 && batch <= INT32_MAX,
+           "gemm_batched: sizes M={} N={} K={} batch={} must be positive (batch at most 2^31 - 1)", M, N, K, batch);
+  ST_CHECK(lda >= (ta ? M : K) && ldb >= (tb ? K : N) && ldc >= N,
+           "gemm_batched: leading dimensions lda={} ldb={} ldc={} too small for M={} N={} K={} (ta={}, tb={})", lda,
+           ldb, ldc, M, N, K, ta, tb);
+  const size_t e = element_bytes(in);
+  const GemmKey key{in, ta, tb, in == DType::f32 && tf32_, M, N, K, lda, ldb, ldc,
+                    alignment_of(A, stride_a, e), alignment_of(B, stride_b, e), alignment_of(C, stride_c, sizeof(float)),
+                    batch, stride_a, stride_b, stride_c};
   if (!gemm_cache_) gemm_cache_.reset(new GemmCache);
   std::unique_ptr<GemmPlan>& plan = gemm_cache_->plans[key];
   if (!plan) plan = make_plan(lt_, key, gemm_workspace_bytes_);

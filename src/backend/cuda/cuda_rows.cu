@@ -253,6 +253,36 @@ __global__ void embedding_scatter_add(EmbeddingLaunch a, const float* dy, float*
   }
 }
 
+// The same sums for a small table (rows <= kOwnedRowsMax: a GPT's vocabulary or positions): one
+// thread per (row, column) owns its cell outright, so it keeps the running sum in a register,
+// starting from the table's value and adding the matching dy rows in order of i (the same
+// additions in the same order as above and as the CPU: the same bits), and writes once. The ids
+// are staged through shared memory, which every thread of the block reads, so the walk over
+// them is cheap; the old kernel's walk read them from global memory with each lane's
+// read-modify-write in the loop, and took ~2 ms per call at the GPT's 16384 ids on an H100.
+constexpr int64_t kOwnedRowsMax = 1024;
+constexpr int kIdChunk = 1024;
+__global__ void embedding_scatter_owned(EmbeddingLaunch a, const float* dy, float* dtable, unsigned long long* flag) {
+  __shared__ int64_t ids[kIdChunk];
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t row = blockIdx.y;
+  const bool mine = j < a.dim;
+  float acc = mine ? dtable[row * a.dim + j] : 0.f;
+  for (int64_t base = 0; base < a.count; base += kIdChunk) {
+    const int64_t n = min(static_cast<int64_t>(kIdChunk), a.count - base);
+    __syncthreads();
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) ids[k] = a.ids[base + k];
+    __syncthreads();
+    if (blockIdx.x == 0 && blockIdx.y == 0)
+      for (int64_t k = threadIdx.x; k < n; k += blockDim.x)
+        if (ids[k] < 0 || ids[k] >= a.rows) flag_bad_row(flag, base + k);
+    if (!mine) continue;
+    for (int64_t k = 0; k < n; ++k)
+      if (ids[k] == row) acc += dy[(base + k) * a.dim + j];
+  }
+  if (mine) dtable[row * a.dim + j] = acc;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dropout: the mask of backend/dropout_mask.h, the keep threshold and scale computed once on the
 // host as the CPU kernel does.
@@ -326,6 +356,11 @@ cudaError_t launch_embedding_backward(const EmbeddingLaunch& a, const float* dy,
                                       unsigned long long* flag, cudaStream_t s) {
   const cudaError_t e = cudaMemsetAsync(flag, 0xff, sizeof *flag, s);
   if (e != cudaSuccess) return e;
+  if (a.rows <= kOwnedRowsMax) {
+    const dim3 grid(static_cast<unsigned>(ceil_div(a.dim, 128)), static_cast<unsigned>(a.rows));
+    embedding_scatter_owned<<<grid, 128, 0, s>>>(a, dy, dtable, flag);
+    return cudaGetLastError();
+  }
   const dim3 grid(static_cast<unsigned>(ceil_div(a.dim, 128)), kIdLanes);
   embedding_scatter_add<<<grid, 128, 0, s>>>(a, dy, dtable, flag);
   return cudaGetLastError();
