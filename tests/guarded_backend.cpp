@@ -125,6 +125,7 @@ void GuardedBackend::sgd(const SgdUpdate& u) {
 
 double GuardedBackend::l2_norm(const float* x, size_t n) {
   Open open(*this);
+  ++counts_.value_reads;
   return inner_.l2_norm(x, n);
 }
 
@@ -176,6 +177,7 @@ void GuardedBackend::activation_backward(ActKind k, const float* x, const float*
 
 CrossEntropySum GuardedBackend::cross_entropy_forward(const CrossEntropyArgs& a) {
   Open open(*this);
+  ++counts_.value_reads;
   return inner_.cross_entropy_forward(a);
 }
 
@@ -228,6 +230,7 @@ void GuardedBackend::transpose(const float* x, float* y, int64_t A, int64_t B, i
 double GuardedBackend::regression_loss_forward(RegressionLoss kind, const float* pred, const float* target, int64_t n,
                                                float delta) {
   Open open(*this);
+  ++counts_.value_reads;
   return inner_.regression_loss_forward(kind, pred, target, n, delta);
 }
 
@@ -239,7 +242,36 @@ void GuardedBackend::regression_loss_backward(RegressionLoss kind, const float* 
 
 int64_t GuardedBackend::token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {
   Open open(*this);
+  ++counts_.value_reads;
   return inner_.token_ids(from, x, ids, n, vocab);
+}
+
+void GuardedBackend::upload(const void* host_src, void* device_dst, size_t bytes) {
+  copy_from_host(host_src, device_dst, bytes);
+  ++counts_.uploads;
+}
+
+// The accumulators run the inner backend's host-accessible defaults on the opened memory: no
+// value comes back, as on a GPU.
+void GuardedBackend::regression_loss_accumulate(RegressionLoss kind, const float* pred, const float* target,
+                                                int64_t n, float delta, double* acc) {
+  Open open(*this);
+  inner_.regression_loss_accumulate(kind, pred, target, n, delta, acc);
+}
+
+void GuardedBackend::cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) {
+  Open open(*this);
+  inner_.cross_entropy_accumulate(a, acc);
+}
+
+void GuardedBackend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) {
+  Open open(*this);
+  inner_.clip_grad_norm_into(g, n, max_norm, norm);
+}
+
+void GuardedBackend::token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {
+  Open open(*this);
+  inner_.token_ids_checked(from, x, ids, n, vocab);
 }
 
 }  // namespace seqtrain::testing

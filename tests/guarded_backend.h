@@ -21,6 +21,10 @@ class GuardedBackend final : public Backend {
     size_t allocations = 0, releases = 0;
     size_t to_host = 0, from_host = 0;              // copy_to_host / copy_from_host calls
     size_t to_host_bytes = 0, from_host_bytes = 0;
+    // Operations that hand a value back to the host (l2_norm, the losses' forwards, token_ids),
+    // each a synchronization on a GPU; copy_to_host calls are counted in to_host.
+    size_t value_reads = 0;
+    size_t uploads = 0;  // upload calls (also counted in from_host)
   };
 
   explicit GuardedBackend(Backend& inner, bool protect = true) : inner_(inner), protect_(protect) {}
@@ -34,6 +38,14 @@ class GuardedBackend final : public Backend {
   void layer_norm_forward_half(const LayerNormArgs& a, DType to, void* y) override;
   SEQTRAIN_BACKEND_MEMORY
   bool host_accessible() const override { return !protect_; }
+  void upload(const void* host_src, void* device_dst, size_t bytes) override;
+  void regression_loss_accumulate(RegressionLoss kind, const float* pred, const float* target, int64_t n,
+                                  float delta, double* acc) override;
+  void cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) override;
+  void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) override;
+  void token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;
+  // Host reads of any kind: copies to the host and operations that return a value.
+  size_t host_reads() const { return counts_.to_host + counts_.value_reads; }
 
   const Counts& counts() const { return counts_; }
   size_t live_buffers() const { return table_.live_count(); }

@@ -133,30 +133,34 @@ TEST_P(CudaAttention, BitwiseDeterministic) {
   }
 }
 
+const MaskCase kCases[] = {
+    MaskCase{2, 70, 36, 3, 0.f, true, Pad::none},         // D 12, 3 tiles
+    MaskCase{2, 70, 36, 3, 0.f, false, Pad::none},
+    MaskCase{2, 70, 36, 3, 0.f, true, Pad::random},       // causal row 0 empty
+    MaskCase{3, 70, 36, 3, 0.f, false, Pad::lengths},     // a padding-only row
+    MaskCase{2, 70, 36, 3, 0.2f, true, Pad::none},        // dropout
+    MaskCase{3, 70, 36, 3, 0.3f, false, Pad::random},
+    MaskCase{1, 1, 6, 2, 0.f, false, Pad::none},          // T 1
+    MaskCase{2, 1, 4, 1, 0.f, true, Pad::lengths},        // T 1, all padding
+    MaskCase{1, 37, 15, 3, 0.f, true, Pad::none},         // D 5
+    MaskCase{2, 130, 128, 2, 0.1f, true, Pad::lengths},   // D 64, GPT's
+    MaskCase{1, 45, 128, 1, 0.f, false, Pad::random},     // D 128, the limit
+    MaskCase{1, 67, 36, 1, 1.f, false, Pad::none},        // p = 1: all dropped
+    MaskCase{2, 64, 96, 8, 0.f, true, Pad::random},       // whole tiles
+    MaskCase{8, 256, 384, 6, 0.2f, true, Pad::none},      // GPT's T and D, 48 heads
+};
+
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaAttention,
-                         ::testing::Combine(::testing::Values(MaskCase{2, 70, 36, 3, 0.f, true, Pad::none},       // D 12, 3 tiles
-                                           MaskCase{2, 70, 36, 3, 0.f, false, Pad::none},
-                                           MaskCase{2, 70, 36, 3, 0.f, true, Pad::random},     // causal row 0 empty
-                                           MaskCase{3, 70, 36, 3, 0.f, false, Pad::lengths},   // a padding-only row
-                                           MaskCase{2, 70, 36, 3, 0.2f, true, Pad::none},      // dropout
-                                           MaskCase{3, 70, 36, 3, 0.3f, false, Pad::random},
-                                           MaskCase{1, 1, 6, 2, 0.f, false, Pad::none},        // T 1
-                                           MaskCase{2, 1, 4, 1, 0.f, true, Pad::lengths},      // T 1, all padding
-                                           MaskCase{1, 37, 15, 3, 0.f, true, Pad::none},       // D 5
-                                           MaskCase{2, 130, 128, 2, 0.1f, true, Pad::lengths}, // D 64, GPT's
-                                           MaskCase{1, 45, 128, 1, 0.f, false, Pad::random},   // D 128, the limit
-                                           MaskCase{1, 67, 36, 1, 1.f, false, Pad::none},      // p = 1: all dropped
-                                           MaskCase{2, 64, 96, 8, 0.f, true, Pad::random},     // whole tiles
-                                           MaskCase{8, 256, 384, 6, 0.2f, true, Pad::none}),   // GPT's, 48 heads
-                                            ::testing::ValuesIn(kImpls)),
+                         ::testing::Combine(::testing::ValuesIn(kCases), ::testing::ValuesIn(kImpls)),
                          [](const auto& info) {
                            return case_name(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });
 
 TEST(CudaAttentionBf16, WithinToleranceOfFp32AndOfTheCpuKernels) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  for (const MaskCase c : {MaskCase{2, 70, 36, 3, 0.f, false, Pad::random}, MaskCase{3, 130, 48, 3, 0.1f, true, Pad::lengths},
-                           MaskCase{2, 256, 384, 6, 0.2f, true, Pad::none}}) {
+  for (const MaskCase c : {MaskCase{2, 70, 36, 3, 0.f, false, Pad::random},
+                           MaskCase{3, 130, 48, 3, 0.1f, true, Pad::lengths},
+                           MaskCase{2, 256, 384, 6, 0.2f, true, Pad::none}}) {  // GPT's
     const Inputs in = inputs(c);
     const Result fp = run_op(ref(), c, in);
     const Result cpu_bf = run_op(cpu(), c, in, DType::bf16);

@@ -187,4 +187,36 @@ void Backend::add(const float* a, const float* b, float* out, size_t n) {
   axpy(1.f, b, out, n);
 }
 
+// ---- the step's scalars: host-accessible defaults --------------------------------------------
+
+void Backend::upload(const void* host_src, void* device_dst, size_t bytes) {
+  copy_from_host(host_src, device_dst, bytes);
+}
+
+void Backend::token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {
+  (void)token_ids(from, x, ids, n, vocab);
+}
+
+void Backend::regression_loss_accumulate(RegressionLoss kind, const float* pred, const float* target, int64_t n,
+                                         float delta, double* acc) {
+  ST_CHECK(host_accessible(), "the {} backend has no regression_loss_accumulate", name());
+  acc[0] += regression_loss_forward(kind, pred, target, n, delta);
+}
+
+void Backend::cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) {
+  ST_CHECK(host_accessible(), "the {} backend has no cross_entropy_accumulate", name());
+  const CrossEntropySum s = cross_entropy_forward(a);
+  acc[0] += s.loss;
+  acc[1] += static_cast<double>(s.correct);
+}
+
+void Backend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) {
+  ST_CHECK(host_accessible(), "the {} backend has no clip_grad_norm_into", name());
+  const double total = l2_norm(g, n);
+  *norm = total;
+  if (max_norm <= 0 || !std::isfinite(total)) return;
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0) scale(g, n, static_cast<float>(coef));
+}
+
 }  // namespace seqtrain

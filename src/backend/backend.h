@@ -209,6 +209,10 @@ struct CrossEntropyArgs {
   const int64_t* targets = nullptr;
   int64_t ignore_index = -100;
   float* lse = nullptr;           // optional, see above
+  // The caller has checked every target on the host (in [0, C) or ignore_index): a device may
+  // skip reading its own check back (a synchronization) in cross_entropy_backward and
+  // cross_entropy_accumulate.
+  bool targets_checked = false;
 };
 struct CrossEntropySum {
   double loss = 0;
@@ -287,6 +291,10 @@ class Backend : public DeviceMemory {
   // live allocation of this backend (an Error otherwise).
   virtual void copy_to_host(const void* device_src, void* host_dst, size_t bytes) = 0;
   virtual void copy_from_host(const void* host_src, void* device_dst, size_t bytes) = 0;
+  // copy_from_host that may return before the copy has run (a step's batch: the GPU's previous
+  // work need not finish first); host_src is reusable at once all the same (the backend stages
+  // it). The default is copy_from_host.
+  virtual void upload(const void* host_src, void* device_dst, size_t bytes);
   // DeviceMemory's zero, through fill (bytes a multiple of 4).
   void zero(void* p, size_t bytes) final { fill(static_cast<float*>(p), bytes / sizeof(float), 0.f); }
   // Page-locked host memory for buffers the host fills and this backend reads (the loader's
@@ -343,6 +351,22 @@ class Backend : public DeviceMemory {
   virtual void activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n);
   // Cross-entropy (CrossEntropyArgs above): the sums of forward; backward writes dlogits.
   virtual CrossEntropySum cross_entropy_forward(const CrossEntropyArgs& a) = 0;
+
+  // ---- The training step's scalars, kept in this backend's memory (no host read per step) ----
+  // The step reads its loss once per log interval, so these add into `acc`, doubles in this
+  // backend's memory, instead of returning to the host; a device queues them with the rest of
+  // the step. The defaults (any host-accessible backend) call the returning op and add.
+  // acc[0] += regression_loss_forward(...).
+  virtual void regression_loss_accumulate(RegressionLoss kind, const float* pred, const float* target, int64_t n,
+                                          float delta, double* acc);
+  // acc[0] += the loss sum, acc[1] += the correct rows (the count is the caller's: it counts the
+  // targets on the host, train/objective.h). a.targets_checked lets a device skip reading its
+  // target check back (the caller checked every target on the host).
+  virtual void cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc);
+  // torch.nn.utils.clip_grad_norm_ decided where g lives: *norm = ||g||_2 (double); when
+  // max_norm > 0 and the norm is finite, g *= max_norm / (norm + 1e-6) if that is below 1
+  // (optim/clip.h's rule, non-finite gradients left alone).
+  virtual void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm);
   virtual void cross_entropy_backward(const CrossEntropyArgs& a, double scale, float* dlogits) = 0;
   // LayerNorm (LayerNormArgs above): forward writes y, a.mean, a.rstd; backward reads them.
   virtual void layer_norm_forward(const LayerNormArgs& a, float* y) = 0;
@@ -377,6 +401,9 @@ class Backend : public DeviceMemory {
   // the first that is not (ids then unspecified; the caller reads that one value back to say
   // why): one host-returned scalar, as the loss sums.
   virtual int64_t token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) = 0;
+  // token_ids for values the caller has already checked on the host (the training step's
+  // batch): the conversion only, nothing read back. The default calls token_ids.
+  virtual void token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab);
 };
 
 // The overrides of every operation above, for a concrete backend's class body: the list is

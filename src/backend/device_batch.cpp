@@ -10,7 +10,7 @@ Tensor device_tensor(const Tensor& host, Arena& arena, Backend& backend) {
            shape_str(host.shape), backend.name());
   Tensor dev = arena.tensor(host.shape, host.dtype);
   dev.device = host.device;
-  backend.copy_from_host(host.ptr, dev.ptr, host.nbytes());
+  backend.upload(host.ptr, dev.ptr, host.nbytes());  // queued: the step does not wait for it
   return dev;
 }
 

@@ -49,7 +49,8 @@ Tensor CharLm::forward(const Batch& batch, StepContext& ctx) {
   const Tensor& x = batch.inputs;
   Arena& arena = ctx.arena;
   // [batch, T], or [batch, T, 1] as the trainer's loader hands over windows of one feature.
-  Tensor ids = token_ids(params_.backend(), x, arena, spec_.type, spec_.vocab_size);
+  Tensor ids = token_ids(params_.backend(), x, arena, spec_.type, spec_.vocab_size,
+                         ctx.host_batch ? &ctx.host_batch->inputs : nullptr);
   B_ = ids.shape[0];
   T_ = ids.shape[1];
   Tensor e = embed_.forward(ids, arena);                             // [B, T, E]

@@ -109,7 +109,8 @@ void Gpt::init_params(Rng& rng) { init_nanogpt(params_, spec_.layers, rng); }
 
 Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
   Arena& arena = ctx.arena;
-  Tensor ids = token_ids(params_.backend(), batch.inputs, arena, spec_.type, spec_.vocab_size);
+  Tensor ids = token_ids(params_.backend(), batch.inputs, arena, spec_.type, spec_.vocab_size,
+                         ctx.host_batch ? &ctx.host_batch->inputs : nullptr);
   B_ = ids.shape[0];
   T_ = ids.shape[1];
   ST_CHECK(T_ <= spec_.lookback, "gpt: a sequence of {} tokens is longer than the block size {} (data.block_size)",

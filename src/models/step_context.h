@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/arena.h"
+#include "core/batch.h"
 #include "core/tensor.h"
 
 namespace seqtrain {
@@ -23,6 +24,9 @@ struct StepContext {
   bool training = false;
   uint64_t dropout_seed = 0;
   Tensor output_grad;        // d(loss)/d(forward's result), shaped like it; set before backward
+  // The batch as the host holds it, before its upload (the training step's): layers check
+  // values there (token ids) instead of reading device memory back. Null: check on the device.
+  const Batch* host_batch = nullptr;
   size_t scratch_bytes = 0;  // most activation bytes a layer held outside `arena` in this pass
 
   void note_scratch(size_t bytes) { scratch_bytes = std::max(scratch_bytes, bytes); }

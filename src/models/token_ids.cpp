@@ -19,23 +19,48 @@ double value_at(Backend& backend, const Tensor& x, int64_t i) {
   return x.dtype == DType::i64 ? static_cast<double>(i64) : f32;
 }
 
+// The error for the value v at flat position `bad` of a [B, T] batch.
+[[noreturn]] void fail_bad_id(double v, int64_t bad, int64_t T, const std::string& model_type, int64_t vocab) {
+  ST_CHECK(std::floor(v) == v, "{}: input at batch {} position {} is {}, not a token id (ids are whole numbers)",
+           model_type, bad / T, bad % T, v);
+  fail("{}: token id {} at batch {} position {} is outside the vocabulary of {} ids (valid 0..{}); the data was "
+       "encoded with a different vocabulary than the model's",
+       model_type, v, bad / T, bad % T, vocab, vocab - 1);
+}
+
+// The first position of host memory x (n values) that is not a whole number in [0, vocab), or -1.
+int64_t first_bad_on_host(const Tensor& x, int64_t n, int64_t vocab, double* value) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x.dtype == DType::i64 ? static_cast<double>(x.data<int64_t>()[i]) : x.f32()[i];
+    if (!(v >= 0 && v < static_cast<double>(vocab) && std::floor(v) == v)) {
+      *value = v;
+      return i;
+    }
+  }
+  return -1;
+}
+
 }  // namespace
 
-Tensor token_ids(Backend& backend, const Tensor& x, Arena& arena, const std::string& model_type, int64_t vocab) {
+Tensor token_ids(Backend& backend, const Tensor& x, Arena& arena, const std::string& model_type, int64_t vocab,
+                 const Tensor* host_x) {
   const bool rank_ok = x.shape.size() == 2 || (x.shape.size() == 3 && x.shape[2] == 1);
   ST_CHECK(rank_ok && x.contiguous() && (x.dtype == DType::f32 || x.dtype == DType::i64),
            "{}: input must be contiguous [batch, T] token ids (f32 or int64), got {} {}", model_type,
            dtype_name(x.dtype), shape_str(x.shape));
   const int64_t B = x.shape[0], T = x.shape[1], n = B * T;
   Tensor ids = arena.tensor({B, T}, DType::i64);
-  const int64_t bad = n ? backend.token_ids(x.dtype, x.ptr, ids.data<int64_t>(), n, vocab) : -1;
+  if (n == 0) return ids;
+  if (host_x && host_x->ptr && host_x->numel() == n && host_x->dtype == x.dtype) {
+    double v = 0;
+    const int64_t bad = first_bad_on_host(*host_x, n, vocab, &v);
+    if (bad >= 0) fail_bad_id(v, bad, T, model_type, vocab);
+    backend.token_ids_checked(x.dtype, x.ptr, ids.data<int64_t>(), n, vocab);
+    return ids;
+  }
+  const int64_t bad = backend.token_ids(x.dtype, x.ptr, ids.data<int64_t>(), n, vocab);
   if (bad < 0) return ids;
-  const double v = value_at(backend, x, bad);
-  ST_CHECK(std::floor(v) == v, "{}: input at batch {} position {} is {}, not a token id (ids are whole numbers)",
-           model_type, bad / T, bad % T, v);
-  fail("{}: token id {} at batch {} position {} is outside the vocabulary of {} ids (valid 0..{}); the data was "
-       "encoded with a different vocabulary than the model's",
-       model_type, v, bad / T, bad % T, vocab, vocab - 1);
+  fail_bad_id(value_at(backend, x, bad), bad, T, model_type, vocab);
 }
 
 }  // namespace seqtrain

@@ -14,6 +14,9 @@ namespace seqtrain {
 // x: contiguous [B, T] (or [B, T, 1]) f32 or i64 -> [B, T] i64 in the arena, every id in [0, vocab).
 // x and the ids are the backend's memory: its token_ids op checks them, and only a bad value is
 // read back (to name it).
-Tensor token_ids(Backend& backend, const Tensor& x, Arena& arena, const std::string& model_type, int64_t vocab);
+// host_x: the same values where the host can read them (StepContext::host_batch's inputs):
+// then they are checked there and the backend only converts (no read-back, no synchronization).
+Tensor token_ids(Backend& backend, const Tensor& x, Arena& arena, const std::string& model_type, int64_t vocab,
+                 const Tensor* host_x = nullptr);
 
 }  // namespace seqtrain

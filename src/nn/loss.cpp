@@ -43,6 +43,7 @@ CrossEntropyArgs ce_args(const Tensor& logits, const Tensor& target, const LossO
   a.logits = logits.f32();
   a.targets = target.data<int64_t>();
   a.ignore_index = opt.ignore_index;
+  a.targets_checked = opt.targets_checked;
   return a;
 }
 
@@ -93,6 +94,28 @@ LossSum loss_sum(LossKind kind, const Tensor& pred, const Tensor& target, const 
   const int64_t n = pred.numel();
   if (n == 0) return {0.0, 0};
   return {backend_of(opt).regression_loss_forward(r, pred.f32(), target.f32(), n, opt.huber_delta), n};
+}
+
+void loss_sum_accumulate(LossKind kind, const Tensor& pred, const Tensor& target, double* acc,
+                         const LossOptions& opt) {
+  if (kind == LossKind::cross_entropy) {
+    const CrossEntropyArgs a = ce_args(pred, target, opt);
+    if (a.rows > 0) backend_of(opt).cross_entropy_accumulate(a, acc);
+    return;
+  }
+  const RegressionLoss r = regression_kind(kind, pred, target, opt);
+  if (pred.numel() > 0)
+    backend_of(opt).regression_loss_accumulate(r, pred.f32(), target.f32(), pred.numel(), opt.huber_delta, acc);
+}
+
+int64_t count_targets(LossKind kind, const Tensor& pred, const Tensor& host_target, const LossOptions& opt) {
+  if (kind != LossKind::cross_entropy) return pred.numel();
+  const CrossEntropyArgs a = ce_args(pred, host_target, opt);
+  if (a.rows == 0) return 0;
+  check_cross_entropy_args(a);  // reads the targets only (the logits may be device memory)
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.rows; ++i) n += a.targets[i] != a.ignore_index;
+  return n;
 }
 
 float loss_forward(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt) {

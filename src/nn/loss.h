@@ -29,6 +29,9 @@ struct LossOptions {
   float huber_delta = 1.0f;      // torch.nn.HuberLoss(delta=1.0); must be > 0
   int64_t ignore_index = -100;   // torch.nn.CrossEntropyLoss(ignore_index=-100)
   Backend* backend = nullptr;    // where cross-entropy computes: the model's; null = default_backend()
+  // The caller checked every target on the host (count_targets): a device skips reading its own
+  // check back, a synchronization (CrossEntropyArgs::targets_checked).
+  bool targets_checked = false;
 };
 
 // Names: "mse", "mae" (alias "l1"), "huber", "cross_entropy" (alias "ce"); anything else
@@ -49,6 +52,16 @@ LossSum loss_sum(LossKind kind, const Tensor& pred, const Tensor& target, const 
 // Writes scale * d(sum)/d(pred) into dpred (overwrites; ignored rows get 0).
 void loss_sum_backward(LossKind kind, const Tensor& pred, const Tensor& target, Tensor dpred, double scale,
                        const LossOptions& opt = {});
+
+// The training step's loss without a host read: adds the sum into acc[0] and, cross-entropy,
+// the correct rows into acc[1] (doubles in the backend's memory); checks shapes as loss_sum.
+void loss_sum_accumulate(LossKind kind, const Tensor& pred, const Tensor& target, double* acc,
+                         const LossOptions& opt = {});
+// The count loss_sum would return, from targets the host can read (a batch before its upload):
+// every element (regression), the rows whose target is not ignore_index (cross-entropy, whose
+// targets are checked here: each in [0, classes) or ignore_index, the backends' error text).
+// pred only gives the shape (it may be device memory).
+int64_t count_targets(LossKind kind, const Tensor& pred, const Tensor& host_target, const LossOptions& opt = {});
 
 float loss_forward(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt = {});
 // dpred must have pred's shape. MAE's gradient at an exact tie (pred == target) is 0, torch's sign().

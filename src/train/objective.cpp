@@ -24,8 +24,14 @@ class RegressionObjective final : public Objective {
     const LossSum s = loss_sum(kind_, pred, target, opt_);
     return {s.sum, s.count, 0};
   }
-  void backward(const Tensor& pred, const Tensor& target, Tensor dpred, double scale) const override {
+  void backward(const Tensor& pred, const Tensor& target, Tensor dpred, double scale, bool) const override {
     loss_sum_backward(kind_, pred, target, dpred, scale, opt_);
+  }
+  int64_t count(const Tensor& pred, const Tensor& host_target) const override {
+    return count_targets(kind_, pred, host_target, opt_);
+  }
+  void accumulate(const Tensor& pred, const Tensor& target, double* acc) const override {
+    loss_sum_accumulate(kind_, pred, target, acc, opt_);
   }
 
  private:
@@ -53,8 +59,19 @@ class ClassificationObjective : public Objective {
     const LossSum s = loss_sum(LossKind::cross_entropy, pred, target, opt_);
     return {s.sum, s.count, s.correct};
   }
-  void backward(const Tensor& pred, const Tensor& target, Tensor dpred, double scale) const override {
-    loss_sum_backward(LossKind::cross_entropy, pred, target, dpred, scale, opt_);
+  void backward(const Tensor& pred, const Tensor& target, Tensor dpred, double scale,
+                bool targets_checked) const override {
+    LossOptions o = opt_;
+    o.targets_checked = targets_checked;
+    loss_sum_backward(LossKind::cross_entropy, pred, target, dpred, scale, o);
+  }
+  int64_t count(const Tensor& pred, const Tensor& host_target) const override {
+    return count_targets(LossKind::cross_entropy, pred, host_target, opt_);
+  }
+  void accumulate(const Tensor& pred, const Tensor& target, double* acc) const override {
+    LossOptions o = opt_;
+    o.targets_checked = true;  // the step called count() on the host batch first
+    loss_sum_accumulate(LossKind::cross_entropy, pred, target, acc, o);
   }
 
  protected:

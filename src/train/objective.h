@@ -61,7 +61,17 @@ class Objective {
   // Loss sum, count and metrics of one batch.
   virtual ObjectiveSum forward(const Tensor& pred, const Tensor& target) const = 0;
   // Writes scale * d(loss sum)/d(pred) into dpred (overwrites it; dpred is shaped like pred).
-  virtual void backward(const Tensor& pred, const Tensor& target, Tensor dpred, double scale) const = 0;
+  // targets_checked: count() has checked these targets on the host (a device then reads no
+  // check back).
+  virtual void backward(const Tensor& pred, const Tensor& target, Tensor dpred, double scale,
+                        bool targets_checked = false) const = 0;
+
+  // The training step's path, which reads nothing back per batch (TrainStep): count() is
+  // forward()'s count from the batch's targets while the host still holds them (checking them
+  // as forward would), accumulate() adds forward()'s loss sum into acc[0] and its correct count
+  // into acc[1], doubles in the model's backend memory, read once per log interval.
+  virtual int64_t count(const Tensor& pred, const Tensor& host_target) const = 0;
+  virtual void accumulate(const Tensor& pred, const Tensor& target, double* acc) const = 0;
 };
 
 // The objective of a loss and a task. Refuses a regression loss for a classification task and

@@ -1,9 +1,10 @@
 #include "train/step.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "backend/backend.h"
-#include "optim/clip.h"
 #include "backend/device_batch.h"
 
 namespace seqtrain {
@@ -23,6 +24,8 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
   }
   // Activations live where the parameters do (a device backend's memory on a GPU).
   arena_.set_backend(model_.params().backend());
+  // Three doubles (six floats; the backend aligns every buffer past a double's alignment).
+  sums_ = DeviceBuffer(model_.params().backend(), 6, /*zero=*/true);
   model_.params().zero_grad();
 }
 
@@ -54,19 +57,20 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   arena_.reset();
   const Batch batch = device_batch(host_batch, arena_, model_.params().backend());
   StepContext ctx(arena_, /*training=*/true, seed);
+  ctx.host_batch = &host_batch;
   Tensor pred = model_.forward(batch, ctx);
   const Tensor& y = batch.targets;
-  const ObjectiveSum sum = objective_->forward(pred, y);
-  loss_sum_ += sum.loss;
-  loss_count_ += sum.count;
-  accum_count_ += sum.count;
-  grow_reference(sum.count);
+  const int64_t count = objective_->count(pred, host_batch.targets);
+  objective_->accumulate(pred, y, sums());
+  loss_count_ += count;
+  accum_count_ += count;
+  grow_reference(count);
   // The gradient of this micro-batch's loss sum, weighted by scale / R (see step.h): with equal
   // micro-batches that is the gradient of its mean / grad_accum, as backward of
   // scaler.scale(loss / k) in a PyTorch loop.
   Tensor dpred = arena_.tensor(pred.shape);
   const double scale = options_.scaler ? options_.scaler->scale() : 1.0;
-  objective_->backward(pred, y, dpred, reference_ > 0 ? scale / reference_ : 0.0);
+  objective_->backward(pred, y, dpred, reference_ > 0 ? scale / reference_ : 0.0, /*targets_checked=*/true);
   ctx.output_grad = dpred;
   model_.backward(ctx);
   scratch_bytes_ = ctx.scratch_bytes;
@@ -95,8 +99,12 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
       return r;
     }
   }
-  r.grad_norm = options_.grad_clip > 0 ? clip_grad_norm(ps.backend(), ps.grads(), ps.size(), options_.grad_clip)
-                                       : grad_norm(ps.backend(), ps.grads(), ps.size());
+  ST_CHECK(options_.grad_clip >= 0 && std::isfinite(options_.grad_clip),
+           "gradient clipping max_norm = {} is invalid; use a finite value > 0, or 0 to turn clipping off",
+           options_.grad_clip);
+  ps.backend().clip_grad_norm_into(ps.grads(), ps.size(), options_.grad_clip, sums() + 2);
+  norm_valid_ = true;
+  r.grad_norm = ps.backend().host_accessible() ? sums()[2] : std::numeric_limits<double>::quiet_NaN();
   optimizer_.step(ps.params(), ps.grads(), ps.size(), r.lr);
   ps.zero_grad();
   ++updates_;
@@ -104,12 +112,30 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   return r;
 }
 
+// One read of the loss sum (a synchronization on a GPU), then the sums restart from 0.
 double TrainStep::take_loss(int64_t* count) {
-  double mean = loss_count_ ? loss_sum_ / static_cast<double>(loss_count_) : 0.0;
+  Backend& be = model_.params().backend();
+  double held[2] = {0, 0};
+  read_sums(0, held, 2);
+  const double mean = loss_count_ ? held[0] / static_cast<double>(loss_count_) : 0.0;
   if (count) *count = loss_count_;
-  loss_sum_ = 0.0;
+  if (held[0] != 0 || held[1] != 0) be.fill(sums_.data(), 4, 0.f);  // the two doubles' bits
   loss_count_ = 0;
   return mean;
+}
+
+double TrainStep::grad_norm() {
+  if (!norm_valid_) return std::numeric_limits<double>::quiet_NaN();
+  double norm = 0;
+  read_sums(2, &norm, 1);
+  return norm;
+}
+
+// Directly where the host may read the backend's memory, else one copy.
+void TrainStep::read_sums(int first, double* out, int n) {
+  Backend& be = model_.params().backend();
+  if (be.host_accessible()) std::copy(sums() + first, sums() + first + n, out);
+  else be.copy_to_host(sums() + first, out, sizeof(double) * static_cast<size_t>(n));
 }
 
 }  // namespace seqtrain

@@ -5,7 +5,13 @@
 // the gradients before clipping; a step whose gradients overflowed is skipped: no parameter
 // or optimizer-state change, but it counts as a step, so the LR schedule moves on as in a
 // PyTorch loop that calls scheduler.step() after scaler.step(optimizer) either way.
-// Losses are summed where they are computed and read once per log interval (take_loss()).
+// Nothing is read back to the host inside a step (on a GPU each read is a synchronization that
+// idles the device while the host queues the next work): the loss sum and the clipped gradient
+// norm stay in the model's backend memory (sums_) and are read once per log interval
+// (take_loss(), grad_norm()); the targets are counted, and checked, on the host before the
+// batch's upload (Objective::count); the batch goes up with Backend::upload. Under fp16 the
+// LossScaler still reads one finiteness flag per optimizer step (its skip decision).
+// StepResult::grad_norm is filled where reading it costs nothing (a host-accessible backend).
 //
 // The loss is an Objective's (sum, count) (train/objective.h), so micro-batches that count
 // different numbers of targets (an epoch's short last batch) average exactly: the step adds up
@@ -21,6 +27,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/device_buffer.h"
 #include "core/arena.h"
 #include "models/model.h"
 #include "nn/loss.h"
@@ -63,6 +70,8 @@ class TrainStep {
   // Mean loss per counted target since the last call: the loss sums over the counts (and the
   // count, so callers can combine intervals as mean * count).
   double take_loss(int64_t* count = nullptr);
+  // The pre-clip gradient norm of the last optimizer step (NaN before the first; one host read).
+  double grad_norm();
   const Objective& objective() const { return *objective_; }
   int64_t updates() const { return updates_; }
   void set_updates(int64_t n) { updates_ = n; }
@@ -88,8 +97,13 @@ class TrainStep {
   size_t scratch_bytes_ = 0;  // the last pass's StepContext::scratch_bytes
   int64_t micro_ = 0;    // micro-batches into the current accumulation
   int64_t updates_ = 0;  // optimizer steps taken, skipped ones included (the schedule's step)
-  double loss_sum_ = 0.0;    // since take_loss()
-  int64_t loss_count_ = 0;
+  // In the model's backend memory, as doubles: [0] the loss sum since take_loss(), [1] its
+  // correct count (classification), [2] the last step's pre-clip gradient norm.
+  DeviceBuffer sums_;
+  double* sums() { return reinterpret_cast<double*>(sums_.data()); }
+  void read_sums(int first, double* out, int n);
+  bool norm_valid_ = false;
+  int64_t loss_count_ = 0;   // since take_loss(): counted on the host
   int64_t accum_count_ = 0;  // targets counted in the current accumulation
   double reference_ = 0.0;   // R: grad_accum * the largest micro-batch count so far; 0 = none yet
 };

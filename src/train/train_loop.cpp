@@ -321,7 +321,7 @@ void TrainLoop::after_update(const StepResult& r) {
     e.updates = updates;
     e.loss = take_logged_loss();
     e.lr = r.lr;
-    e.grad_norm = r.grad_norm;
+    e.grad_norm = step_->grad_norm();  // read here, once per log interval (train/step.h)
     e.samples_per_s = log_samples_ / std::max(seconds_since(log_start_), 1e-9);
     if (plan_.vocab > 0) e.tokens_per_s = e.samples_per_s * static_cast<double>(plan_.steps);
     e.time_s = time_s();

@@ -49,6 +49,11 @@ CudaBackend::~CudaBackend() { destroy(); }
 // them with the context.
 void CudaBackend::destroy() noexcept {
   gemm_cache_.reset();
+  for (Staging& st : staging_) {
+    if (st.done) (void)cudaEventDestroy(st.done);
+    if (st.host) (void)cudaFreeHost(st.host);
+    st = Staging{};
+  }
   if (pinned_) (void)cudaFreeHost(pinned_);
   if (scratch_) (void)cudaFree(scratch_);
   if (gemm_workspace_) (void)cudaFree(gemm_workspace_);

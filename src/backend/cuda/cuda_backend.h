@@ -4,16 +4,17 @@
 // every operation queued on the backend's one stream in call order; GEMMs on cuBLASLt (fp32 with
 // TF32 when the precision policy allows it, bf16 and fp16 operands with fp32 accumulation),
 // recurrent layers on cuDNN's RNN API (cuda_rnn.cu), attention as cuBLASLt batched GEMMs around
-// seqtrain's row kernels (cuda_attention_gemm.cu) or, where its scratch would be too large or
-// SEQTRAIN_CUDA_ATTENTION=tiles asks, seqtrain's own FlashAttention kernels (cuda_attention.cu), the row ops, activations, AdamW/SGD and norms as seqtrain's own
-// kernels over the flat buffers (cuda_rows.cu, cuda_elementwise.cu, cuda_optim.cu).
+// seqtrain's row kernels (cuda_attention_gemm.cu) or, where that path's scratch would be too
+// large or SEQTRAIN_CUDA_ATTENTION=tiles asks, seqtrain's own FlashAttention kernels
+// (cuda_attention.cu), the row ops, activations, AdamW/SGD and norms as seqtrain's own kernels
+// over the flat buffers (cuda_rows.cu, cuda_elementwise.cu, cuda_optim.cu).
 //
 // Files: cuda_backend.cpp (context, memory, supports), cuda_gemm.cpp (GEMM on cuBLASLt),
 // cuda_ops.cpp (convert, bias, AdamW/SGD, norm, fill/copy/scale, activations; kernels in
 // cuda_elementwise.cu and cuda_optim.cu), cuda_rows.cu (cross-entropy, LayerNorm, embedding,
 // dropout), cuda_attention.cpp (the two attention paths and the choice between them; kernels in
-// cuda_attention.cu and cuda_attention_gemm.cu), cuda_rnn.cu (make_recurrent), cuda_pinned.cpp (the loader's
-// page-locked slots), plugin_entry.cpp (the plugin's C entry points).
+// cuda_attention.cu and cuda_attention_gemm.cu), cuda_rnn.cu (make_recurrent), cuda_pinned.cpp
+// (the loader's page-locked slots), plugin_entry.cpp (the plugin's C entry points).
 //
 // Operations that return a host value (l2_norm, cross_entropy_forward's sums) synchronize the
 // stream to read it; everything else is asynchronous on the stream.
@@ -48,6 +49,15 @@ class CudaBackend final : public Backend {
   // Page-locked slots for the loader (cudaHostAlloc), heap memory where the driver refuses
   // (cuda_pinned.cpp).
   HostAllocator* pinned_allocator() override;
+  // The step's batch and scalars without a synchronization (cuda_step.cpp): upload stages the
+  // bytes in a ring of page-locked buffers and copies asynchronously; the accumulators and the
+  // clipping are kernels on the stream.
+  void upload(const void* host_src, void* device_dst, size_t bytes) override;
+  void regression_loss_accumulate(RegressionLoss kind, const float* pred, const float* target, int64_t n,
+                                  float delta, double* acc) override;
+  void cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) override;
+  void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) override;
+  void token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
@@ -80,6 +90,16 @@ class CudaBackend final : public Backend {
   size_t pinned_bytes_ = 0;
   bool tf32_ = false;
   AllocationTable allocations_;
+  // upload()'s staging ring: a slot is refilled only once the copy that last read it has run
+  // (its event), so up to kStagingSlots uploads (a few steps' batches) are in flight.
+  struct Staging {
+    void* host = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+  static constexpr int kStagingSlots = 8;
+  Staging staging_[kStagingSlots];
+  int next_staging_ = 0;
   std::unique_ptr<HostAllocator> page_locked_;      // cudaHostAlloc / cudaFreeHost
   std::unique_ptr<FallbackHostAllocator> loader_slots_;  // page_locked_, or the heap when it refuses
 

@@ -221,8 +221,8 @@ void CudaBackend::gemm_batched(DType in, bool ta, bool tb, int64_t M, int64_t N,
            ldb, ldc, M, N, K, ta, tb);
   const size_t e = element_bytes(in);
   const GemmKey key{in, ta, tb, in == DType::f32 && tf32_, M, N, K, lda, ldb, ldc,
-                    alignment_of(A, stride_a, e), alignment_of(B, stride_b, e), alignment_of(C, stride_c, sizeof(float)),
-                    batch, stride_a, stride_b, stride_c};
+                    alignment_of(A, stride_a, e), alignment_of(B, stride_b, e),
+                    alignment_of(C, stride_c, sizeof(float)), batch, stride_a, stride_b, stride_c};
   if (!gemm_cache_) gemm_cache_.reset(new GemmCache);
   std::unique_ptr<GemmPlan>& plan = gemm_cache_->plans[key];
   if (!plan) plan = make_plan(lt_, key, gemm_workspace_bytes_);

@@ -7,13 +7,15 @@
 // pointers; the kernels check each target / id and lower a flag to the first bad row; the host
 // reads the flag after the op and throws the same text as those checks. That read is a stream
 // synchronization in every op with targets or ids, not only in cross_entropy_forward (which
-// waits for its sums anyway): correctness first, a bad id must not pass silently. An async flag
-// checked at the next sync point would remove the stalls if they ever show in a profile.
+// waits for its sums anyway): correctness first, a bad id must not pass silently. The training
+// step checks its targets on the host (CrossEntropyArgs::targets_checked), so cross-entropy
+// skips the read there; the embeddings' id checks still synchronize (the GPT's inputs).
 #include <cstdint>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_rows_kernels.h"
+#include "backend/cuda/cuda_step_kernels.h"
 #include "backend/dropout_mask.h"
 #include "core/error.h"
 
@@ -92,12 +94,22 @@ CrossEntropySum CudaBackend::cross_entropy_forward(const CrossEntropyArgs& a) {
   return {r.loss, static_cast<int64_t>(r.count), static_cast<int64_t>(r.correct)};
 }
 
+// The sums stay on the device; the target check is read back only when the caller has not
+// checked the targets itself (the training step checks them on the host).
+void CudaBackend::cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) {
+  check_cross_entropy_shape(a);
+  void* s = scratch(cross_entropy_forward_scratch(a.rows));
+  ST_CUDA(launch_cross_entropy_forward(launch_args(a), s, stream_));
+  if (!a.targets_checked) throw_if_bad_target(*this, read_flag(*this, &static_cast<CrossEntropyResult*>(s)->bad_row), a);
+  ST_CUDA(launch_add_cross_entropy(acc, static_cast<const CrossEntropyResult*>(s), stream_));
+}
+
 void CudaBackend::cross_entropy_backward(const CrossEntropyArgs& a, double scale, float* dlogits) {
   check_cross_entropy_shape(a);
   ST_CHECK(dlogits, "cross_entropy backward: dlogits must be given (null pointer)");
   auto* flag = static_cast<unsigned long long*>(scratch(sizeof(unsigned long long)));
   ST_CUDA(launch_cross_entropy_backward(launch_args(a), static_cast<float>(scale), dlogits, flag, stream_));
-  throw_if_bad_target(*this, read_flag(*this, flag), a);
+  if (!a.targets_checked) throw_if_bad_target(*this, read_flag(*this, flag), a);
 }
 
 void CudaBackend::layer_norm_forward(const LayerNormArgs& a, float* y) {
