@@ -102,6 +102,8 @@ train f_cuda16 "$F" --set runtime.device=cuda --set runtime.precision=fp16
 compare "forecaster cuda fp16 vs fp32 (2%)" f_cuda16 f_cuda 0.02
 train f_cudabf "$F" --set runtime.device=cuda --set runtime.precision=bf16
 compare "forecaster cuda bf16 vs fp32 (2%)" f_cudabf f_cuda 0.02
+SEQTRAIN_CUDNN_RNN_ALGO=persist_static train f_cudabf_ps "$F" --set runtime.device=cuda --set runtime.precision=bf16
+compare "forecaster cuda bf16 persist_static vs fp32 (2%)" f_cudabf_ps f_cuda 0.02
 train g_cpu "$G" "${GPT[@]}" --set runtime.device=cpu
 train g_cuda "$G" "${GPT[@]}" --set runtime.device=cuda
 compare "char GPT cuda fp32 vs cpu fp32 (1e-3)" g_cuda g_cpu 1e-3
@@ -139,13 +141,14 @@ for w in W1 moola; do
   sbench --workload $w --precision bf16
   sbench --workload $w --precision fp16
   SEQTRAIN_CUDNN_RNN_ALGO=persist_static sbench --workload $w --precision fp16 --label persist_static
-  SEQTRAIN_CUDNN_RNN_ALGO=persist_static sbench --workload $w --precision fp32 --label persist_static
+  SEQTRAIN_CUDNN_RNN_ALGO=persist_static sbench --workload $w --precision bf16 --label persist_static
   tbench --workload $w --mode fp32
   tbench --workload $w --mode amp_bf16
   tbench --workload $w --mode amp_fp16
 done
 sbench --workload gpt --precision bf16
 sbench --workload gpt --precision fp32
+SEQTRAIN_CUDA_ATTENTION=tiles sbench --workload gpt --precision bf16 --label tiles_attention
 tbench --workload gpt --mode amp_bf16
 tbench --workload gpt --mode amp_bf16 --compile
 $PY - "$BENCH" <<'PYEOF' 2>&1 | tee -a "$REPORT"
