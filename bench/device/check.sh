@@ -13,7 +13,8 @@
 #     BiLSTM against PyTorch fp32 and AMP with cudnn.benchmark, the char GPT against eager and
 #     torch.compile.
 # Each step has its own time limit, so one hang costs its step only. Exit status: the number of
-# failed checks (0: all passed).
+# failed checks (0: all passed). QUICK=1 (a short lease's last minutes): the tests and the
+# benchmarks' main rows only, no end-to-end runs.
 #   OUT=/tmp/out bash bench/device/check.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -78,6 +79,7 @@ rc=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|tests ran" "$OUT/cuda_tests.log" | tail -40 | tee -a "$REPORT"
 if [ $rc -ne 0 ]; then say "FAIL CUDA tests (exit $rc)"; FAILED=$((FAILED + 1)); else say "PASS CUDA tests"; fi
 
+if [ "${QUICK:-0}" != 1 ]; then
 say "== end to end, 100 steps ($(elapsed))"
 RUNS=/tmp/seqtrain-runs
 rm -rf "$RUNS" && mkdir -p "$RUNS"
@@ -131,26 +133,31 @@ else
     || { say "FAIL cuda:7 refused without naming runtime.device: $(head -c 300 "$OUT/bad.log")"; FAILED=$((FAILED + 1)); }
 fi
 
+fi
+
 say "== benchmarks ($(elapsed))"
 BENCH=$OUT/bench.jsonl
 : >"$BENCH"
 sbench() { timeout 120 "$BIN/bench_cuda" "$@" 2>>"$OUT/check.log" >>"$BENCH" || say "FAIL bench_cuda $* (exit $?)"; }
 tbench() { timeout 180 $PY bench/torch_cuda.py "$@" 2>>"$OUT/check.log" >>"$BENCH" || say "FAIL torch_cuda $* (exit $?)"; }
 for w in W1 moola; do
-  sbench --workload $w --precision fp32
   sbench --workload $w --precision bf16
-  sbench --workload $w --precision fp16
   SEQTRAIN_CUDNN_RNN_ALGO=persist_static sbench --workload $w --precision fp16 --label persist_static
-  SEQTRAIN_CUDNN_RNN_ALGO=persist_static sbench --workload $w --precision bf16 --label persist_static
   tbench --workload $w --mode fp32
   tbench --workload $w --mode amp_bf16
+  [ "${QUICK:-0}" = 1 ] && continue
+  sbench --workload $w --precision fp32
+  sbench --workload $w --precision fp16
+  SEQTRAIN_CUDNN_RNN_ALGO=persist_static sbench --workload $w --precision bf16 --label persist_static
   tbench --workload $w --mode amp_fp16
 done
 sbench --workload gpt --precision bf16
-sbench --workload gpt --precision fp32
-SEQTRAIN_CUDA_ATTENTION=tiles sbench --workload gpt --precision bf16 --label tiles_attention
-tbench --workload gpt --mode amp_bf16
 tbench --workload gpt --mode amp_bf16 --compile
+if [ "${QUICK:-0}" != 1 ]; then
+  sbench --workload gpt --precision fp32
+  SEQTRAIN_CUDA_ATTENTION=tiles sbench --workload gpt --precision bf16 --label tiles_attention
+  tbench --workload gpt --mode amp_bf16
+fi
 $PY - "$BENCH" <<'PYEOF' 2>&1 | tee -a "$REPORT"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]

@@ -249,6 +249,9 @@ void check_layer_norm_args(const LayerNormArgs& a);
 struct EmbeddingArgs {
   int64_t rows = 0, dim = 0, count = 0;
   const int64_t* ids = nullptr;
+  // The caller knows every id is in [0, rows) (token ids checked by token_ids, position ids it
+  // made): a device may skip reading its own check back (a synchronization).
+  bool ids_checked = false;
 };
 void check_embedding_args(const EmbeddingArgs& a);
 

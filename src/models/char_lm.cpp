@@ -53,7 +53,7 @@ Tensor CharLm::forward(const Batch& batch, StepContext& ctx) {
                          ctx.host_batch ? &ctx.host_batch->inputs : nullptr);
   B_ = ids.shape[0];
   T_ = ids.shape[1];
-  Tensor e = embed_.forward(ids, arena);                             // [B, T, E]
+  Tensor e = embed_.forward(ids, arena, /*ids_checked=*/true);      // token_ids checked them: [B, T, E]
   Tensor top = rnn_.forward(e, arena, ctx.training, ctx.dropout_seed);  // [T, B, H]
   Tensor h = drop_.forward(transpose01(params_.backend(), top, arena), arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));  // [B, T, H]
   return head_.forward(h, arena);                                    // [B, T, V]

@@ -36,9 +36,10 @@ void check_gpt_spec(const ModelSpec& s, const Precision& precision) {
 
 namespace {
 // 0..n-1 as int64, in a float buffer of 2n (the bytes, never float arithmetic).
-DeviceBuffer position_ids(Backend& backend, int64_t n) {
-  std::vector<int64_t> ids(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) ids[static_cast<size_t>(t)] = t;
+// The position ids of a [B, T] batch, 0..T-1 in every row, as int64 in the backend's memory.
+DeviceBuffer position_ids(Backend& backend, int64_t B, int64_t T) {
+  std::vector<int64_t> ids(static_cast<size_t>(B * T));
+  for (int64_t i = 0; i < B * T; ++i) ids[static_cast<size_t>(i)] = i % T;
   DeviceBuffer buf(backend, 2 * ids.size(), /*zero=*/false);
   if (backend.host_accessible()) std::memcpy(buf.data(), ids.data(), ids.size() * sizeof(int64_t));
   else buf.upload({reinterpret_cast<const float*>(ids.data()), 2 * ids.size()});
@@ -82,8 +83,7 @@ Gpt::Gpt(const ModelSpec& spec, const ModelEnv& env)
       drop_(spec.dropout, &params_.backend()),
       blocks_(make_blocks(params_, spec, env.precision)),
       ln_f_(params_, "transformer.ln_f", spec.hidden, spec.bias),
-      head_(params_.backend(), env.precision.compute, "gpt head (lm_head = transformer.wte)"),
-      positions_(position_ids(params_.backend(), spec.lookback)) {
+      head_(params_.backend(), env.precision.compute, "gpt head (lm_head = transformer.wte)") {
   scratch_.set_backend(params_.backend());
   params_.add_alias("lm_head.weight", wte_.weight);
   finish_params();
@@ -115,7 +115,7 @@ Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
   T_ = ids.shape[1];
   ST_CHECK(T_ <= spec_.lookback, "gpt: a sequence of {} tokens is longer than the block size {} (data.block_size)",
            T_, spec_.lookback);
-  Tensor x = wte_.forward(ids, arena);          // [B, T, C]
+  Tensor x = wte_.forward(ids, arena, /*ids_checked=*/true);  // token_ids checked them: [B, T, C]
   add_positions(x, arena);                       // + wpe[t] on every sequence's row t
   x = drop_.forward(x, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
   for (size_t l = 0; l < blocks_.size(); ++l)
@@ -136,14 +136,19 @@ void Gpt::backward(StepContext& ctx) {
   ctx.note_scratch(spec_.grad_checkpoint ? scratch_.high_water() : 0);
 }
 
+// One lookup of the [B, T] position ids (made once per batch shape, not per step): one launch
+// each way instead of one per sequence, each of which read its id check back on a GPU.
 void Gpt::add_positions(const Tensor& x, Arena& arena) {
-  const Tensor pos(positions_.data(), {1, T_}, DType::i64);
-  for (int64_t b = 0; b < B_; ++b) wpe_.forward_add(pos, x.slice0(b, b + 1), arena);
+  if (positions_B_ != B_ || positions_T_ != T_) {
+    positions_ = position_ids(params_.backend(), B_, T_);
+    positions_B_ = B_;
+    positions_T_ = T_;
+  }
+  const Tensor pos(positions_.data(), {B_, T_}, DType::i64);
+  wpe_.forward_add(pos, x, arena, /*ids_checked=*/true);
 }
 
-void Gpt::positions_backward(const Tensor& dx, Arena& arena) {
-  for (int64_t b = 0; b < B_; ++b) wpe_.backward(dx.slice0(b, b + 1), arena);
-}
+void Gpt::positions_backward(const Tensor& dx, Arena& arena) { wpe_.backward(dx, arena); }
 
 
 

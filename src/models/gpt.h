@@ -51,8 +51,8 @@ class Gpt : public TextModel {
 
  private:
   void init_params(Rng& rng) override;
-  // wpe's rows onto every sequence of x [B, T, C], and their gradient back (one lookup per
-  // sequence of the same positions 0..T-1: the same sums in the same order as one [B, T] lookup).
+  // wpe's rows onto every sequence of x [B, T, C], and their gradient back: one lookup of the
+  // [B, T] position ids (each row 0..T-1).
   void add_positions(const Tensor& x, Arena& arena);
   void positions_backward(const Tensor& dx, Arena& arena);
   Tensor head_forward(const Tensor& x, Arena& arena);   // [B, T, C] -> [B, T, V], tied to wte
@@ -64,9 +64,10 @@ class Gpt : public TextModel {
   LayerNorm ln_f_;
   WeightProduct head_;   // logits = ln_f(x) wte^T in the policy's precision (it keeps its input)
   Arena scratch_;        // gradient checkpointing's per-block recompute arena
-  // The position ids 0..lookback-1 as int64 in the backend's memory (two floats each), written
-  // once at construction so no step uploads them.
+  // The position ids of a [positions_B_, positions_T_] batch as int64 in the backend's memory
+  // (two floats each), written at the first step of a batch shape, so later steps upload none.
   DeviceBuffer positions_;
+  int64_t positions_B_ = 0, positions_T_ = 0;
   int64_t B_ = 0, T_ = 0;
 };
 

@@ -23,26 +23,28 @@ void Embedding::init(Rng& rng) {
 EmbeddingArgs Embedding::lookup(const Tensor& ids) const {
   ST_CHECK(ids.dtype == DType::i64 && ids.contiguous(), "Embedding: ids must be a contiguous int64 tensor, got {} {}",
            dtype_name(ids.dtype), shape_str(ids.shape));
-  return EmbeddingArgs{.rows = num, .dim = dim, .count = ids.numel(), .ids = ids.data<int64_t>()};
+  return EmbeddingArgs{.rows = num, .dim = dim, .count = ids.numel(), .ids = ids.data<int64_t>(),
+                       .ids_checked = ids_checked};
 }
 
-Tensor Embedding::forward(const Tensor& ids, Arena& arena) {
+Tensor Embedding::forward(const Tensor& ids, Arena& arena, bool checked) {
   Shape ys = ids.shape;
   ys.push_back(dim);
   Tensor y = arena.tensor(ys);
-  gather(ids, y, arena, /*accumulate=*/false);
+  gather(ids, y, arena, /*accumulate=*/false, checked);
   return y;
 }
 
-void Embedding::forward_add(const Tensor& ids, const Tensor& y, Arena& arena) {
+void Embedding::forward_add(const Tensor& ids, const Tensor& y, Arena& arena, bool checked) {
   Shape want = ids.shape;
   want.push_back(dim);
   ST_CHECK(y.shape == want && y.contiguous(), "Embedding: output {} does not match the ids' {}", shape_str(y.shape),
            shape_str(want));
-  gather(ids, y, arena, /*accumulate=*/true);
+  gather(ids, y, arena, /*accumulate=*/true, checked);
 }
 
-void Embedding::gather(const Tensor& ids, const Tensor& y, Arena& arena, bool accumulate) {
+void Embedding::gather(const Tensor& ids, const Tensor& y, Arena& arena, bool accumulate, bool checked) {
+  ids_checked = checked;
   // The op checks every id before it writes anything: a bad batch leaves no half-written output.
   params.backend().embedding_forward(lookup(ids), params.param(weight).f32(), y.f32(), accumulate);
   // Copy the ids: they are tiny, and the caller may refill its batch buffer before backward.

@@ -20,10 +20,12 @@ struct Embedding {
   void init(Rng& rng);
   // Throws seqtrain::Error naming the offending id and the vocabulary size if any id is outside
   // [0, num), before anything is written.
-  Tensor forward(const Tensor& ids, Arena& arena);
+  // ids_checked: the caller knows every id is in range (EmbeddingArgs::ids_checked), kept for
+  // backward too.
+  Tensor forward(const Tensor& ids, Arena& arena, bool ids_checked = false);
   // y += the rows of ids (y shaped ids.shape + [dim]): GPT's position rows added onto its token
   // rows with no second buffer; backward then adds dy's rows into the rows of these ids.
-  void forward_add(const Tensor& ids, const Tensor& y, Arena& arena);
+  void forward_add(const Tensor& ids, const Tensor& y, Arena& arena, bool ids_checked = false);
   // Adds into params.grad(weight); dy must be shaped like the last forward's output.
   void backward(const Tensor& dy, Arena& arena);
 
@@ -31,10 +33,11 @@ struct Embedding {
   int64_t num, dim;
   size_t weight = 0;
   Tensor ids_saved;  // i64 copy of the last forward's ids, in the arena
+  bool ids_checked = false;  // the last forward's
 
  private:
   EmbeddingArgs lookup(const Tensor& ids) const;  // checks ids' dtype; the op checks their range
-  void gather(const Tensor& ids, const Tensor& y, Arena& arena, bool accumulate);
+  void gather(const Tensor& ids, const Tensor& y, Arena& arena, bool accumulate, bool checked);
 };
 
 }  // namespace seqtrain

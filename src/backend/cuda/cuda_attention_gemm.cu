@@ -193,13 +193,19 @@ __global__ void score_grads_kernel(AttentionCall a, AttentionGemmBuffers g) {
 }
 
 // dqkv [B, T, 3C] in its own order: every element (q, k and v columns of every row) written.
+// One block per (b, t) row and 32-bit index arithmetic within it: a flat loop over the 19M
+// elements with 64-bit divisions per element took 0.57 ms per call at the GPT shape on an H100.
 __global__ void store_dqkv_kernel(AttentionCall a, AttentionGemmBuffers g, float* dqkv) {
-  const int64_t D = a.C / a.H, total = a.B * a.T * 3 * a.C;
-  for (int64_t n = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; n < total;
-       n += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c3 = n % (3 * a.C), bt = n / (3 * a.C), b = bt / a.T, t = bt % a.T;
-    const int64_t part = c3 / a.C, c = c3 % a.C, h = c / D, d = c % D;
-    dqkv[n] = g.out[part][((b * a.H + h) * a.T + t) * g.Dp + d];
+  const int C = static_cast<int>(a.C), D = C / static_cast<int>(a.H), C3 = 3 * C;
+  const int T = static_cast<int>(a.T), H = static_cast<int>(a.H);
+  for (int64_t bt = blockIdx.x; bt < a.B * a.T; bt += gridDim.x) {
+    const int64_t b = bt / T;
+    const int t = static_cast<int>(bt - b * T);
+    float* out = dqkv + bt * C3;
+    for (int c3 = threadIdx.x; c3 < C3; c3 += blockDim.x) {
+      const int part = c3 / C, c = c3 - part * C, h = c / D, d = c - h * D;
+      out[c3] = g.out[part][((b * H + h) * T + t) * g.Dp + d];
+    }
   }
 }
 
@@ -249,7 +255,7 @@ cudaError_t launch_attention_gemm_score_grads(const AttentionCall& a, const Atte
 
 cudaError_t launch_attention_gemm_store_dqkv(const AttentionCall& a, const AttentionGemmBuffers& g, float* dqkv,
                                              cudaStream_t s) {
-  store_dqkv_kernel<<<blocks_for(a.B * a.T * 3 * a.C, kThreads), kThreads, 0, s>>>(a, g, dqkv);
+  store_dqkv_kernel<<<static_cast<unsigned>(a.B * a.T < 65535 ? a.B * a.T : 65535), kThreads, 0, s>>>(a, g, dqkv);
   return cudaGetLastError();
 }
 

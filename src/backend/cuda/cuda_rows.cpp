@@ -132,16 +132,17 @@ void CudaBackend::embedding_forward(const EmbeddingArgs& a, const float* table, 
   if (a.count == 0) return;
   auto* flag = static_cast<unsigned long long*>(scratch(sizeof(unsigned long long)));
   ST_CUDA(launch_embedding_forward(launch_args(a), table, y, accumulate, flag, stream_));
-  throw_if_bad_id(*this, read_flag(*this, flag), a);
+  if (!a.ids_checked) throw_if_bad_id(*this, read_flag(*this, flag), a);
 }
 
 void CudaBackend::embedding_backward(const EmbeddingArgs& a, const float* dy, float* dtable) {
   check_embedding_shape(a);
   ST_CHECK(dtable && (dy || a.count == 0), "Embedding backward: dy and dtable must be given (null pointer)");
   if (a.count == 0) return;
-  auto* flag = static_cast<unsigned long long*>(scratch(sizeof(unsigned long long)));
-  ST_CUDA(launch_embedding_backward(launch_args(a), dy, dtable, flag, stream_));
-  throw_if_bad_id(*this, read_flag(*this, flag), a);
+  const EmbeddingLaunch l = launch_args(a);
+  void* s = scratch(embedding_backward_scratch(l));
+  ST_CUDA(launch_embedding_backward(l, dy, dtable, s, stream_));
+  if (!a.ids_checked) throw_if_bad_id(*this, read_flag(*this, static_cast<unsigned long long*>(s)), a);
 }
 
 void CudaBackend::dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) {

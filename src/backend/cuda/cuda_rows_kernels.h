@@ -59,8 +59,10 @@ struct EmbeddingLaunch {
 // Both reset `flag` and lower it to the position of the first id outside [0, rows).
 cudaError_t launch_embedding_forward(const EmbeddingLaunch& a, const float* table, float* y, bool accumulate,
                                      unsigned long long* flag, cudaStream_t s);
-cudaError_t launch_embedding_backward(const EmbeddingLaunch& a, const float* dy, float* dtable,
-                                      unsigned long long* flag, cudaStream_t s);
+// Backward's scratch: the flag first (at its start), then what the small-table kernels list.
+size_t embedding_backward_scratch(const EmbeddingLaunch& a);
+cudaError_t launch_embedding_backward(const EmbeddingLaunch& a, const float* dy, float* dtable, void* scratch,
+                                      cudaStream_t s);
 
 // y[i] = keep(seed, i) ? x[i] * scale : 0, keep as dropout_mask.h's dropout_keep at threshold.
 cudaError_t launch_dropout(const float* x, float* y, int64_t n, uint64_t seed, uint32_t threshold, float scale,
