@@ -5,9 +5,6 @@
 #include <cmath>
 
 #include "backend/attention_dropout.h"
-#include "backend/cpu/cpu_backend.h"
-#include "backend/cuda_plugin.h"
-#include "backend/reference/reference_backend.h"
 #include "core/error.h"
 
 namespace seqtrain {
@@ -134,15 +131,6 @@ RnnImpl parse_rnn_impl(const std::string& name) {
 
 const char* rnn_impl_name(RnnImpl impl) { return impl == RnnImpl::fused ? "fused" : "onednn"; }
 
-Backend& backend_named(std::string_view name) {
-  static CpuBackend cpu;
-  static ReferenceBackend reference;
-  if (name == "cpu") return cpu;
-  if (name == "reference") return reference;
-  if (name.substr(0, 4) == "cuda") return cuda_backend(resolve_device(name));
-  fail("runtime.backend '{}' is not known: use cpu or reference (and runtime.device for a GPU)", name);
-}
-
 AdamWScalars adamw_scalars(const AdamWUpdate& u) {
   const double t = static_cast<double>(u.step);
   const double bias_c1 = 1.0 - std::pow(u.beta1, t);
@@ -158,8 +146,6 @@ AdamWScalars adamw_scalars(const AdamWUpdate& u) {
   s.neg_step_size = static_cast<float>(-(u.lr / bias_c1));
   return s;
 }
-
-Backend& default_backend() { return backend_named("cpu"); }
 
 // The fused operations, composed of the ones they fuse (a backend overrides what it can do in one
 // pass).

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/plugin_abi.h"
+#include "backend/registry.h"
 #include "core/error.h"
 
 namespace seqtrain {
@@ -141,6 +142,17 @@ std::string backend_for(std::string_view backend, std::string_view device) {
   }
   const int d = resolve_device(device);
   return d < 0 ? std::string(backend) : fmt::format("cuda:{}", d);
+}
+
+// The GPUs, "cuda:N", through the plugin: the GPU's precision rule, and N as the monitor's GPU.
+BackendEntry cuda_backend_entry() {
+  BackendEntry e;
+  e.name = "cuda";
+  e.prefix = true;
+  e.make = [](std::string_view name) -> Backend& { return cuda_backend(resolve_device(name)); };
+  e.precision = resolve_gpu_precision;
+  e.gpu_ordinal = [](std::string_view name) { return resolve_device(name); };
+  return e;
 }
 
 }  // namespace seqtrain

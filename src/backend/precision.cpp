@@ -38,8 +38,7 @@ Precision resolve_precision(const std::string& precision, std::string* why) {
   fail("runtime.precision '{}' is not known: use fp32, bf16, fp16 or auto", precision);
 }
 
-Precision resolve_precision(const std::string& precision, std::string_view backend, std::string* why) {
-  if (backend.substr(0, 5) != "cuda:") return resolve_precision(precision, why);
+Precision resolve_gpu_precision(const std::string& precision, std::string_view backend, std::string* why) {
   auto say = [&](const std::string& w) { if (why) *why = w; };
   const std::string gpu(backend);
   if (precision == "fp32") {

@@ -39,10 +39,13 @@ const char* precision_name(const Precision& p);
 // and why, for the log. An unknown word, and bf16 on a CPU without AVX512-BF16, are an Error
 // naming runtime.precision and the accepted values.
 Precision resolve_precision(const std::string& runtime_precision, std::string* why = nullptr);
-// The same for the backend a run computes on (ModelSpec::backend: "cpu", "reference", "cuda:N"):
-// a GPU run is judged by the GPU, never by the CPU's bf16 support. The CUDA plugin is built for
-// sm_80 and newer, whose tensor cores all multiply bf16 and fp16, so on "cuda:N" bf16 and fp16
-// are always accepted and auto is bf16 (as nanoGPT's recipe on such a GPU).
+// The same for the backend a run computes on (ModelSpec::backend: "cpu", "reference", "cuda:N"),
+// by the rule its device registered (backend/registry.h): a GPU run is judged by the GPU, never
+// by the CPU's bf16 support.
 Precision resolve_precision(const std::string& runtime_precision, std::string_view backend, std::string* why);
+// The GPU's rule (the CUDA registration's): the plugin is built for sm_80 and newer, whose
+// tensor cores all multiply bf16 and fp16, so bf16 and fp16 are always accepted and auto is bf16
+// (as nanoGPT's recipe on such a GPU).
+Precision resolve_gpu_precision(const std::string& runtime_precision, std::string_view backend, std::string* why);
 
 }  // namespace seqtrain

@@ -8,7 +8,7 @@
 #include "backend/cpu/autotune.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/isa.h"
-#include "backend/cuda_plugin.h"
+#include "backend/registry.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
 #include "train/init_from.h"
@@ -271,8 +271,8 @@ void TrainLoop::announce() {
                                  DataPlan::size_of(plan_.test), plan_.unit, threads_));
   observers_.on_note("CPU kernels: " + isa_summary());
   const std::string_view device = model_->params().backend().name();
-  if (device.substr(0, 5) == "cuda:") {
-    gpu_ = std::make_unique<GpuMonitor>(resolve_device(device));
+  if (const int gpu = gpu_ordinal(model_->params().backend()); gpu >= 0) {
+    gpu_ = std::make_unique<GpuMonitor>(gpu);
     observers_.on_note(gpu_->available() ? fmt::format("{}: GPU utilisation, memory and power logged (NVML)", device)
                                          : gpu_->why_unavailable());
   }

@@ -1,4 +1,5 @@
 #include "backend/cpu/cpu_backend.h"
+#include "backend/registry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -242,6 +243,21 @@ void CpuBackend::activation_backward(ActKind k, const float* x, const float* y, 
                                      int64_t n) {
   if (k == ActKind::gelu) return cpu_kernels().gelu_backward(x, dy, dx, n);
   activation_backward_loop(k, x, y, dy, dx, n);
+}
+
+}  // namespace seqtrain
+
+namespace seqtrain {
+
+// The CPU: one instance for the process (per-layer state lives in what make_recurrent returns).
+BackendEntry cpu_backend_entry() {
+  BackendEntry e;
+  e.name = "cpu";
+  e.make = [](std::string_view) -> Backend& {
+    static CpuBackend cpu;
+    return cpu;
+  };
+  return e;
 }
 
 }  // namespace seqtrain

@@ -1,4 +1,5 @@
 #include "backend/reference/reference_backend.h"
+#include "backend/registry.h"
 
 #include <cmath>
 
@@ -141,6 +142,21 @@ void ReferenceBackend::activation_forward(ActKind k, const float* x, float* y, i
 void ReferenceBackend::activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
                                            int64_t n) {
   activation_backward_loop(k, x, y, dy, dx, n);
+}
+
+}  // namespace seqtrain
+
+namespace seqtrain {
+
+// The oracle of the tests: one instance for the process.
+BackendEntry reference_backend_entry() {
+  BackendEntry e;
+  e.name = "reference";
+  e.make = [](std::string_view) -> Backend& {
+    static ReferenceBackend reference;
+    return reference;
+  };
+  return e;
 }
 
 }  // namespace seqtrain
