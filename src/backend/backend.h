@@ -267,7 +267,8 @@ void check_dropout_args(const float* x, const float* y, int64_t n, float p);
 //   huber sum h(d), h = d^2 / 2 if |d| < delta else delta (|d| - delta / 2)
 //                       gradient k clamp(d, -delta, delta)
 // forward returns the sum to the host, accumulated in double with d formed in double (as
-// cross_entropy_forward returns its sums: the one read-back of a step's loss); backward
+// cross_entropy_forward returns its sums; the training step uses regression_loss_accumulate,
+// which keeps the sum in the backend's memory); backward
 // overwrites grad [n] with the float expressions above, k the caller's scale.
 enum class RegressionLoss : uint8_t { mse, mae, huber };
 

@@ -69,7 +69,8 @@ class Objective {
   // The training step's path, which reads nothing back per batch (TrainStep): count() is
   // forward()'s count from the batch's targets while the host still holds them (checking them
   // as forward would), accumulate() adds forward()'s loss sum into acc[0] and its correct count
-  // into acc[1], doubles in the model's backend memory, read once per log interval.
+  // into acc[1], doubles in the model's backend memory, read once per log interval. Call count()
+  // first: accumulate() relies on its check of the targets and does not read one back.
   virtual int64_t count(const Tensor& pred, const Tensor& host_target) const = 0;
   virtual void accumulate(const Tensor& pred, const Tensor& target, double* acc) const = 0;
 };
