@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/attention_dropout.h"
+#include "backend/clip_rule.h"
 #include "core/error.h"
 
 namespace seqtrain {
@@ -200,8 +201,7 @@ void Backend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* n
   ST_CHECK(host_accessible(), "the {} backend has no clip_grad_norm_into", name());
   const double total = l2_norm(g, n);
   *norm = total;
-  if (max_norm <= 0 || !std::isfinite(total)) return;
-  const double coef = max_norm / (total + 1e-6);
+  const double coef = clip_coefficient(total, max_norm);
   if (coef < 1.0) scale(g, n, static_cast<float>(coef));
 }
 

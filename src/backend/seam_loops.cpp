@@ -70,7 +70,7 @@ int64_t token_ids_loop(DType from, const void* x, int64_t* ids, int64_t n, int64
     const double v = from == DType::i64 ? static_cast<double>(static_cast<const int64_t*>(x)[i])
                                         : static_cast<const float*>(x)[i];
     if (std::floor(v) != v || !(v >= 0 && v < static_cast<double>(vocab))) return i;
-    ids[i] = static_cast<int64_t>(v);
+    if (ids) ids[i] = static_cast<int64_t>(v);
   }
   return -1;
 }

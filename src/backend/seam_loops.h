@@ -17,6 +17,8 @@ void transpose_loop(const float* x, float* y, int64_t A, int64_t B, int64_t C, b
 double regression_sum_loop(RegressionLoss kind, const float* pred, const float* target, int64_t n, float delta);
 void regression_grad_loop(RegressionLoss kind, const float* pred, const float* target, int64_t n, float delta,
                           float k, float* grad);
+// The first index whose value is no token id (a whole number in [0, vocab)), or -1; writes the
+// ids as it goes unless ids is null (the check alone: the training step's host batch).
 int64_t token_ids_loop(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab);
 
 }  // namespace seqtrain

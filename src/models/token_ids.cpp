@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/seam_loops.h"
+
 namespace seqtrain {
 namespace {
 
@@ -28,18 +30,6 @@ double value_at(Backend& backend, const Tensor& x, int64_t i) {
        model_type, v, bad / T, bad % T, vocab, vocab - 1);
 }
 
-// The first position of host memory x (n values) that is not a whole number in [0, vocab), or -1.
-int64_t first_bad_on_host(const Tensor& x, int64_t n, int64_t vocab, double* value) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = x.dtype == DType::i64 ? static_cast<double>(x.data<int64_t>()[i]) : x.f32()[i];
-    if (!(v >= 0 && v < static_cast<double>(vocab) && std::floor(v) == v)) {
-      *value = v;
-      return i;
-    }
-  }
-  return -1;
-}
-
 }  // namespace
 
 Tensor token_ids(Backend& backend, const Tensor& x, Arena& arena, const std::string& model_type, int64_t vocab,
@@ -52,9 +42,9 @@ Tensor token_ids(Backend& backend, const Tensor& x, Arena& arena, const std::str
   Tensor ids = arena.tensor({B, T}, DType::i64);
   if (n == 0) return ids;
   if (host_x && host_x->ptr && host_x->numel() == n && host_x->dtype == x.dtype) {
-    double v = 0;
-    const int64_t bad = first_bad_on_host(*host_x, n, vocab, &v);
-    if (bad >= 0) fail_bad_id(v, bad, T, model_type, vocab);
+    // The host backends' own loop, as a check only: the same rule as every backend's op.
+    const int64_t bad = token_ids_loop(x.dtype, host_x->ptr, nullptr, n, vocab);
+    if (bad >= 0) fail_bad_id(value_at(backend_named("cpu"), *host_x, bad), bad, T, model_type, vocab);
     backend.token_ids_checked(x.dtype, x.ptr, ids.data<int64_t>(), n, vocab);
     return ids;
   }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/backend.h"
+#include "backend/clip_rule.h"
 #include "core/error.h"
 
 namespace seqtrain {
@@ -13,8 +14,7 @@ double clip_grad_norm(Backend& backend, float* g, size_t n, double max_norm) {
   ST_CHECK(std::isfinite(max_norm) && max_norm > 0,
            "gradient clipping max_norm = {} is invalid; use a finite value > 0, or turn clipping off", max_norm);
   const double total = backend.l2_norm(g, n);
-  if (!std::isfinite(total)) return total;
-  const double coef = max_norm / (total + 1e-6);
+  const double coef = clip_coefficient(total, max_norm);
   if (coef < 1.0) backend.scale(g, n, static_cast<float>(coef));
   return total;
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "backend/cuda_plugin.h"
+#include "backend/registry.h"
 #include "config/model_config.h"
 #include "data/text.h"
 #include "io/safetensors.h"
@@ -150,7 +151,7 @@ LoadedModel load_model(const std::string& path, const LoadOptions& o) {
   if (l.spec_from == "model_spec" && o.shape) check_fits(l.dir, l.spec, *o.shape);
   // A GPU-trained checkpoint runs on this machine's GPU when it has one, else on the CPU: the
   // device that wrote it is not part of the model.
-  if (l.spec.backend.rfind("cuda", 0) == 0) l.spec.backend = backend_for("cpu", "auto");
+  if (backend_entry(l.spec.backend).gpu_ordinal) l.spec.backend = backend_for("cpu", "auto");
   l.model = build_model(l.spec,
                         ModelEnv{.precision = resolve_precision(trained_precision(l.dir, l.state), l.spec.backend, nullptr)});
   // With state.json the checksums are verified; a bare directory has nothing to verify against.
