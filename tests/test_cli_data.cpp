@@ -10,6 +10,8 @@
 // an npy run's outputs as .npy (regression MSE and classification accuracy match eval's).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -104,17 +106,38 @@ TEST(CliData, RegressionOnNpyFilesTrainsEndToEndAndSavesNumpysStatistics) {
   Result eval = run_seqtrain("eval " + run);
   ASSERT_EQ(eval.rc, 0) << eval.out;
   EXPECT_NEAR(se / y.count, value_after(eval.out, "loss"), 1e-5 * value_after(eval.out, "loss") + 1e-6);
-  // Bad input writes nothing: other features than the run's, or an output that is not .npy.
+  // eval of the same X and y given as new data (--input --labels) is eval of the test split.
+  Result again = run_seqtrain("eval " + run + " --input " + (dir / "reg/test_x.npy") + " --labels " +
+                              (dir / "reg/test_y.npy"));
+  ASSERT_EQ(again.rc, 0) << again.out;
+  EXPECT_NEAR(value_after(again.out, "loss"), value_after(eval.out, "loss"), 1e-6);
+  // Bad input writes nothing: other features than the run's, an output that is neither .npy nor
+  // .csv, a CSV given for the npy run's X.
   ASSERT_EQ(run_command("/usr/bin/python3 -c \"import numpy as np; np.save('" + (dir / "x4.npy") +
                         "', np.zeros((5, 12, 4), dtype=np.float32))\""), 0);
   Result wrong = run_seqtrain("predict " + run + " --input " + (dir / "x4.npy") + " --output " + (dir / "w.npy"));
   EXPECT_EQ(wrong.rc, 2) << wrong.out;
   EXPECT_CONTAINS(wrong.out, "12 steps x 4 features, but the run was trained on 12 x 3");
   EXPECT_FALSE(fs::exists(dir / "w.npy"));
+  Result txt = run_seqtrain("predict " + run + " --input " + (dir / "reg/test_x.npy") + " --output " + (dir / "p.txt"));
+  EXPECT_EQ(txt.rc, 2) << txt.out;
+  EXPECT_CONTAINS(txt.out, "give a path ending in one");
+  EXPECT_FALSE(fs::exists(dir / "p.txt"));
+  const std::string a_csv = write_file(dir, "a.csv", "a,b\n1,2\n");
+  Result csv_in = run_seqtrain("predict " + run + " --input " + a_csv + " --output " + (dir / "q.npy"));
+  EXPECT_EQ(csv_in.rc, 2) << csv_in.out;
+  EXPECT_CONTAINS(csv_in.out, "is not a .npy array");
+  EXPECT_CONTAINS(csv_in.out, "trained on npy arrays (data.source npy)");
+  EXPECT_FALSE(fs::exists(dir / "q.npy"));
+  // A .csv output: one row per sample, y_<j> columns, the values of the .npy.
   Result csv = run_seqtrain("predict " + run + " --input " + (dir / "reg/test_x.npy") + " --output " + (dir / "p.csv"));
-  EXPECT_EQ(csv.rc, 2) << csv.out;
-  EXPECT_CONTAINS(csv.out, "ending in .npy");
-  EXPECT_FALSE(fs::exists(dir / "p.csv"));
+  ASSERT_EQ(csv.rc, 0) << csv.out;
+  std::ifstream rows(dir / "p.csv");
+  std::string header, first;
+  std::getline(rows, header);
+  std::getline(rows, first);
+  EXPECT_EQ(header, "y_0,y_1");
+  EXPECT_NEAR(std::stod(first.substr(0, first.find(','))), out.at(0), 1e-5 * std::abs(out.at(0)) + 1e-6);
 }
 
 // An npy run stopped after 2 epochs and resumed to 4 writes the records of an uninterrupted
@@ -193,6 +216,41 @@ TEST(CliData, ClassificationOnNpyLabelsTrainsWithCrossEntropyAndReportsAccuracy)
     correct += best == static_cast<int64_t>(labels.at(i));
   }
   EXPECT_NEAR(correct / 64.0, value_after(eval.out, "accuracy"), 1e-9);
+  // Beside the logits: probabilities (rows of 1, the softmax of the logits) and the labels.
+  const NpyArray probs = open_npy(dir / "logits.probs.npy"), predicted = open_npy(dir / "logits.labels.npy");
+  ASSERT_EQ(probs.shape, (std::vector<int64_t>{64, 3}));
+  ASSERT_EQ(predicted.shape, (std::vector<int64_t>{64}));
+  for (int64_t i = 0; i < 64; ++i) {
+    double sum = 0, z = 0;
+    for (int64_t c = 0; c < 3; ++c) sum += probs.at(i * 3 + c), z += std::exp(logits.at(i * 3 + c));
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    EXPECT_NEAR(probs.at(i * 3 + 1), std::exp(logits.at(i * 3 + 1)) / z, 1e-5);
+    int64_t best = 0;
+    for (int64_t c = 1; c < 3; ++c)
+      if (logits.at(i * 3 + c) > logits.at(i * 3 + best)) best = c;
+    EXPECT_EQ(static_cast<int64_t>(predicted.at(i)), best);
+  }
+  // As CSV: label, prob_<c>, logit_<c>.
+  Result c = run_seqtrain("predict " + run + " --input " + (dir / "cls/test_x.npy") + " --output " + (dir / "p.csv"));
+  ASSERT_EQ(c.rc, 0) << c.out;
+  std::ifstream rows(dir / "p.csv");
+  std::string header, first;
+  std::getline(rows, header);
+  std::getline(rows, first);
+  EXPECT_EQ(header, "label,prob_0,prob_1,prob_2,logit_0,logit_1,logit_2");
+  EXPECT_EQ(first.substr(0, first.find(',')), std::to_string(static_cast<int64_t>(predicted.at(0))));
+  // New labelled data: the test files as --input/--labels give eval's accuracy; bad labels are named.
+  Result e2 = run_seqtrain("eval " + run + " --input " + (dir / "cls/test_x.npy") + " --labels " + (dir / "cls/test_y.npy"));
+  ASSERT_EQ(e2.rc, 0) << e2.out;
+  EXPECT_NEAR(value_after(e2.out, "accuracy"), value_after(eval.out, "accuracy"), 1e-9);
+  ASSERT_EQ(run_command("/usr/bin/python3 -c \"import numpy as np; np.save('" + (dir / "bad_y.npy") +
+                        "', np.full(64, 7, dtype=np.int64))\""), 0);
+  Result e3 = run_seqtrain("eval " + run + " --input " + (dir / "cls/test_x.npy") + " --labels " + (dir / "bad_y.npy"));
+  EXPECT_EQ(e3.rc, 2) << e3.out;
+  EXPECT_CONTAINS(e3.out, "is not a class of this model (0 to 2)");
+  Result e4 = run_seqtrain("eval " + run + " --input " + (dir / "cls/test_x.npy"));
+  EXPECT_EQ(e4.rc, 2) << e4.out;
+  EXPECT_CONTAINS(e4.out, "needs --labels");
 }
 
 // Batches of the plan's train split: numpy's z-scored X in file order, and the same bytes

@@ -102,7 +102,7 @@ TEST(CliTrain, KillNineThenResumeMatchesUninterruptedRunBitForBit) {
   ASSERT_TRUE(fs::exists(b + "/checkpoints/last/state.json")) << "no checkpoint before the deadline";
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the run finished before it could be killed";
 
-  Result resumed = run("train --resume " + b + " --quiet");
+  Result resumed = run("train --resume " + b);
   ASSERT_EQ(resumed.rc, 0) << resumed.out;
   EXPECT_NE(resumed.out.find("resuming"), std::string::npos) << resumed.out;
   auto sa = nlohmann::json::parse(slurp(dir / "a/checkpoints/last/state.json"));

@@ -6,6 +6,7 @@
 // with nothing left behind.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/export.h"
@@ -143,6 +144,36 @@ TEST(Export, TrainedCharLmLoadsInPyTorchWithTheSameLogits) {
   expect_pytorch_agrees(*m.model, out);
 }
 
+// Every family that generates generates from its export as from its run (one loader for runs,
+// checkpoints and exports: load_model), and an export whose weights changed is refused.
+TEST(Export, EveryGeneratingFamilyGeneratesFromItsExport) {
+  TempDir files;
+  const std::string config = text_config(files, write_file(files, "words.txt", word_text(300)));
+  for (const char* type : {"lstm", "gru", "gpt"}) {
+    TempDir dir;
+    const std::string run = dir / "run", out = dir / "exported";
+    Result t = run_seqtrain("train " + config + " --quiet --out " + run + " --set model.type=" + type +
+                            " --set model.heads=2 --set train.max_steps=3");
+    ASSERT_EQ(t.rc, 0) << type << t.out;
+    ASSERT_EQ(run_seqtrain("export " + run + " --out " + out).rc, 0) << type;
+    const std::string args = " --prompt 'the cat' --tokens 12 --temperature 0.8 --seed 3";
+    Result from_export = run_seqtrain("generate " + out + args), from_run = run_seqtrain("generate " + run + args);
+    EXPECT_EQ(from_export.rc, 0) << type << ": " << from_export.out;
+    EXPECT_EQ(from_export.out, from_run.out) << type;
+    Result again = run_seqtrain("export " + out + " --out " + (dir / "again"));
+    EXPECT_EQ(again.rc, 2) << again.out;
+    EXPECT_CONTAINS(again.out, "is already an export");
+    EXPECT_FALSE(fs::exists(dir / "again"));
+    // A flipped byte in the exported weights is named, not generated from.
+    std::string w = slurp(out + "/model.safetensors");
+    w[w.size() - 3] ^= 0x40;
+    std::ofstream(out + "/model.safetensors", std::ios::binary) << w;
+    Result bad = run_seqtrain("generate " + out + args);
+    EXPECT_EQ(bad.rc, 2) << type << bad.out;
+    EXPECT_CONTAINS(bad.out, "does not match the checksum its export recorded");
+  }
+}
+
 // Every registered family (gpt included once its C++ model is registered), from a spec.
 TEST(Export, EveryRegisteredFamilyLoadsStrictInPyTorch) {
   for (const std::string& type : model_type_names()) {
@@ -205,7 +236,7 @@ TEST(Export, BadInputIsExitCodeTwoAndLeavesNothingBehind) {
   const std::string out = dir / "out";
   Result none = run_seqtrain("export " + (dir / "nothing") + " --out " + out);
   EXPECT_EQ(none.rc, 2) << none.out;
-  EXPECT_CONTAINS(none.out, "is neither a checkpoint directory nor a run directory");
+  EXPECT_CONTAINS(none.out, "is neither a checkpoint directory, a run directory with checkpoints/best, nor an export");
   // A damaged checkpoint: its weights fail their checksum.
   const std::string damaged = dir / "damaged";
   fs::copy(forecast_run().run + "/checkpoints/best", damaged, fs::copy_options::recursive);

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "backend/cpu/dnnl_context.h"
 #include "config/config.h"
@@ -15,6 +16,8 @@
 #include "train/data_plan.h"
 #include "backend/device_batch.h"
 #include "train/load_model.h"
+#include "train/resume.h"
+#include "train/summary_json.h"
 #include "train/stop_token.h"
 #include "train/trainer.h"
 
@@ -23,6 +26,27 @@ namespace fs = std::filesystem;
 
 namespace {
 bool windowed(const Config& config) { return config.data.source == "csv" || config.data.source == "synthetic"; }
+
+bool ends_with_text(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// An --input of the other kind (an .npy where a CSV is read, or the reverse) is named with what
+// the run reads, before its bytes are taken for the wrong format.
+void check_input_format(const std::string& input, const std::string& expected, const std::string& what) {
+  std::ifstream f(input, std::ios::binary);
+  char magic[6] = {};
+  f.read(magic, 6);
+  const bool npy = f.gcount() == 6 && std::string(magic, 6) == "\x93NUMPY";
+  ST_CHECK(!npy || expected == ".npy",
+           "--input {} is a NumPy .npy array, but this run was trained on CSV columns (data.source csv or synthetic): "
+           "give {}",
+           input, what);
+  ST_CHECK(npy || expected != ".npy" || !f.gcount(),
+           "--input {} is not a .npy array (it does not start with \\x93NUMPY), but this run was trained on npy "
+           "arrays (data.source npy): give {}",
+           input, what);
+}
 
 struct Loaded {
   Config config;
@@ -50,14 +74,39 @@ Loaded load_for_inference(const CheckpointRef& ck, const std::string& input) {
 }
 }  // namespace
 
+// `train CONFIG --resume RUN`: CONFIG is compared with the run's config like --set is; a key a
+// resumed run may change is taken, any other difference is refused by name.
+Config resume_config(const TrainArgs& a, const std::string& run_config) {
+  const Config stored = load_config(run_config, a.overrides);
+  if (a.config.empty()) return stored;
+  const Config given = load_config(a.config, a.overrides);
+  const auto& ok = resume_changeable_keys();
+  std::string refused, allowed;
+  for (const auto& k : ok) allowed += (allowed.empty() ? "" : ", ") + k;
+  for (const ConfigChange& c : config_differences(to_yaml(stored), to_yaml(given)))
+    if (std::find(ok.begin(), ok.end(), c.key) == ok.end())
+      refused += fmt::format("\n  {}: {} in {}, {} in {}", c.key, c.after, a.config, c.before, run_config);
+  ST_CHECK(refused.empty(),
+           "{} differs from the config of the run it would resume ({}):{}\na resumed run may change only {}. Resume "
+           "with `seqtrain train --resume {}` (add --set for those keys), or train {} into a new --out",
+           a.config, run_config, refused, allowed, a.resume, a.config);
+  return given;
+}
+
 int run_train(const TrainArgs& a) {
   Config config;
   std::string out = a.out;
   if (!a.resume.empty()) {
+    ST_CHECK(!a.overwrite,
+             "--resume {} continues that run from its checkpoint, and --overwrite would delete it and start again: "
+             "give one of them",
+             a.resume);
+    ST_CHECK(a.out.empty() || fs::path(a.out).lexically_normal() == fs::path(a.resume).lexically_normal(),
+             "--out {} and --resume {}: a resumed run stays in its directory; leave --out out", a.out, a.resume);
     out = a.resume;
     const std::string cfg = (fs::path(out) / "config.yaml").string();
     ST_CHECK(fs::exists(cfg), "--resume {}: no config.yaml there; it is not a seqtrain run directory", out);
-    config = load_config(cfg, a.overrides);
+    config = resume_config(a, cfg);
   } else {
     ST_CHECK(!a.config.empty(), "train needs a config file: seqtrain train CONFIG.yaml (see examples/)");
     config = load_config(a.config, a.overrides);
@@ -67,17 +116,73 @@ int run_train(const TrainArgs& a) {
   TrainOptions opt{out, !a.resume.empty(), a.overwrite, a.quiet};
   opt.stop = &signal_stop_token();  // SIGINT/SIGTERM (route_stop_signals in main)
   TrainSummary s = train(config, opt);
-  // One "key: value" line each; a figure the run does not have (no test split, no last-value
-  // baseline outside windowed forecasting) is left out rather than printed as 0.
-  std::printf("run: %s\nstopped_by: %s\nsteps: %ld\nbest_val_loss: %.6f\n", out.c_str(), s.stopped_by.c_str(),
-              (long)s.steps, s.best_val);
-  if (s.test_loss) std::printf("test_loss: %.6f\n", *s.test_loss);
-  if (s.test_accuracy) std::printf("test_accuracy: %.6f\n", *s.test_accuracy);
-  if (s.baseline_val) std::printf("baseline_last_value_val_mse: %.6f\n", *s.baseline_val);
-  if (s.skipped_steps > 0) std::printf("skipped_steps: %ld\n", (long)s.skipped_steps);
-  std::printf("checkpoint_block_s: %.4f\n", s.checkpoint_block_s);
+  // The summary's lines, as summary.json holds them (train/summary_json.h).
+  std::printf("run: %s\n", out.c_str());
+  for (const auto& [key, value] : summary_lines(s)) std::printf("%s: %s\n", key.c_str(), value.c_str());
   // Interrupted: the shell convention 128 + signal (130 for Ctrl-C, 143 for SIGTERM).
   return s.stopped_by == "signal" ? 128 + (s.signal ? s.signal : SIGINT) : 0;
+}
+
+// "checkpoint: DIR (tag, epoch, step)": which weights a score is of.
+void print_checkpoint(const CheckpointRef& ck) {
+  std::printf("checkpoint: %s (%s, epoch %ld, step %ld)\n", ck.dir.c_str(),
+              ck.state.value("tag", std::string("?")).c_str(), (long)ck.state.value("epoch", int64_t{0}),
+              (long)ck.state.value("updates", int64_t{0}));
+}
+
+// What a loss is measured in, for eval's labels.
+std::string loss_units(const Config& config, bool windowed_run) {
+  if (config.train.loss == "cross_entropy") return "cross-entropy in nats, the training loss";
+  if (windowed_run && config.data.normalize == "zscore")
+    return fmt::format("{} in normalized units (each target z-scored with the training split's statistics), the "
+                       "training loss", config.train.loss);
+  return fmt::format("{} in the targets' units, the training loss", config.train.loss);
+}
+
+// Labels must be whole numbers of a class the model has; the file is named when one is not.
+void check_labels(const float* y, int64_t n, int64_t first, int64_t classes, const std::string& file) {
+  for (int64_t i = 0; i < n; ++i)
+    ST_CHECK(y[i] == std::floor(y[i]) && y[i] >= 0 && y[i] < static_cast<float>(classes),
+             "--labels {}: label {} at y[{}] is not a class of this model (0 to {}); fix the labels", file, y[i],
+             first + i, classes - 1);
+}
+
+// eval of an npy run on a new labelled pair (--input X.npy --labels y.npy): scaled with the
+// statistics in state.json, so the training files are not needed.
+int eval_npy_input(const CheckpointRef& ck, const EvalArgs& a) {
+  const Config& config = ck.config;
+  ST_CHECK(!a.labels.empty(),
+           "--input {} on an npy run needs --labels y.npy (its labels [N] or targets): eval scores predictions against "
+           "them; `seqtrain predict` writes predictions without labels",
+           a.input);
+  const nlohmann::json& io = ck.state.at("io");
+  const int64_t steps = io.at("steps"), features = io.at("features"), outputs = io.at("outputs");
+  const int64_t classes = io.at("classes");
+  auto src = std::make_shared<NpySource>(NpySource::open(a.input, a.labels));
+  ST_CHECK(src->steps() == steps && src->features() == features,
+           "--input {}: samples of {} steps x {} features, but the run was trained on {} x {} (X of shape [N, {}, {}])",
+           a.input, src->steps(), src->features(), steps, features, steps, features);
+  const int64_t y_size = src->y_size();
+  ST_CHECK(classes > 0 ? y_size == 1 : y_size == outputs,
+           "--labels {}: {} values per sample, but this run's y has {} ({})", a.labels, y_size, classes > 0 ? 1 : outputs,
+           classes > 0 ? "one class label per sample, shape [N]" : "targets of shape [N, ...] as in training");
+  ZscoreSource input(src, Normalizer::from_json(ck.state.at("normalizer")), features);
+  std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
+  const auto objective = make_objective(config.train.loss, config.train.huber_delta, classes, y_size);
+  std::vector<int64_t> labels(config.train.batch_size * y_size);
+  ObjectiveSum total;
+  Backend& backend = model->params().backend();
+  forward_batches(*model, input, steps, features, config.train.batch_size,
+                  [&](int64_t first, int64_t n, const Tensor& pred, float* y, Arena& arena) {
+                    if (classes > 0) check_labels(y, n, first, classes, a.labels);
+                    const Tensor target = objective->target(y, n, y_size, labels);
+                    total += objective->forward(pred, device_tensor(target, arena, backend));
+                  });
+  print_checkpoint(ck);
+  std::printf("input: %s with labels %s\nsamples: %ld\nloss: %.6f (%s)\n", a.input.c_str(), a.labels.c_str(),
+              (long)input.size(), total.mean(), loss_units(config, false).c_str());
+  if (classes > 0) std::printf("accuracy: %.6f\n", total.accuracy());
+  return 0;
 }
 
 // eval of an npy or text run: its test (or validation) split read through the same data plan
@@ -85,10 +190,15 @@ int run_train(const TrainArgs& a) {
 // from the source files, so files that changed since training are refused, not silently used.
 int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
   const Config& config = ck.config;
-  ST_CHECK(a.input.empty(),
-           "--input takes a CSV for windowed forecasting runs; this run reads data.source '{}', and eval scores it "
-           "on its own test split (data.npy.test_x/test_y, or the text file's test share): leave --input out",
-           config.data.source);
+  const bool text = config.data.source == "text";
+  ST_CHECK(a.labels.empty() || !a.input.empty(), "--labels {} belongs to an --input X .npy: give both", a.labels);
+  if (!a.input.empty()) {
+    ST_CHECK(!text,
+             "--input {}: this run is a language model over data.path ({}); eval scores its own splits: leave "
+             "--input out (--split val for the validation split), or train a run on the new text",
+             a.input, config.data.path);
+    return eval_npy_input(ck, a);
+  }
   const DataPlan plan = plan_data(config);
   const nlohmann::json saved_norm = ck.state.value("normalizer", nlohmann::json());
   ST_CHECK(plan.normalizer == saved_norm,
@@ -102,26 +212,47 @@ int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
            config.data.path, ck.dir + "/state.json");
   const bool val = a.split == "val";
   const BatchSource* split = val ? plan.val.get() : plan.test.get();
-  ST_CHECK(split != nullptr,
-           "nothing to evaluate: this {} run has no {} split (set data.npy.{}_x/{}_y, or a {} share in data.split for "
-           "text){}", config.data.source, a.split, a.split, a.split, a.split, val ? "" : "; --split val scores the validation split");
+  if (text)
+    ST_CHECK(split != nullptr,
+             "nothing to evaluate: this text run has no {} split (data.split gives it no share of {}); train with a "
+             "{} share in data.split{}",
+             a.split, config.data.path, a.split, val ? "" : ", or score the validation split with --split val");
+  else
+    ST_CHECK(split != nullptr,
+             "nothing to evaluate: this npy run has no {} split (set data.npy.{}_x/{}_y){}, or give new data with "
+             "--input X.npy --labels y.npy",
+             a.split, a.split, a.split, val ? "" : "; --split val scores the validation split");
   const DataShape shape{plan.features, plan.steps, plan.outputs, plan.vocab, plan.classes};
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = shape}).model;
   double accuracy = 0;
   const auto objective = make_objective(config, plan);
   const double loss = evaluate(*model, *split, plan.steps, plan.features, *objective, config.train.batch_size,
                                &accuracy);
-  std::printf("%s: %ld\nloss: %.6f\n", plan.unit, (long)split->size(), loss);
+  print_checkpoint(ck);
+  // The training log's val records score only the first train.eval_iters batches when it is set.
+  const int64_t capped = config.train.eval_iters * config.train.batch_size;
+  const std::string how =
+      val && config.train.eval_iters > 0 && capped < split->size()
+          ? fmt::format("every {} of the split; the training log's val records score its first {} (train.eval_iters "
+                        "{} x train.batch_size {}), so they differ",
+                        plan.unit, capped, config.train.eval_iters, config.train.batch_size)
+          : fmt::format("every {} of the split, as the training log's {} records", plan.unit, a.split);
+  std::printf("split: %s (%s)\n%s: %ld\nloss: %.6f (%s)\n", a.split.c_str(), how.c_str(), plan.unit,
+              (long)split->size(), loss, loss_units(config, false).c_str());
   if (objective->has_accuracy()) std::printf("accuracy: %.6f\n", accuracy);
-  if (plan.vocab > 0) std::printf("perplexity: %.6f\n", std::exp(loss));
+  if (plan.vocab > 0) std::printf("perplexity: %.6f (exp of the loss)\n", std::exp(loss));
   return 0;
 }
 
 int run_eval(const EvalArgs& a) {
   ST_CHECK(a.input.empty() || a.split == "test",
-           "--split {} picks a split of the run, --input evaluates every window of a CSV: give one of them", a.split);
+           "--split {} picks a split of the run, --input evaluates new labelled data: give one of them", a.split);
   const CheckpointRef ck = open_checkpoint(a.checkpoint);
   if (!windowed(ck.config)) return eval_planned_run(ck, a);
+  ST_CHECK(a.labels.empty(),
+           "--labels {}: a {} run's CSV holds its targets as columns; give the CSV as --input and leave --labels out",
+           a.labels, ck.config.data.source);
+  if (!a.input.empty()) check_input_format(a.input, ".csv", "a CSV with the run's columns");
   Loaded l = load_for_inference(ck, a.input);
   const WindowDataset& split = !a.input.empty() ? l.data.train : a.split == "val" ? l.data.val : l.data.test;
   ST_CHECK(!split.empty(), "nothing to evaluate: the {} split has no window (pass --input CSV{})", a.split,
@@ -150,23 +281,39 @@ int run_eval(const EvalArgs& a) {
       ++count;
     }
   }
-  std::printf("windows: %ld\nloss: %.6f\nmae: %.6f\nrmse: %.6f\n", (long)split.size(), loss, abs_sum / count,
-              std::sqrt(sq_sum / count));
+  std::string targets;
+  for (const auto& t : l.data.targets) targets += (targets.empty() ? "" : ", ") + t;
+  print_checkpoint(ck);
+  if (a.input.empty())
+    std::printf("split: %s (every window of the split, as the training log's %s records)\n", a.split.c_str(),
+                a.split.c_str());
+  else
+    std::printf("input: %s (every window of its rows, scaled with the run's statistics)\n", a.input.c_str());
+  std::printf("windows: %ld\n", (long)split.size());
+  std::printf("loss: %.6f (%s)\nmae: %.6f (in the units of %s; over every target and horizon step)\nrmse: %.6f (same "
+              "units)\n",
+              loss, loss_units(l.config, true).c_str(), abs_sum / count, targets.c_str(), std::sqrt(sq_sum / count));
   return 0;
 }
 
-// predict of an npy run: the model's outputs for every sample of an X .npy, written as a
-// float32 .npy — [N, *y's per-sample shape] for regression (in y's units: npy targets are not
-// normalized), [N, classes] logits for labels. The input is z-scored with the statistics in
-// state.json, so the training files are not needed.
+// predict of an npy run: the model's outputs for every sample of an X .npy. Regression: [N, *y's
+// per-sample shape] in y's units (npy targets are not normalized). Classification: the logits,
+// the softmax probabilities and the predicted label (the largest logit; ties to the lower
+// class): .npy writes OUT (logits [N, classes], as before), OUT's stem + .probs.npy and
+// .labels.npy (int64); .csv writes one row per sample: label, prob_<c>..., logit_<c>.... The input
+// is z-scored with the statistics in state.json, so the training files are not needed. Every
+// file is made in memory first, so a refusal writes nothing.
 int predict_npy(const CheckpointRef& ck, const PredictArgs& a) {
   const Config& config = ck.config;
-  ST_CHECK(a.output.size() > 4 && a.output.substr(a.output.size() - 4) == ".npy",
-           "--output {}: an npy run's predictions are written as a .npy array; give a path ending in .npy", a.output);
+  const bool csv = ends_with_text(a.output, ".csv");
+  ST_CHECK(csv || ends_with_text(a.output, ".npy"),
+           "--output {}: an npy run's predictions are written as .npy arrays or a .csv; give a path ending in one",
+           a.output);
   ST_CHECK(ck.state.contains("io"),
            "{}/state.json has no \"io\" section (the model's input and output shapes, recorded since predict "
            "learned npy runs): checkpoints written by this seqtrain have it; train the run again to predict with it",
            ck.dir);
+  check_input_format(a.input, ".npy", "an X .npy array [N, T, F] like data.npy.train_x");
   const nlohmann::json& io = ck.state.at("io");
   const int64_t steps = io.at("steps"), features = io.at("features"), outputs = io.at("outputs");
   const int64_t classes = io.at("classes");
@@ -175,22 +322,66 @@ int predict_npy(const CheckpointRef& ck, const PredictArgs& a) {
   ST_CHECK(x->steps() == steps && x->features() == features,
            "--input {}: samples of {} steps x {} features, but the run was trained on {} x {} (X of shape [N, {}, {}])",
            a.input, x->steps(), x->features(), steps, features, steps, features);
-  const int64_t n_samples = x->size();
+  const int64_t N = x->size();
   ZscoreSource input(x, Normalizer::from_json(ck.state.at("normalizer")), features);
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
-  std::vector<float> out(n_samples * outputs);
+  std::vector<float> out(N * outputs);
   forward_batches(*model, input, steps, features, config.train.batch_size,
                   [&](int64_t first, int64_t n, const Tensor& pred, float*, Arena&) {
                     ST_CHECK(pred.numel() == n * outputs, "predict: the model gave {} outputs for {} samples of {}",
                              pred.numel(), n, outputs);
                     read_floats(model->params().backend(), pred, out.data() + first * outputs);
                   });
-  std::vector<int64_t> shape{n_samples};
-  if (classes > 0) shape.push_back(classes);
-  else shape.insert(shape.end(), y_shape.begin(), y_shape.end());
-  write_npy_f32(a.output, shape, out.data());
-  std::printf("wrote %s for %ld samples to %s\n", classes > 0 ? "class logits" : "predictions", (long)n_samples,
-              a.output.c_str());
+  std::vector<std::pair<std::string, std::string>> files;  // (path, bytes), written once all are made
+  if (classes > 0) {
+    std::vector<float> probs(out.size());
+    std::vector<int64_t> label(N);
+    for (int64_t i = 0; i < N; ++i) {
+      const float* z = out.data() + i * classes;
+      label[i] = std::max_element(z, z + classes) - z;
+      double sum = 0;
+      for (int64_t c = 0; c < classes; ++c) sum += probs[i * classes + c] = static_cast<float>(std::exp(double(z[c]) - z[label[i]]));
+      for (int64_t c = 0; c < classes; ++c) probs[i * classes + c] = static_cast<float>(probs[i * classes + c] / sum);
+    }
+    if (csv) {
+      std::string text = "label";
+      for (const char* col : {"prob_", "logit_"})
+        for (int64_t c = 0; c < classes; ++c) text += fmt::format(",{}{}", col, c);
+      text += "\n";
+      for (int64_t i = 0; i < N; ++i) {
+        text += std::to_string(label[i]);
+        for (const std::vector<float>* v : {&probs, &out})
+          for (int64_t c = 0; c < classes; ++c) text += fmt::format(",{:.7g}", (*v)[i * classes + c]);
+        text += "\n";
+      }
+      files.emplace_back(a.output, std::move(text));
+    } else {
+      const std::string stem = a.output.substr(0, a.output.size() - 4);
+      files.emplace_back(a.output, npy_bytes_f32({N, classes}, out.data(), a.output));
+      files.emplace_back(stem + ".probs.npy", npy_bytes_f32({N, classes}, probs.data(), stem + ".probs.npy"));
+      files.emplace_back(stem + ".labels.npy", npy_bytes_i64({N}, label.data(), stem + ".labels.npy"));
+    }
+  } else if (csv) {
+    std::string text;
+    for (int64_t j = 0; j < outputs; ++j) text += fmt::format("{}y_{}", j ? "," : "", j);
+    text += "\n";
+    for (int64_t i = 0; i < N; ++i) {
+      for (int64_t j = 0; j < outputs; ++j) text += fmt::format("{}{:.7g}", j ? "," : "", out[i * outputs + j]);
+      text += "\n";
+    }
+    files.emplace_back(a.output, std::move(text));
+  } else {
+    std::vector<int64_t> shape{N};
+    shape.insert(shape.end(), y_shape.begin(), y_shape.end());
+    files.emplace_back(a.output, npy_bytes_f32(shape, out.data(), a.output));
+  }
+  std::string names;
+  for (const auto& [path, bytes] : files) {
+    write_file_atomic(path, bytes);
+    names += (names.empty() ? "" : ", ") + path;
+  }
+  std::printf("wrote %s for %ld samples to %s\n",
+              classes > 0 ? "predicted labels, probabilities and logits" : "predictions", (long)N, names.c_str());
   return 0;
 }
 
@@ -201,6 +392,7 @@ int run_predict(const PredictArgs& a) {
            "predict writes forecasts for the windows of a CSV or the samples of an X .npy, but this run reads "
            "data.source '{}': use `seqtrain eval` for its test split, and `seqtrain generate` to sample text",
            ck.config.data.source);
+  check_input_format(a.input, ".csv", "a CSV with the run's columns");
   Loaded l = load_for_inference(ck, a.input);
   const WindowDataset& split = l.data.train;
   const int64_t B = l.config.train.batch_size, H = split.horizon();

@@ -11,13 +11,22 @@ struct TrainArgs {
   bool overwrite = false, quiet = false;
   int threads = -1;
 };
-struct EvalArgs { std::string checkpoint, input, split = "test"; };
+// input: a CSV (csv/synthetic runs), or an X .npy with `labels` its y .npy (npy runs).
+struct EvalArgs { std::string checkpoint, input, labels, split = "test"; };
 struct PredictArgs { std::string checkpoint, input, output; };
 struct DataCacheArgs {
   std::string config;
   std::vector<std::string> overrides;
 };
 struct DataInfoArgs { std::string dir = "."; };
+struct DataExportArgs {
+  std::string config, out;
+  std::vector<std::string> overrides;
+};
+struct SummaryArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+};
 
 int run_train(const TrainArgs& args);
 int run_eval(const EvalArgs& args);
@@ -26,5 +35,11 @@ int run_predict(const PredictArgs& args);
 // split without training. `seqtrain data info`: lists the caches of a directory.
 int run_data_cache(const DataCacheArgs& args);
 int run_data_info(const DataInfoArgs& args);
+// `seqtrain data export`: a csv or synthetic source as the CSV its run would read.
+int run_data_export(const DataExportArgs& args);
+// `seqtrain --version`: version, commit, build type, CPU kernel levels, the CUDA plugin.
+int run_version();
+// `seqtrain summary CONFIG`: the data and the model table (layers, output shapes, parameters).
+int run_summary(const SummaryArgs& args);
 
 }  // namespace seqtrain

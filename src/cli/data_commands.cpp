@@ -1,4 +1,5 @@
-// `seqtrain data cache` and `seqtrain data info`: the pre-augmentation cache outside training.
+// `seqtrain data cache` and `seqtrain data info`: the pre-augmentation cache outside training;
+// `seqtrain data export`: a csv or synthetic source as the CSV its run reads.
 // `data cache` goes through the same plan_data/training_feed as `seqtrain train`, so the file
 // it builds is the one a later training run finds (same key, same contents).
 #include <sys/stat.h>
@@ -12,6 +13,8 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "core/error.h"
+#include "data/dataset.h"
+#include "io/atomic_dir.h"
 #include "train/data_plan.h"
 
 namespace seqtrain {
@@ -31,6 +34,30 @@ int run_data_cache(const DataCacheArgs& a) {
   std::printf("cache: %s\nhit: %s\nbytes: %ld\nsource: %s\nepochs: %ld\nsamples: %ld\n", feed.cache.path.c_str(),
               feed.cache.hit ? "true" : "false", (long)feed.cache.bytes, plan.source.c_str(),
               (long)config.data.cache_epochs, (long)feed.source->size());
+  return 0;
+}
+
+// The columns a csv or synthetic run reads, unnormalized, as the CSV that run would read: the
+// synthetic battery series becomes a file `predict --input` and `eval --input` take.
+int run_data_export(const DataExportArgs& a) {
+  const Config config = load_config(a.config, a.overrides);
+  ST_CHECK(config.data.source == "csv" || config.data.source == "synthetic",
+           "{}: data export writes a windowed source (data.source csv or synthetic) as a CSV; this config reads "
+           "data.source '{}', whose files ({}) are already what a run reads",
+           a.config, config.data.source, config.data.source == "npy" ? "data.npy.*" : "data.path");
+  ST_CHECK(a.out.size() > 4 && a.out.substr(a.out.size() - 4) == ".csv",
+           "--out {}: data export writes a CSV; give a path ending in .csv", a.out);
+  const Series s = load_series(config.data);
+  std::string csv;
+  for (int64_t c = 0; c < s.cols(); ++c) csv += (c ? "," : "") + s.columns[c];
+  csv += "\n";
+  for (int64_t r = 0; r < s.rows; ++r) {
+    for (int64_t c = 0; c < s.cols(); ++c) csv += fmt::format("{}{:.9g}", c ? "," : "", s.at(r, c));
+    csv += "\n";
+  }
+  write_file_atomic(a.out, csv);  // all of it or nothing
+  std::printf("wrote %ld rows x %ld columns (%s) of %s to %s\n", (long)s.rows, (long)s.cols(), csv.substr(0, csv.find('\n')).c_str(),
+              config.data.source.c_str(), a.out.c_str());
   return 0;
 }
 

@@ -106,6 +106,9 @@ nlohmann::json export_config(const LoadedModel& m) {
                       {"version", 1},
                       {"model_spec", spec_to_json(m.spec)},
                       {"torch", torch_kwargs(m.spec)},
+                      {"precision", m.precision},  // the run's runtime.precision, which generate runs it in
+                      // What `seqtrain generate` (load_model) verifies the weights against.
+                      {"checksums", {{"model.safetensors", m.state.value("/checksums/model.safetensors"_json_pointer, std::string())}}},
                       {"source",
                        {{"checkpoint", fs::absolute(m.dir).lexically_normal().string()},
                         {"tag", m.state.value("tag", std::string())},
@@ -181,6 +184,8 @@ ExportResult export_model(const ExportArgs& a) {
   const fs::path out = export_target(a);
   // Everything that can fail on the input happens before anything is created.
   const LoadedModel m = load_model(a.checkpoint);
+  ST_CHECK(m.spec_from != "export", "'{}' is already an export: copy the directory instead of exporting it again",
+           a.checkpoint);
   ExportResult r{m.dir, out.string(), {}};
   const bool existed = fs::exists(out);
   const fs::path tmp = make_tmp(out);

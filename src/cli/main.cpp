@@ -19,7 +19,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "seqtrain: fast, dependable training of sequence models (LSTM/GRU forecasters and classifiers, "
       "character LMs, GPT)"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
+  bool version = false;
+  app.add_flag("--version", version, "Print the version, git commit, build type, CPU kernel levels and CUDA plugin");
 
   TrainArgs train_args;
   auto* train = app.add_subcommand("train", "Train a model from a YAML config");
@@ -37,7 +39,10 @@ int main(int argc, char** argv) {
   EvalArgs eval_args;
   auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint (or a run directory's best) on its test split or a CSV");
   eval->add_option("checkpoint", eval_args.checkpoint, "checkpoints/<tag> directory or run directory")->required();
-  eval->add_option("--input", eval_args.input, "CSV to evaluate on instead of the run's test split");
+  eval->add_option("--input", eval_args.input,
+                   "labelled data to evaluate on instead of the run's split: a CSV (csv/synthetic runs) or an X .npy "
+                   "(npy runs, with --labels)");
+  eval->add_option("--labels", eval_args.labels, "the y .npy of --input's X .npy (npy runs): labels [N] or targets");
   eval->add_option("--split", eval_args.split, "the run's split to evaluate: test (default) or val")
       ->check(CLI::IsMember({"test", "val"}));
 
@@ -48,7 +53,10 @@ int main(int argc, char** argv) {
   predict->add_option("checkpoint", predict_args.checkpoint, "checkpoints/<tag> directory or run directory")->required();
   predict->add_option("--input", predict_args.input, "input CSV with the training columns, or X .npy [N, T, F]")
       ->required();
-  predict->add_option("--output", predict_args.output, "output CSV, columns <target>_t+<h>; or .npy for npy runs")
+  predict->add_option("--output", predict_args.output,
+                      "output .csv (csv runs: columns <target>_t+<h>; npy classifiers: label, prob_<c>, logit_<c>) or "
+                      ".npy (npy runs: outputs or logits, and for classifiers <stem>.probs.npy and <stem>.labels.npy "
+                      "beside it)")
       ->required();
 
   auto* data = app.add_subcommand("data", "Prepare and inspect training data (the pre-augmentation cache)");
@@ -62,6 +70,16 @@ int main(int argc, char** argv) {
   DataInfoArgs info_args;
   auto* info = data->add_subcommand("info", "List the data caches of a directory: key, epochs, samples, size, created, source");
   info->add_option("dir", info_args.dir, "cache directory (default: the current directory)");
+  DataExportArgs export_data_args;
+  auto* export_data = data->add_subcommand("export", "Write a csv or synthetic source as the CSV its run reads");
+  export_data->add_option("config", export_data_args.config, "YAML config file")->required()->check(CLI::ExistingFile);
+  export_data->add_option("--out", export_data_args.out, "CSV file to write (written whole or not at all)")->required();
+  export_data->add_option("--set", export_data_args.overrides, "Override a config key (repeatable)");
+  SummaryArgs summary_args;
+  auto* summary = app.add_subcommand("summary", "Print the data and the model a config builds (layers, output "
+                                                "shapes, parameters) without training");
+  summary->add_option("config", summary_args.config, "YAML config file")->required()->check(CLI::ExistingFile);
+  summary->add_option("--set", summary_args.overrides, "Override a config key (repeatable)");
   GenerateArgs generate_args;
   auto* generate = add_generate_command(app, generate_args);
   ExportArgs export_args;
@@ -74,11 +92,14 @@ int main(int argc, char** argv) {
   }
   try {
     active_isa();  // a bad SEQTRAIN_ISA is an error before any work starts
+    if (version) return run_version();
     if (train->parsed()) return run_train(train_args);
     if (eval->parsed()) return run_eval(eval_args);
     if (predict->parsed()) return run_predict(predict_args);
     if (cache->parsed()) return run_data_cache(cache_args);
     if (info->parsed()) return run_data_info(info_args);
+    if (export_data->parsed()) return run_data_export(export_data_args);
+    if (summary->parsed()) return run_summary(summary_args);
     if (generate->parsed()) return run_generate(generate_args);
     if (exporter->parsed()) return run_export(export_args);
   } catch (const Error& e) {
@@ -88,5 +109,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "seqtrain: internal error: %s\n", e.what());
     return 3;
   }
-  return 0;
+  std::fprintf(stderr, "seqtrain: error: give a command (or --version)\n%s", app.help().c_str());
+  return 2;
 }

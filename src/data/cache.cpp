@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/text.h"
 #include "core/error.h"
 
 namespace seqtrain {
@@ -180,8 +181,9 @@ std::shared_ptr<CachedSource> CachedSource::open_or_build(const BatchSource& bas
     info->hit = hit;
     info->path = path;
     info->bytes = static_cast<int64_t>(out->map_->size);
-    info->message = fmt::format("data cache {}: {} ({:.1f} MiB, {} epochs of {} samples){}", hit ? "hit" : "miss, built",
-                                path, static_cast<double>(info->bytes) / (1 << 20), epochs, out->n_, note);
+    info->message = fmt::format("data cache {}: {} ({:.1f} MiB, {} of {}){}", hit ? "hit" : "miss, built", path,
+                                static_cast<double>(info->bytes) / (1 << 20), count_of(epochs, "epoch"),
+                                count_of(out->n_, "sample"), note);
   }
   return out;
 }

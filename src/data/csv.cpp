@@ -70,6 +70,13 @@ std::string read_text(const std::string& path) {
   buf << in.rdbuf();
   std::string text = buf.str();
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
+  // A binary file read as text would show its bytes as column names: say what it is instead.
+  if (text.compare(0, 6, "\x93NUMPY") == 0)
+    fail("{}: is a NumPy .npy array, not a CSV file; this run reads CSV (a header row naming the columns, then one "
+         "row of numbers per time step): convert it, or train a data.source: npy run to read .npy arrays",
+         path);
+  if (const size_t nul = text.find('\0', 0); nul != std::string::npos && nul < 4096)
+    fail("{}: byte {} is a NUL: a binary file, not a CSV (text: a header row, then rows of numbers)", path, nul);
   return text;
 }
 

@@ -322,27 +322,40 @@ void NpySource::fill(std::span<const int64_t> idx, int64_t, float* x, float* y) 
   }
 }
 
-void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+std::string npy_bytes(const std::vector<int64_t>& shape, const char* descr, const void* data, size_t elem_size,
+                      const std::string& path) {
   std::string dims;
   int64_t count = 1;
   for (int64_t d : shape) {
-    ST_CHECK(d >= 0, "write_npy_f32 {}: negative dimension {}", path, d);
+    ST_CHECK(d >= 0, "writing {}: negative dimension {}", path, d);
     dims += std::to_string(d) + ", ";
     count *= d;
   }
   if (shape.size() > 1) dims.resize(dims.size() - 2);  // numpy writes (3,) but (3, 4)
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, dims);
   // magic (6) + version (2) + header length (2) + header, padded with spaces, ending in '\n'.
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
-  ST_CHECK(header.size() <= 65535, "write_npy_f32 {}: shape too long for a version 1.0 header", path);
+  ST_CHECK(header.size() <= 65535, "writing {}: shape too long for a version 1.0 header", path);
   std::string bytes("\x93NUMPY\x01\x00", 8);
   bytes += static_cast<char>(header.size() & 0xff);
   bytes += static_cast<char>(header.size() >> 8);
   bytes += header;
-  bytes.append(reinterpret_cast<const char*>(data), static_cast<size_t>(count) * sizeof(float));
-  write_file_atomic(path, bytes);
+  bytes.append(static_cast<const char*>(data), static_cast<size_t>(count) * elem_size);
+  return bytes;
+}
+
+std::string npy_bytes_f32(const std::vector<int64_t>& shape, const float* data, const std::string& path) {
+  return npy_bytes(shape, "<f4", data, sizeof(float), path);
+}
+
+std::string npy_bytes_i64(const std::vector<int64_t>& shape, const int64_t* data, const std::string& path) {
+  return npy_bytes(shape, "<i8", data, sizeof(int64_t), path);
+}
+
+void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+  write_file_atomic(path, npy_bytes_f32(shape, data, path));
 }
 
 }  // namespace seqtrain

@@ -68,6 +68,10 @@ NpyArray open_npy(const std::string& path);
 // the data starts on a 64-byte boundary, as numpy writes it), atomically: a temporary file
 // renamed into place, so a failed write leaves no file behind.
 void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data);
+// The bytes of a .npy file (version 1.0, C order) of float32 or int64 values, for a caller that
+// writes several files only once all of them are made; `path` is for messages.
+std::string npy_bytes_f32(const std::vector<int64_t>& shape, const float* data, const std::string& path);
+std::string npy_bytes_i64(const std::vector<int64_t>& shape, const int64_t* data, const std::string& path);
 
 // Samples from X of shape [N, T, F] (or [N, T], read as F = 1) and optional y of shape [N]
 // (a label per sample, y_size 1), [N, H] or [N, H, targets] (y_size H * targets), each sample

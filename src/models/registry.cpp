@@ -7,6 +7,7 @@
 #include "models/forecaster.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
+#include "models/summary.h"
 #include "models/text_generator.h"
 
 namespace seqtrain {
@@ -69,11 +70,13 @@ std::vector<ModelFamily> make_families() {
                .text_becomes_lm = true,
                .precision_covers = "its RNN layers",
                .fit_shape = fit_windows,
-               .build = make<Forecaster>});
+               .build = make<Forecaster>,
+               .layers = rnn_forecaster_layers});
   f.push_back({.title = "MLP forecaster",
                .names = {"mlp"},
                .fit_shape = fit_windows,
-               .build = make<MlpForecaster>});
+               .build = make<MlpForecaster>,
+               .layers = mlp_layers});
   f.push_back({.title = "character language model",
                .names = {"char_lstm", "char_gru"},
                .cells = {RnnCell::lstm, RnnCell::gru},
@@ -82,7 +85,8 @@ std::vector<ModelFamily> make_families() {
                .precision_covers = "its RNN layers",
                .fit_shape = fit_tokens,
                .build = make<CharLm>,
-               .from_weights = char_lm_from_weights});
+               .from_weights = char_lm_from_weights,
+               .layers = char_lm_layers});
   f.push_back({.title = "GPT (nanoGPT's character / token transformer)",
                .names = {"gpt"},
                .is_language_model = true,
@@ -90,7 +94,8 @@ std::vector<ModelFamily> make_families() {
                .precision_covers = "every matrix product: its Linear layers, attention and tied head",
                .fit_shape = fit_tokens,
                .build = make<Gpt>,
-               .check_settings = gpt_settings_problem});
+               .check_settings = gpt_settings_problem,
+               .layers = gpt_layers});
   return f;
 }
 }  // namespace

@@ -20,6 +20,7 @@
 namespace seqtrain {
 
 class TextGenerator;
+struct LayerRow;  // models/summary.h
 
 // What a model is built to read and produce, as the data source reports it.
 struct DataShape {
@@ -54,6 +55,8 @@ struct ModelFamily {
   // A spec from weight shapes alone, nullopt when the weights are not this family's; may be
   // empty. Lets generate read language models saved without a config (e.g. from PyTorch).
   std::function<std::optional<ModelSpec>(const WeightShapes&, const std::string& file)> from_weights{};
+  // Its layers with their output shapes, for the model summary (models/summary.h).
+  std::function<std::vector<LayerRow>(const ModelSpec&)> layers{};
 
   RnnCell cell(const std::string& name) const;  // error when the family has no RNN
 };

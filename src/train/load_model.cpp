@@ -4,11 +4,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "backend/cuda_plugin.h"
 #include "backend/registry.h"
 #include "config/model_config.h"
 #include "data/text.h"
+#include "io/atomic_dir.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
 
@@ -46,6 +48,19 @@ WeightShapes weight_shapes(const std::string& file) {
   WeightShapes w;
   for (const NamedTensor& t : read_safetensors(file).tensors) w[t.name] = t.shape;
   return w;
+}
+
+// An export directory (`seqtrain export`): config.json with "format": "seqtrain.export" beside the
+// weights. Null when `dir` is none.
+nlohmann::json export_config(const fs::path& dir) {
+  std::ifstream f(dir / "config.json");
+  if (!f) return nullptr;
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("format", std::string()) != "seqtrain.export") return nullptr;
+  ST_CHECK(j.contains("model_spec"),
+           "{}: an export without \"model_spec\" (the model it holds); export the run again with this seqtrain",
+           (dir / "config.json").string());
+  return j;
 }
 
 std::string describe(const ModelSpec& s) {
@@ -113,6 +128,14 @@ ModelSpec checkpoint_spec(const std::string& dir, const nlohmann::json& state, c
     *from = "model_spec";
     return stored_spec(dir, state);
   }
+  if (const nlohmann::json exported = export_config(dir); !has_state && !exported.is_null()) {
+    *from = "export";
+    try {
+      return spec_from_json(exported.at("model_spec"));
+    } catch (const Error& e) {
+      fail("{}/config.json: {}", dir, e.what());
+    }
+  }
   const std::string weights = (fs::path(dir) / "model.safetensors").string();
   if (o.from_weights)
     if (std::optional<ModelSpec> s = spec_from_weights(weight_shapes(weights), weights)) {
@@ -139,26 +162,38 @@ LoadedModel load_model(const std::string& path, const LoadOptions& o) {
   l.dir = checkpoint_dir(path, o.bare_ok);
   const fs::path dir(l.dir);
   const bool has_state = fs::exists(dir / "state.json");
-  if (o.bare_ok)
+  const nlohmann::json exported = has_state ? nlohmann::json() : export_config(dir);
+  if (o.bare_ok || !exported.is_null())
     ST_CHECK(fs::exists(dir / "model.safetensors"),
              "'{}' is neither a checkpoint directory (with model.safetensors) nor a run directory with "
              "checkpoints/best",
              path);
   else
-    ST_CHECK(has_state, "'{}' is neither a checkpoint directory nor a run directory with checkpoints/best", path);
+    ST_CHECK(has_state,
+             "'{}' is neither a checkpoint directory, a run directory with checkpoints/best, nor an export (`seqtrain "
+             "export`)",
+             path);
   if (has_state) l.state = read_checkpoint_state(l.dir);
   l.spec = checkpoint_spec(l.dir, l.state, o, &l.spec_from);
-  if (l.spec_from == "model_spec" && o.shape) check_fits(l.dir, l.spec, *o.shape);
+  if ((l.spec_from == "model_spec" || l.spec_from == "export") && o.shape) check_fits(l.dir, l.spec, *o.shape);
   // A GPU-trained checkpoint runs on this machine's GPU when it has one, else on the CPU: the
   // device that wrote it is not part of the model.
   if (backend_entry(l.spec.backend).gpu_ordinal) l.spec.backend = backend_for("cpu", "auto");
-  l.model = build_model(l.spec,
-                        ModelEnv{.precision = resolve_precision(trained_precision(l.dir, l.state), l.spec.backend, nullptr)});
-  // With state.json the checksums are verified; a bare directory has nothing to verify against.
-  if (has_state)
+  l.precision = exported.is_null() ? trained_precision(l.dir, l.state) : exported.value("precision", std::string("fp32"));
+  l.model = build_model(l.spec, ModelEnv{.precision = resolve_precision(l.precision, l.spec.backend, nullptr)});
+  // With state.json the checksums are verified, an export's against the one its config.json
+  // records; a bare directory has nothing to verify against.
+  if (has_state) {
     load_checkpoint(l.dir, l.model->params());
-  else
-    load_params((dir / "model.safetensors").string(), l.model->params());
+    return l;
+  }
+  const std::string weights = (dir / "model.safetensors").string();
+  const std::string want = exported.is_null() ? std::string() : exported.value("/checksums/model.safetensors"_json_pointer, std::string());
+  ST_CHECK(want.empty() || file_checksum(weights) == want,
+           "{} does not match the checksum its export recorded ({}/config.json: checksums): the file changed or is "
+           "damaged; export the run again",
+           weights, l.dir);
+  load_params(weights, l.model->params());
   return l;
 }
 

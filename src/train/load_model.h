@@ -1,4 +1,4 @@
-// load_model: the one way from a run or checkpoint directory to a trained model, shared by
+// load_model: the one way from a run, checkpoint or export directory to a trained model, shared by
 // eval, predict, generate and export; `train --resume` reads a checkpoint's spec through the
 // same checkpoint_spec. It lives in train/ because it needs only config, checkpoint and
 // registry, and train/ may be used by every command. Each used to rebuild its model its own way;
@@ -45,7 +45,8 @@ struct LoadedModel {
   std::string dir;        // the checkpoint directory read
   nlohmann::json state;   // its state.json; null for a bare directory
   ModelSpec spec;
-  std::string spec_from;  // "model_spec", "config" or "weights": where the spec came from
+  std::string spec_from;  // "model_spec", "export", "config" or "weights": where the spec came from
+  std::string precision;  // the runtime.precision the model runs in (its run's; an export's records it)
   std::unique_ptr<Model> model;
 };
 

@@ -19,7 +19,7 @@ struct StepEvent {
   int64_t epoch = 0, updates = 0;
   double loss = 0, lr = 0, grad_norm = 0, samples_per_s = 0, time_s = 0;
   std::optional<double> tokens_per_s;  // language models: predicted tokens per second
-  double progress = 0;                 // updates / the run's planned updates, for an ETA
+  std::optional<double> eta_s;         // seconds left at the rate since the first step; none before
   std::optional<double> loss_scale;    // fp16 loss scaling only
   int64_t skipped_since_last = 0;      // fp16 steps skipped since the previous record
   std::optional<GpuSample> gpu;        // a CUDA run where NVML answers: the GPU at this record

@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fmt/format.h>
+
+#include "core/text.h"
 
 namespace seqtrain {
 
@@ -51,10 +54,11 @@ void ConsoleObserver::on_warning(const std::string& text) { std::fprintf(stderr,
 
 void ConsoleObserver::on_step(const StepEvent& e) {
   if (quiet_) return;
-  const double eta = e.progress > 0 ? e.time_s * (1 - e.progress) / e.progress : 0;
+  const std::string eta = e.eta_s ? fmt::format("{:.0f}s", *e.eta_s) : "--";
   const std::string tokens = e.tokens_per_s ? fmt::format(" {:.0f} tokens/s", *e.tokens_per_s) : std::string();
-  std::fprintf(stderr, "%sepoch %ld step %ld loss %.5f lr %.2e %.0f samples/s%s ETA %.0fs%s", tty_ ? "\r" : "",
-               (long)e.epoch, (long)e.updates, e.loss, e.lr, e.samples_per_s, tokens.c_str(), eta, tty_ ? "   " : "\n");
+  std::fprintf(stderr, "%sepoch %ld step %ld loss %.5f lr %.2e %.0f samples/s%s ETA %s%s", tty_ ? "\r" : "",
+               (long)e.epoch, (long)e.updates, e.loss, e.lr, e.samples_per_s, tokens.c_str(), eta.c_str(),
+               tty_ ? "   " : "\n");
 }
 
 void ConsoleObserver::on_epoch(const EpochEvent& e) {
@@ -69,8 +73,9 @@ void ConsoleObserver::on_eval(const EvalEvent& e) {
   std::string extra;
   if (e.baseline) extra = fmt::format(", last-value baseline {:.5f}", *e.baseline);
   std::string acc = e.accuracy ? fmt::format(", accuracy {:.4f}", *e.accuracy) : std::string();
-  std::fprintf(stderr, "epoch %ld val loss %.5f (best %.5f%s)%s\n", (long)e.epoch, e.loss, e.best, extra.c_str(),
-               acc.c_str());
+  // With the step: a validation counted in updates falls inside an epoch, before its "trained in".
+  std::fprintf(stderr, "epoch %ld step %ld val loss %.5f (best %.5f%s)%s\n", (long)e.epoch, (long)e.updates, e.loss,
+               e.best, extra.c_str(), acc.c_str());
 }
 
 void ConsoleObserver::on_end(const EndEvent& e) {
@@ -85,8 +90,9 @@ void ConsoleObserver::on_end(const EndEvent& e) {
   const std::string fp16 = e.loss_scale ? fmt::format(" ({} skipped on fp16 overflow, loss scale {})",
                                                       s.skipped_steps, *e.loss_scale) : "";
   const std::string test = s.test_loss ? fmt::format("test loss {:.5f}", *s.test_loss) : "no test split";
-  std::fprintf(stderr, "seqtrain: stopped by %s after %ld steps%s; best val loss %.5f, %s, %.1fs\n",
-               s.stopped_by.c_str(), (long)s.steps, fp16.c_str(), s.best_val, test.c_str(), e.time_s);
+  const std::string best = std::isfinite(s.best_val) ? fmt::format("{:.5f}", s.best_val) : "none yet";
+  std::fprintf(stderr, "seqtrain: stopped by %s after %s%s; best val loss %s, %s, %.1fs\n", s.stopped_by.c_str(),
+               count_of(s.steps, "step").c_str(), fp16.c_str(), best.c_str(), test.c_str(), e.time_s);
 }
 
 }  // namespace seqtrain

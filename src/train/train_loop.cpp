@@ -9,10 +9,14 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/isa.h"
 #include "backend/registry.h"
+#include "core/text.h"
+#include "io/atomic_dir.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
+#include "models/summary.h"
 #include "train/init_from.h"
 #include "train/metrics.h"
+#include "train/summary_json.h"
 
 namespace seqtrain {
 namespace fs = std::filesystem;
@@ -121,9 +125,9 @@ void TrainLoop::build_optimizer() {
   // The schedule itself knows only step counts; here the run's length is known in the config's
   // terms, so a warmup longer than the run is said with the keys that set both.
   ST_CHECK(t.schedule.name != "cosine" || t.schedule.warmup_steps <= total_updates_,
-           "train.schedule.warmup_steps = {} is longer than this run: {} optimizer steps ({} epochs x {} "
+           "train.schedule.warmup_steps = {} is longer than this run: {} optimizer steps ({} x {} "
            "an epoch{}); lower train.schedule.warmup_steps or raise train.epochs",
-           t.schedule.warmup_steps, total_updates_, t.epochs, updates_per_epoch,
+           t.schedule.warmup_steps, total_updates_, count_of(t.epochs, "epoch"), updates_per_epoch,
            t.max_steps > 0 ? fmt::format(", capped by train.max_steps = {}", t.max_steps) : std::string());
   schedule_ = make_schedule(ScheduleOptions{.name = t.schedule.name, .base_lr = t.optimizer.lr,
                                             .step_size = t.schedule.step_size, .gamma = t.schedule.gamma,
@@ -207,6 +211,7 @@ void TrainLoop::resume_from(const std::vector<ResumeCandidate>& candidates) {
   ST_CHECK(chosen, "no checkpoint in '{}' can be loaded (see the warnings above); start the run again with "
            "--overwrite", ckpt_dir_.string());
   state_ = RunState::from_json(st);
+  refuse_finished_run(chosen->dir);  // before anything of the run is rewritten
   ST_CHECK(!st.contains("normalizer") || state_.normalizer == plan_.normalizer,
            "{}: the training data changed since checkpoint '{}' was written (its normalization statistics "
            "differ); restore the data (data.path / data.synthetic.*) or start a new run",
@@ -225,9 +230,32 @@ void TrainLoop::resume_from(const std::vector<ResumeCandidate>& candidates) {
                                       state_.threads, threads_));
   // Records written after this checkpoint are written again by the resumed run.
   if (primary() && state_.metrics_bytes >= 0) truncate_metrics((run_ / "metrics.jsonl").string(), state_.metrics_bytes);
-  observers_.on_warning(fmt::format("resuming '{}' from {} at epoch {}, batch {} (step {})", run_.string(),
+  observers_.on_note(fmt::format("resuming '{}' from {} at epoch {}, batch {} (step {})", run_.string(),
                                     fs::path(chosen->dir).filename().string(), state_.epoch, state_.batch_in_epoch,
                                     step_->updates()));
+}
+
+// A run whose newest checkpoint ended it (all its epochs, train.max_steps, early stopping) has
+// nothing left to train: resuming it would only evaluate again and rewrite its test record and
+// summary. Refused with the key that extends it.
+void TrainLoop::refuse_finished_run(const std::string& checkpoint) const {
+  const auto& t = config_.train;
+  const std::string resume = "seqtrain train --resume " + run_.string();
+  ST_CHECK(state_.epoch < t.epochs,
+           "run '{}' is finished: {} holds the end of all {} (train.epochs); its test record and summary.json are "
+           "written. To train on, raise the epochs: {} --set train.epochs={}",
+           run_.string(), checkpoint, count_of(t.epochs, "epoch"), resume, t.epochs * 2);
+  ST_CHECK(t.max_steps <= 0 || state_.updates < t.max_steps,
+           "run '{}' is finished: it reached train.max_steps = {} ({}). To train on, raise it: {} --set "
+           "train.max_steps={}",
+           run_.string(), t.max_steps, checkpoint, resume, t.max_steps * 2);
+  const auto& es = t.early_stopping;
+  ST_CHECK(es.patience <= 0 || state_.bad_validations < es.patience,
+           "run '{}' is finished: early stopping ended it after {} without improvement "
+           "(train.early_stopping.patience = {}). To train on anyway, raise the patience: {} --set "
+           "train.early_stopping.patience={}",
+           run_.string(), count_of(state_.bad_validations, "validation"), es.patience, resume,
+           state_.bad_validations + es.patience);
 }
 
 // A checkpoint can fall inside a gradient accumulation (at an epoch's end or on a stop). The
@@ -269,6 +297,7 @@ void TrainLoop::announce() {
   observers_.on_note(fmt::format("{} model, {} parameters, {} train / {} val / {} test {}, {} threads", spec_.type,
                                  model_->params().size(), plan_.train->size(), DataPlan::size_of(plan_.val),
                                  DataPlan::size_of(plan_.test), plan_.unit, threads_));
+  for (const std::string& line : format_summary(spec_, model_->params())) observers_.on_note(line);
   observers_.on_note("CPU kernels: " + isa_summary());
   const std::string_view device = model_->params().backend().name();
   if (const int gpu = gpu_ordinal(model_->params().backend()); gpu >= 0) {
@@ -315,6 +344,10 @@ bool TrainLoop::train_epoch() {
 // Logging, evaluation and periodic checkpoints counted in updates; the max_steps cap.
 void TrainLoop::after_update(const StepResult& r) {
   const int64_t updates = step_->updates();
+  if (eta_from_updates_ < 0) {
+    eta_from_updates_ = updates;
+    eta_from_s_ = time_s();
+  }
   if (updates % config_.train.log_every == 0) {
     StepEvent e;
     e.epoch = state_.epoch;
@@ -325,7 +358,9 @@ void TrainLoop::after_update(const StepResult& r) {
     e.samples_per_s = log_samples_ / std::max(seconds_since(log_start_), 1e-9);
     if (plan_.vocab > 0) e.tokens_per_s = e.samples_per_s * static_cast<double>(plan_.steps);
     e.time_s = time_s();
-    e.progress = double(updates) / double(std::max<int64_t>(1, total_updates_));
+    if (updates > eta_from_updates_)
+      e.eta_s = (time_s() - eta_from_s_) / double(updates - eta_from_updates_) *
+                double(std::max<int64_t>(0, total_updates_ - updates));
     if (scaler_) {
       e.loss_scale = scaler_->scale();
       e.skipped_since_last = scaler_->take_skipped_since_report();
@@ -493,6 +528,8 @@ TrainSummary TrainLoop::finish() {
   summary_.signal = summary_.stopped_by == "signal" ? stop_->signal() : 0;
   summary_.best_val = state_.best_val;
   if (!stop_requested()) test_evaluation();
+  summary_.time_s = time_s();
+  write_summary_json();
   EndEvent end;
   end.summary = &summary_;
   end.run_dir = run_.string();
@@ -500,6 +537,12 @@ TrainSummary TrainLoop::finish() {
   if (scaler_) end.loss_scale = scaler_->scale();
   observers_.on_end(end);
   return summary_;
+}
+
+// summary.json: the end-of-run summary the console prints, kept with the run (written whole).
+void TrainLoop::write_summary_json() {
+  if (!primary()) return;
+  write_file_atomic((run_ / "summary.json").string(), summary_json(summary_).dump(2) + "\n");
 }
 
 // With the best validated weights: the final `best` is the last state when nothing was
@@ -517,6 +560,9 @@ void TrainLoop::test_evaluation() {
                                 config_.train.batch_size, &accuracy);
   if (plan_.classes > 0) summary_.test_accuracy = accuracy;
   EvalEvent e = eval_event("test", *summary_.test_loss);
+  // The epoch the last step trained in, as the last val record has it (state_.epoch is the
+  // next epoch to train once an epoch is complete).
+  if (state_.batch_in_epoch == 0 && state_.epoch > 0) e.epoch = state_.epoch - 1;
   if (plan_.classes > 0) e.accuracy = accuracy;
   observers_.on_eval(e);
 }

@@ -64,6 +64,8 @@ class TrainLoop {
   void save_autotune_log();
   StepResult run_batch(const Batch& batch, int64_t micro);
   RunState state_at(const std::string& tag, int64_t next_epoch, int64_t next_batch);
+  void refuse_finished_run(const std::string& checkpoint) const;
+  void write_summary_json();
   double take_logged_loss();
   void hold_losses();
   double time_s() const;
@@ -113,6 +115,10 @@ class TrainLoop {
   TrainSummary summary_;
   Clock::time_point start_, log_start_, epoch_start_;
   int64_t log_samples_ = 0;
+  // Where the ETA's rate is measured from: the first optimizer step of this process (which
+  // autotunes and warms up, so it is left out); -1 until it has run.
+  int64_t eta_from_updates_ = -1;
+  double eta_from_s_ = 0;
   std::unique_ptr<BatchSource> val_capped_;  // the val split cut to train.eval_iters batches
   std::vector<float> x_, y_;      // one micro-batch outside the loader (the resume replay)
   std::vector<int64_t> x_ids_, y_ids_;

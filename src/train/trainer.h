@@ -42,7 +42,7 @@ struct TrainOptions {
 };
 
 struct TrainSummary {
-  int64_t epochs = 0, steps = 0;
+  int64_t epochs = 0, steps = 0;  // epochs completed (or begun, when stopped inside one), optimizer steps
   int64_t skipped_steps = 0;  // of `steps`, skipped by fp16 loss scaling (inf/NaN gradients)
   double best_val = 0;
   std::optional<double> test_loss;      // absent when the test split is empty (or on a signal)
@@ -52,6 +52,7 @@ struct TrainSummary {
   std::string stopped_by;
   int signal = 0;          // the signal number when stopped_by == "signal"
   double checkpoint_block_s = 0;  // time the loop spent on checkpoints (snapshots + waits)
+  double time_s = 0;              // the run's training time, over every resume
 };
 
 TrainSummary train(const Config& config, const TrainOptions& options);
