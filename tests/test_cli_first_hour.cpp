@@ -222,5 +222,17 @@ TEST(FirstHour, SmallInconsistenciesAreGone) {
   EXPECT_CONTAINS(c.out, "1 epoch of ");
 }
 
+// The char-LSTM example's text is small (~60 KB): unregularised, its validation loss turns up
+// after a couple of epochs and keeps rising. The example must regularise and stop early.
+TEST(FirstHour, CharLmExampleStopsEarlyAndUsesDropout) {
+  TempDir dir;
+  Result r = run("train " + source_dir() + "/examples/char_lm.yaml --quiet --set train.max_steps=1 --set "
+                 "train.epochs=1 --out " + (dir / "run"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string cfg = slurp(dir / "run/config.yaml");
+  EXPECT_TRUE(std::regex_search(cfg, std::regex("early_stopping:\n( +#.*\n)* +patience: [1-9]"))) << cfg;
+  EXPECT_TRUE(std::regex_search(cfg, std::regex("\n  dropout: 0\.[1-9]"))) << cfg;
+}
+
 }  // namespace
 }  // namespace seqtrain::testing
