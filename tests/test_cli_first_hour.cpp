@@ -231,7 +231,7 @@ TEST(FirstHour, CharLmExampleStopsEarlyAndUsesDropout) {
   ASSERT_EQ(r.rc, 0) << r.out;
   const std::string cfg = slurp(dir / "run/config.yaml");
   EXPECT_TRUE(std::regex_search(cfg, std::regex("early_stopping:\n( +#.*\n)* +patience: [1-9]"))) << cfg;
-  EXPECT_TRUE(std::regex_search(cfg, std::regex("\n  dropout: 0\.[1-9]"))) << cfg;
+  EXPECT_TRUE(std::regex_search(cfg, std::regex("\n  dropout: 0[.][1-9]"))) << cfg;
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "cli/commands.h"
+#include "cli/inputs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,29 +26,6 @@ namespace seqtrain {
 namespace fs = std::filesystem;
 
 namespace {
-bool windowed(const Config& config) { return config.data.source == "csv" || config.data.source == "synthetic"; }
-
-bool ends_with_text(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// An --input of the other kind (an .npy where a CSV is read, or the reverse) is named with what
-// the run reads, before its bytes are taken for the wrong format.
-void check_input_format(const std::string& input, const std::string& expected, const std::string& what) {
-  std::ifstream f(input, std::ios::binary);
-  char magic[6] = {};
-  f.read(magic, 6);
-  const bool npy = f.gcount() == 6 && std::string(magic, 6) == "\x93NUMPY";
-  ST_CHECK(!npy || expected == ".npy",
-           "--input {} is a NumPy .npy array, but this run was trained on CSV columns (data.source csv or synthetic): "
-           "give {}",
-           input, what);
-  ST_CHECK(npy || expected != ".npy" || !f.gcount(),
-           "--input {} is not a .npy array (it does not start with \\x93NUMPY), but this run was trained on npy "
-           "arrays (data.source npy): give {}",
-           input, what);
-}
-
 struct Loaded {
   Config config;
   Dataset data;

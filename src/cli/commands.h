@@ -14,6 +14,7 @@ struct TrainArgs {
 // input: a CSV (csv/synthetic runs), or an X .npy with `labels` its y .npy (npy runs).
 struct EvalArgs { std::string checkpoint, input, labels, split = "test"; };
 struct PredictArgs { std::string checkpoint, input, output; };
+struct ForecastArgs { std::string checkpoint, input, output; };
 struct DataCacheArgs {
   std::string config;
   std::vector<std::string> overrides;
@@ -31,6 +32,8 @@ struct SummaryArgs {
 int run_train(const TrainArgs& args);
 int run_eval(const EvalArgs& args);
 int run_predict(const PredictArgs& args);
+// `seqtrain forecast`: the horizon after a CSV history's last row (cli/forecast.cpp).
+int run_forecast(const ForecastArgs& args);
 // `seqtrain data cache`: builds (or finds) the pre-augmentation cache of a config's training
 // split without training. `seqtrain data info`: lists the caches of a directory.
 int run_data_cache(const DataCacheArgs& args);

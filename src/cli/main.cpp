@@ -59,6 +59,14 @@ int main(int argc, char** argv) {
                       "beside it)")
       ->required();
 
+  ForecastArgs forecast_args;
+  auto* forecast = app.add_subcommand("forecast", "Forecast the horizon after the last row of a CSV history (csv and "
+                                                  "synthetic runs), in the targets' units");
+  forecast->add_option("checkpoint", forecast_args.checkpoint, "checkpoints/<tag> directory or run directory")->required();
+  forecast->add_option("--input", forecast_args.input, "CSV history with the training columns; its last data.lookback "
+                                                       "rows are read")->required();
+  forecast->add_option("--output", forecast_args.output, "CSV to write (step, one column per target); default stdout");
+
   auto* data = app.add_subcommand("data", "Prepare and inspect training data (the pre-augmentation cache)");
   data->require_subcommand(1);
   DataCacheArgs cache_args;
@@ -96,6 +104,7 @@ int main(int argc, char** argv) {
     if (train->parsed()) return run_train(train_args);
     if (eval->parsed()) return run_eval(eval_args);
     if (predict->parsed()) return run_predict(predict_args);
+    if (forecast->parsed()) return run_forecast(forecast_args);
     if (cache->parsed()) return run_data_cache(cache_args);
     if (info->parsed()) return run_data_info(info_args);
     if (export_data->parsed()) return run_data_export(export_data_args);
