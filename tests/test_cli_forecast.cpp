@@ -71,5 +71,49 @@ TEST(Forecast, TheStepsAfterAHistoryArePredictsLastWindow) {
   EXPECT_FALSE(fs::exists(dir / "s.csv"));
 }
 
+// eval's forecast metrics (issue 33, item 2, for `eval`) are those of predict's forecasts
+// against the file's actual values, and its last-value baseline that of repeating each window's
+// last voltage, computed here from the CSVs directly.
+TEST(Forecast, EvalMetricsAndLastValueBaselineAreThoseOfTheFile) {
+  TempDir dir;
+  const std::string run = dir / "run", full = dir / "full.csv";
+  ASSERT_EQ(run_seqtrain("train " + example_config() + kSmall + " --set train.epochs=1 --quiet --out " + run).rc, 0);
+  ASSERT_EQ(run_seqtrain("data export " + example_config() + kSmall + " --out " + full).rc, 0);
+  const std::vector<std::string> rows = lines_of(slurp(full));
+  std::string text = rows[0] + "\n";
+  for (size_t i = rows.size() - 300; i < rows.size(); ++i) text += rows[i] + "\n";
+  const std::string input = write_file(dir, "tail.csv", text);
+  Result e = run_seqtrain("eval " + run + " --input " + input);
+  ASSERT_EQ(e.rc, 0) << e.out;
+  ASSERT_EQ(run_seqtrain("predict " + run + " --input " + input + " --output " + (dir / "p.csv")).rc, 0);
+  const std::vector<std::string> pred = lines_of(slurp(dir / "p.csv"));
+  std::vector<double> volt;  // column 0 of the 300 rows
+  for (size_t i = 1; i < 301; ++i) volt.push_back(numbers(lines_of(text)[i])[0]);
+  const int64_t L = 24, H = 4, windows = 300 - L - H + 1;
+  ASSERT_EQ(static_cast<int64_t>(pred.size()) - 1, windows);
+  double abs = 0, sq = 0, ape = 0, sape = 0, last_abs = 0;
+  for (int64_t k = 0; k < windows; ++k) {
+    const std::vector<double> f = numbers(pred[k + 1]);
+    for (int64_t h = 0; h < H; ++h) {
+      const double actual = volt[k + L + h], err = f[h] - actual;
+      abs += std::abs(err), sq += err * err, ape += std::abs(err / actual);
+      sape += 2 * std::abs(err) / (std::abs(actual) + std::abs(f[h]));
+      last_abs += std::abs(volt[k + L - 1] - actual);
+    }
+  }
+  const double n = static_cast<double>(windows * H);
+  double naive = 0;
+  for (size_t t = 1; t < volt.size(); ++t) naive += std::abs(volt[t] - volt[t - 1]);
+  naive /= static_cast<double>(volt.size() - 1);
+  auto near = [](double got, double want) { EXPECT_NEAR(got, want, 2e-5 * std::abs(want) + 1e-6); };
+  near(value_after(e.out, "mae"), abs / n);
+  near(value_after(e.out, "rmse"), std::sqrt(sq / n));
+  near(value_after(e.out, "mape"), 100 * ape / n);
+  near(value_after(e.out, "smape"), 100 * sape / n);
+  near(value_after(e.out, "mase"), abs / n / naive);
+  near(value_after(e.out, "baseline_last_value_mae"), last_abs / n);
+  near(value_after(e.out, "baseline_last_value_mase"), last_abs / n / naive);
+}
+
 }  // namespace
 }  // namespace seqtrain::testing

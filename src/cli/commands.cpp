@@ -15,6 +15,7 @@
 #include "io/atomic_dir.h"
 #include "train/checkpoint.h"
 #include "train/data_plan.h"
+#include "train/forecast_metrics.h"
 #include "backend/device_batch.h"
 #include "train/load_model.h"
 #include "train/resume.h"
@@ -236,29 +237,63 @@ int run_eval(const EvalArgs& a) {
   ST_CHECK(!split.empty(), "nothing to evaluate: the {} split has no window (pass --input CSV{})", a.split,
            a.split == "test" ? ", or --split val" : "");
   const double loss = evaluate(*l.model, split, l.config.train.loss, l.config.train.huber_delta, l.config.train.batch_size);
-  // MAE and RMSE in the data's original units.
+  // The errors in the data's original units, per target, beside the last-value forecast's on
+  // the same windows (when every target is also an input, so its last value is in the window).
   Backend& backend = l.model->params().backend();
   Arena arena(backend);
-  const int64_t B = l.config.train.batch_size;
+  const int64_t B = l.config.train.batch_size, T = l.data.n_targets(), H = split.horizon();
+  const int64_t L = split.lookback(), F = split.n_features();
+  std::vector<int64_t> target_in_x;
+  for (const auto& t : l.data.targets) {
+    auto it = std::find(l.data.features.begin(), l.data.features.end(), t);
+    if (it != l.data.features.end()) target_in_x.push_back(it - l.data.features.begin());
+  }
+  const bool baseline = static_cast<int64_t>(target_in_x.size()) == T;
+  std::vector<ErrorSums> model_err(T), last_err(T);
   std::vector<float> x(B * split.x_size()), y(B * split.y_size()), p(B * split.y_size());
-  double abs_sum = 0, sq_sum = 0;
-  int64_t count = 0;
   for (int64_t b = 0; b < split.size(); b += B) {
     const int64_t n = std::min(B, split.size() - b);
     split.fill_batch(b, n, x.data(), y.data());
     arena.reset();
     StepContext ctx(arena);
-    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), arena, backend);
+    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, L, F})), arena, backend);
     read_floats(backend, l.model->forward(batch, ctx), p.data());
     l.data.denormalize_targets(p.data(), n);
     l.data.denormalize_targets(y.data(), n);
-    for (int64_t i = 0; i < n * split.y_size(); ++i) {
-      const double e = p[i] - y[i];
-      abs_sum += std::abs(e);
-      sq_sum += e * e;
-      ++count;
-    }
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t col = l.data.normalizer.index_of(l.data.targets[t]);
+        const float last = baseline ? l.data.normalizer.invert(col, x[(i * L + L - 1) * F + target_in_x[t]]) : 0.f;
+        for (int64_t h = 0; h < H; ++h) {
+          const int64_t k = i * H * T + h * T + t;
+          model_err[t].add(p[k], y[k]);
+          if (baseline) last_err[t].add(last, y[k]);
+        }
+      }
   }
+  // MASE's scale: the one-step naive MAE of each target over the training rows (over the
+  // --input's rows when evaluating a new file), in the original units.
+  const Series& table = *l.data.table;
+  const RowRange train_rows = l.data.splits[0];
+  std::vector<double> scale(T);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t tc = table.column_index(l.data.targets[t]), col = l.data.normalizer.index_of(l.data.targets[t]);
+    std::vector<float> v(train_rows.end - train_rows.begin);
+    for (int64_t r = train_rows.begin; r < train_rows.end; ++r)
+      v[r - train_rows.begin] = l.data.normalizer.invert(col, table.at(r, tc));
+    scale[t] = naive_scale(v.data(), static_cast<int64_t>(v.size()), 1, 1);
+  }
+  auto pooled = [&](const std::vector<ErrorSums>& e) {
+    ErrorSums all;
+    double mase = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      all += e[t];
+      mase += metrics_of(e[t], scale[t]).mase / T;
+    }
+    ForecastMetrics m = metrics_of(all, 0);
+    m.mase = mase;  // the targets' mean: their MAEs are in different units
+    return m;
+  };
   std::string targets;
   for (const auto& t : l.data.targets) targets += (targets.empty() ? "" : ", ") + t;
   print_checkpoint(ck);
@@ -267,10 +302,25 @@ int run_eval(const EvalArgs& a) {
                 a.split.c_str());
   else
     std::printf("input: %s (every window of its rows, scaled with the run's statistics)\n", a.input.c_str());
-  std::printf("windows: %ld\n", (long)split.size());
-  std::printf("loss: %.6f (%s)\nmae: %.6f (in the units of %s; over every target and horizon step)\nrmse: %.6f (same "
-              "units)\n",
-              loss, loss_units(l.config, true).c_str(), abs_sum / count, targets.c_str(), std::sqrt(sq_sum / count));
+  const ForecastMetrics m = pooled(model_err);
+  std::printf("windows: %ld\nloss: %.6f (%s)\n", (long)split.size(), loss, loss_units(l.config, true).c_str());
+  std::printf("mae: %.6f (in the units of %s; over every target and horizon step)\nrmse: %.6f (same units)\n"
+              "mape: %.4f (percent; actual values of 0 skipped)\nsmape: %.4f (percent)\nmase: %.6f (each target's MAE "
+              "over its one-step naive MAE on the %s, averaged over targets)\n",
+              m.mae, targets.c_str(), m.rmse, m.mape, m.smape, m.mase,
+              a.input.empty() ? "training split" : "input's rows");
+  if (baseline) {
+    const ForecastMetrics lb = pooled(last_err);
+    std::printf("baseline_last_value_mae: %.6f\nbaseline_last_value_rmse: %.6f\nbaseline_last_value_mape: %.4f\n"
+                "baseline_last_value_smape: %.4f\nbaseline_last_value_mase: %.6f\n",
+                lb.mae, lb.rmse, lb.mape, lb.smape, lb.mase);
+  }
+  if (T > 1)
+    for (int64_t t = 0; t < T; ++t) {
+      const ForecastMetrics mt = metrics_of(model_err[t], scale[t]);
+      std::printf("%s: mae %.6f, rmse %.6f, mape %.4f, smape %.4f, mase %.6f\n", l.data.targets[t].c_str(), mt.mae,
+                  mt.rmse, mt.mape, mt.smape, mt.mase);
+    }
   return 0;
 }
 

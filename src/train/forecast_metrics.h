@@ -1,0 +1,29 @@
+// Forecast errors in the targets' own units, as forecasters judge a model: MAE, RMSE, MAPE,
+// sMAPE and MASE (Hyndman & Koehler 2006: the MAE over the in-sample MAE of the naive forecast
+// on the training split, lag 1, or lag m for a seasonal naive), per target and pooled over all.
+// Percentages are in percent. MAPE skips actual values of 0 (undefined there); sMAPE counts a
+// point whose actual and forecast are both 0 as 0. A metric with nothing to average is NaN.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace seqtrain {
+
+struct ErrorSums {
+  double abs = 0, sq = 0, ape = 0, sape = 0;
+  int64_t n = 0, n_ape = 0;
+  void add(double forecast, double actual);
+  ErrorSums& operator+=(const ErrorSums& o);
+};
+
+struct ForecastMetrics {
+  double mae = 0, rmse = 0, mape = 0, smape = 0, mase = 0;
+};
+// `scale`: the MASE denominator (naive_scale); <= 0 gives a NaN MASE.
+ForecastMetrics metrics_of(const ErrorSums& s, double scale);
+
+// The in-sample MAE of the lag-`lag` naive forecast over values[0, n): mean |v[t] - v[t-lag]|.
+double naive_scale(const float* values, int64_t n, int64_t stride, int64_t lag);
+
+}  // namespace seqtrain
