@@ -128,7 +128,7 @@ def main():
         if val < best:
             best, best_state = val, copy.deepcopy(model.state_dict())
     model.load_state_dict(best_state)
-    records.append({"split": "test", "step": step, "epoch": a.epochs, "loss": mean_loss(model, xte, yte, a.batch)})
+    records.append({"split": "test", "step": step, "epoch": a.epochs - 1, "loss": mean_loss(model, xte, yte, a.batch)})
     with open(a.out, "w") as f:
         for r in records:
             f.write(json.dumps(r) + "\n")
