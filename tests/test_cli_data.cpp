@@ -65,6 +65,15 @@ std::string npy_config(const TempDir& dir, const std::string& set, const std::st
                     "runtime:\n  threads: 1\n  deterministic: true\n");
 }
 
+// A CSV's header line and first data line.
+std::pair<std::string, std::string> header_and_first_row(const std::string& path) {
+  std::ifstream rows(path);
+  std::string header, first;
+  std::getline(rows, header);
+  std::getline(rows, first);
+  return {header, first};
+}
+
 std::vector<nlohmann::json> records(const std::string& run, const std::string& split) {
   std::vector<nlohmann::json> out;
   for (auto& r : read_metrics(run + "/metrics.jsonl"))
@@ -132,10 +141,7 @@ TEST(CliData, RegressionOnNpyFilesTrainsEndToEndAndSavesNumpysStatistics) {
   // A .csv output: one row per sample, y_<j> columns, the values of the .npy.
   Result csv = run_seqtrain("predict " + run + " --input " + (dir / "reg/test_x.npy") + " --output " + (dir / "p.csv"));
   ASSERT_EQ(csv.rc, 0) << csv.out;
-  std::ifstream rows(dir / "p.csv");
-  std::string header, first;
-  std::getline(rows, header);
-  std::getline(rows, first);
+  const auto [header, first] = header_and_first_row(dir / "p.csv");
   EXPECT_EQ(header, "y_0,y_1");
   EXPECT_NEAR(std::stod(first.substr(0, first.find(','))), out.at(0), 1e-5 * std::abs(out.at(0)) + 1e-6);
 }
@@ -233,10 +239,7 @@ TEST(CliData, ClassificationOnNpyLabelsTrainsWithCrossEntropyAndReportsAccuracy)
   // As CSV: label, prob_<c>, logit_<c>.
   Result c = run_seqtrain("predict " + run + " --input " + (dir / "cls/test_x.npy") + " --output " + (dir / "p.csv"));
   ASSERT_EQ(c.rc, 0) << c.out;
-  std::ifstream rows(dir / "p.csv");
-  std::string header, first;
-  std::getline(rows, header);
-  std::getline(rows, first);
+  const auto [header, first] = header_and_first_row(dir / "p.csv");
   EXPECT_EQ(header, "label,prob_0,prob_1,prob_2,logit_0,logit_1,logit_2");
   EXPECT_EQ(first.substr(0, first.find(',')), std::to_string(static_cast<int64_t>(predicted.at(0))));
   // New labelled data: the test files as --input/--labels give eval's accuracy; bad labels are named.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "backend/cpu/dnnl_context.h"
 #include "config/config.h"
@@ -50,6 +51,56 @@ Loaded load_for_inference(const CheckpointRef& ck, const std::string& input) {
   const DataShape shape{l.data.n_features(), l.config.data.lookback, l.config.data.horizon * l.data.n_targets()};
   l.model = load_model(dir, {.shape = shape}).model;
   return l;
+}
+
+// Runs the model over every window of `split` in order, a batch at a time, and hands each batch
+// to `use`: its size, the inputs (normalized, [n, lookback, features]), the targets and the
+// forecasts (both in the data's units, [n, horizon * targets]; targets null unless asked for).
+void forecast_windows(Loaded& l, const WindowDataset& split, bool with_targets,
+                      const std::function<void(int64_t n, const float* x, const float* y, const float* p)>& use) {
+  Backend& backend = l.model->params().backend();
+  Arena arena(backend);
+  const int64_t B = l.config.train.batch_size;
+  std::vector<float> x(B * split.x_size()), y(with_targets ? B * split.y_size() : 0), p(B * split.y_size());
+  for (int64_t b = 0; b < split.size(); b += B) {
+    const int64_t n = std::min(B, split.size() - b);
+    split.fill_batch(b, n, x.data(), with_targets ? y.data() : nullptr);
+    arena.reset();
+    StepContext ctx(arena);
+    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), arena, backend);
+    read_floats(backend, l.model->forward(batch, ctx), p.data());
+    l.data.denormalize_targets(p.data(), n);
+    if (with_targets) l.data.denormalize_targets(y.data(), n);
+    use(n, x.data(), with_targets ? y.data() : nullptr, p.data());
+  }
+}
+
+// MASE's scale for each target: the one-step naive MAE over the data's training rows (all the
+// rows of an --input file), in the original units.
+std::vector<double> mase_scales(const Dataset& d) {
+  const Series& table = *d.table;
+  const RowRange rows = d.splits[0];
+  std::vector<double> scale;
+  for (const std::string& target : d.targets) {
+    const int64_t tc = table.column_index(target), col = d.normalizer.index_of(target);
+    std::vector<float> v(rows.end - rows.begin);
+    for (int64_t r = rows.begin; r < rows.end; ++r) v[r - rows.begin] = d.normalizer.invert(col, table.at(r, tc));
+    scale.push_back(naive_scale(v.data(), static_cast<int64_t>(v.size()), 1, 1));
+  }
+  return scale;
+}
+
+// Every target's errors pooled; MASE as the targets' mean, since their MAEs are in different units.
+ForecastMetrics pooled(const std::vector<ErrorSums>& e, const std::vector<double>& scale) {
+  ErrorSums all;
+  double mase = 0;
+  for (size_t t = 0; t < e.size(); ++t) {
+    all += e[t];
+    mase += metrics_of(e[t], scale[t]).mase / static_cast<double>(e.size());
+  }
+  ForecastMetrics m = metrics_of(all, 0);
+  m.mase = mase;
+  return m;
 }
 }  // namespace
 
@@ -119,11 +170,13 @@ std::string loss_units(const Config& config, bool windowed_run) {
 }
 
 // Labels must be whole numbers of a class the model has; the file is named when one is not.
-void check_labels(const float* y, int64_t n, int64_t first, int64_t classes, const std::string& file) {
-  for (int64_t i = 0; i < n; ++i)
-    ST_CHECK(y[i] == std::floor(y[i]) && y[i] >= 0 && y[i] < static_cast<float>(classes),
-             "--labels {}: label {} at y[{}] is not a class of this model (0 to {}); fix the labels", file, y[i],
-             first + i, classes - 1);
+void check_labels(const NpyArray& y, int64_t classes) {
+  std::vector<float> v(static_cast<size_t>(y.count));
+  y.read_floats(0, y.count, v.data());
+  for (int64_t i = 0; i < y.count; ++i)
+    ST_CHECK(v[i] == std::floor(v[i]) && v[i] >= 0 && v[i] < static_cast<float>(classes),
+             "--labels {}: label {} at y[{}] is not a class of this model (0 to {}); fix the labels", y.path, v[i], i,
+             classes - 1);
 }
 
 // eval of an npy run on a new labelled pair (--input X.npy --labels y.npy): scaled with the
@@ -145,22 +198,16 @@ int eval_npy_input(const CheckpointRef& ck, const EvalArgs& a) {
   ST_CHECK(classes > 0 ? y_size == 1 : y_size == outputs,
            "--labels {}: {} values per sample, but this run's y has {} ({})", a.labels, y_size, classes > 0 ? 1 : outputs,
            classes > 0 ? "one class label per sample, shape [N]" : "targets of shape [N, ...] as in training");
+  if (classes > 0) check_labels(*src->y(), classes);
   ZscoreSource input(src, Normalizer::from_json(ck.state.at("normalizer")), features);
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
   const auto objective = make_objective(config.train.loss, config.train.huber_delta, classes, y_size);
-  std::vector<int64_t> labels(config.train.batch_size * y_size);
-  ObjectiveSum total;
-  Backend& backend = model->params().backend();
-  forward_batches(*model, input, steps, features, config.train.batch_size,
-                  [&](int64_t first, int64_t n, const Tensor& pred, float* y, Arena& arena) {
-                    if (classes > 0) check_labels(y, n, first, classes, a.labels);
-                    const Tensor target = objective->target(y, n, y_size, labels);
-                    total += objective->forward(pred, device_tensor(target, arena, backend));
-                  });
+  double accuracy = 0;
+  const double loss = evaluate(*model, input, steps, features, *objective, config.train.batch_size, &accuracy);
   print_checkpoint(ck);
   std::printf("input: %s with labels %s\nsamples: %ld\nloss: %.6f (%s)\n", a.input.c_str(), a.labels.c_str(),
-              (long)input.size(), total.mean(), loss_units(config, false).c_str());
-  if (classes > 0) std::printf("accuracy: %.6f\n", total.accuracy());
+              (long)input.size(), loss, loss_units(config, false).c_str());
+  if (classes > 0) std::printf("accuracy: %.6f\n", accuracy);
   return 0;
 }
 
@@ -239,61 +286,24 @@ int run_eval(const EvalArgs& a) {
   const double loss = evaluate(*l.model, split, l.config.train.loss, l.config.train.huber_delta, l.config.train.batch_size);
   // The errors in the data's original units, per target, beside the last-value forecast's on
   // the same windows (when every target is also an input, so its last value is in the window).
-  Backend& backend = l.model->params().backend();
-  Arena arena(backend);
-  const int64_t B = l.config.train.batch_size, T = l.data.n_targets(), H = split.horizon();
-  const int64_t L = split.lookback(), F = split.n_features();
-  std::vector<int64_t> target_in_x;
-  for (const auto& t : l.data.targets) {
-    auto it = std::find(l.data.features.begin(), l.data.features.end(), t);
-    if (it != l.data.features.end()) target_in_x.push_back(it - l.data.features.begin());
-  }
-  const bool baseline = static_cast<int64_t>(target_in_x.size()) == T;
+  const int64_t T = l.data.n_targets(), H = split.horizon(), L = split.lookback(), F = split.n_features();
+  const std::vector<int64_t> target_in_x = l.data.target_feature_indices();
+  const bool baseline = !target_in_x.empty();
+  std::vector<int64_t> target_col;
+  for (const auto& t : l.data.targets) target_col.push_back(l.data.normalizer.index_of(t));
   std::vector<ErrorSums> model_err(T), last_err(T);
-  std::vector<float> x(B * split.x_size()), y(B * split.y_size()), p(B * split.y_size());
-  for (int64_t b = 0; b < split.size(); b += B) {
-    const int64_t n = std::min(B, split.size() - b);
-    split.fill_batch(b, n, x.data(), y.data());
-    arena.reset();
-    StepContext ctx(arena);
-    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, L, F})), arena, backend);
-    read_floats(backend, l.model->forward(batch, ctx), p.data());
-    l.data.denormalize_targets(p.data(), n);
-    l.data.denormalize_targets(y.data(), n);
+  forecast_windows(l, split, true, [&](int64_t n, const float* x, const float* y, const float* p) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t t = 0; t < T; ++t) {
-        const int64_t col = l.data.normalizer.index_of(l.data.targets[t]);
-        const float last = baseline ? l.data.normalizer.invert(col, x[(i * L + L - 1) * F + target_in_x[t]]) : 0.f;
+        const float last = baseline ? l.data.normalizer.invert(target_col[t], x[(i * L + L - 1) * F + target_in_x[t]]) : 0.f;
         for (int64_t h = 0; h < H; ++h) {
           const int64_t k = i * H * T + h * T + t;
           model_err[t].add(p[k], y[k]);
           if (baseline) last_err[t].add(last, y[k]);
         }
       }
-  }
-  // MASE's scale: the one-step naive MAE of each target over the training rows (over the
-  // --input's rows when evaluating a new file), in the original units.
-  const Series& table = *l.data.table;
-  const RowRange train_rows = l.data.splits[0];
-  std::vector<double> scale(T);
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t tc = table.column_index(l.data.targets[t]), col = l.data.normalizer.index_of(l.data.targets[t]);
-    std::vector<float> v(train_rows.end - train_rows.begin);
-    for (int64_t r = train_rows.begin; r < train_rows.end; ++r)
-      v[r - train_rows.begin] = l.data.normalizer.invert(col, table.at(r, tc));
-    scale[t] = naive_scale(v.data(), static_cast<int64_t>(v.size()), 1, 1);
-  }
-  auto pooled = [&](const std::vector<ErrorSums>& e) {
-    ErrorSums all;
-    double mase = 0;
-    for (int64_t t = 0; t < T; ++t) {
-      all += e[t];
-      mase += metrics_of(e[t], scale[t]).mase / T;
-    }
-    ForecastMetrics m = metrics_of(all, 0);
-    m.mase = mase;  // the targets' mean: their MAEs are in different units
-    return m;
-  };
+  });
+  const std::vector<double> scale = mase_scales(l.data);
   std::string targets;
   for (const auto& t : l.data.targets) targets += (targets.empty() ? "" : ", ") + t;
   print_checkpoint(ck);
@@ -302,7 +312,7 @@ int run_eval(const EvalArgs& a) {
                 a.split.c_str());
   else
     std::printf("input: %s (every window of its rows, scaled with the run's statistics)\n", a.input.c_str());
-  const ForecastMetrics m = pooled(model_err);
+  const ForecastMetrics m = pooled(model_err, scale);
   std::printf("windows: %ld\nloss: %.6f (%s)\n", (long)split.size(), loss, loss_units(l.config, true).c_str());
   std::printf("mae: %.6f (in the units of %s; over every target and horizon step)\nrmse: %.6f (same units)\n"
               "mape: %.4f (percent; actual values of 0 skipped)\nsmape: %.4f (percent)\nmase: %.6f (each target's MAE "
@@ -310,7 +320,7 @@ int run_eval(const EvalArgs& a) {
               m.mae, targets.c_str(), m.rmse, m.mape, m.smape, m.mase,
               a.input.empty() ? "training split" : "input's rows");
   if (baseline) {
-    const ForecastMetrics lb = pooled(last_err);
+    const ForecastMetrics lb = pooled(last_err, scale);
     std::printf("baseline_last_value_mae: %.6f\nbaseline_last_value_rmse: %.6f\nbaseline_last_value_mape: %.4f\n"
                 "baseline_last_value_smape: %.4f\nbaseline_last_value_mase: %.6f\n",
                 lb.mae, lb.rmse, lb.mape, lb.smape, lb.mase);
@@ -324,6 +334,60 @@ int run_eval(const EvalArgs& a) {
   return 0;
 }
 
+using OutputFiles = std::vector<std::pair<std::string, std::string>>;  // (path, bytes)
+
+// A classifier's predict files from its logits [N, classes]: the predicted label (the largest
+// logit, the lower class on a tie) and the softmax probabilities beside them, as one CSV or as
+// OUT.npy (logits), OUT.probs.npy and OUT.labels.npy.
+OutputFiles classifier_files(const std::vector<float>& logits, int64_t N, int64_t classes, const std::string& output) {
+  std::vector<float> probs(logits.size());
+  std::vector<int64_t> label(N);
+  for (int64_t i = 0; i < N; ++i) {
+    const float* z = logits.data() + i * classes;
+    float* q = probs.data() + i * classes;
+    label[i] = std::max_element(z, z + classes) - z;
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) sum += q[c] = static_cast<float>(std::exp(double(z[c]) - z[label[i]]));
+    for (int64_t c = 0; c < classes; ++c) q[c] = static_cast<float>(q[c] / sum);
+  }
+  if (ends_with_text(output, ".csv")) {
+    std::string text = "label";
+    for (const char* col : {"prob_", "logit_"})
+      for (int64_t c = 0; c < classes; ++c) text += fmt::format(",{}{}", col, c);
+    text += "\n";
+    for (int64_t i = 0; i < N; ++i) {
+      text += std::to_string(label[i]);
+      for (const float* v : {static_cast<const float*>(probs.data()), logits.data()})
+        for (int64_t c = 0; c < classes; ++c) text += fmt::format(",{:.7g}", v[i * classes + c]);
+      text += "\n";
+    }
+    return {{output, std::move(text)}};
+  }
+  const std::string stem = output.substr(0, output.size() - 4);
+  return {{output, npy_bytes_f32({N, classes}, logits.data(), output)},
+          {stem + ".probs.npy", npy_bytes_f32({N, classes}, probs.data(), stem + ".probs.npy")},
+          {stem + ".labels.npy", npy_bytes_i64({N}, label.data(), stem + ".labels.npy")}};
+}
+
+// A regression's predict file from its outputs [N, outputs]: a CSV of y_<j> columns, or a .npy
+// of shape [N, *y_shape].
+OutputFiles regression_files(const std::vector<float>& out, int64_t N, int64_t outputs,
+                             const std::vector<int64_t>& y_shape, const std::string& output) {
+  if (!ends_with_text(output, ".csv")) {
+    std::vector<int64_t> shape{N};
+    shape.insert(shape.end(), y_shape.begin(), y_shape.end());
+    return {{output, npy_bytes_f32(shape, out.data(), output)}};
+  }
+  std::string text;
+  for (int64_t j = 0; j < outputs; ++j) text += fmt::format("{}y_{}", j ? "," : "", j);
+  text += "\n";
+  for (int64_t i = 0; i < N; ++i) {
+    for (int64_t j = 0; j < outputs; ++j) text += fmt::format("{}{:.7g}", j ? "," : "", out[i * outputs + j]);
+    text += "\n";
+  }
+  return {{output, std::move(text)}};
+}
+
 // predict of an npy run: the model's outputs for every sample of an X .npy. Regression: [N, *y's
 // per-sample shape] in y's units (npy targets are not normalized). Classification: the logits,
 // the softmax probabilities and the predicted label (the largest logit; ties to the lower
@@ -333,8 +397,7 @@ int run_eval(const EvalArgs& a) {
 // file is made in memory first, so a refusal writes nothing.
 int predict_npy(const CheckpointRef& ck, const PredictArgs& a) {
   const Config& config = ck.config;
-  const bool csv = ends_with_text(a.output, ".csv");
-  ST_CHECK(csv || ends_with_text(a.output, ".npy"),
+  ST_CHECK(ends_with_text(a.output, ".csv") || ends_with_text(a.output, ".npy"),
            "--output {}: an npy run's predictions are written as .npy arrays or a .csv; give a path ending in one",
            a.output);
   ST_CHECK(ck.state.contains("io"),
@@ -360,49 +423,9 @@ int predict_npy(const CheckpointRef& ck, const PredictArgs& a) {
                              pred.numel(), n, outputs);
                     read_floats(model->params().backend(), pred, out.data() + first * outputs);
                   });
-  std::vector<std::pair<std::string, std::string>> files;  // (path, bytes), written once all are made
-  if (classes > 0) {
-    std::vector<float> probs(out.size());
-    std::vector<int64_t> label(N);
-    for (int64_t i = 0; i < N; ++i) {
-      const float* z = out.data() + i * classes;
-      label[i] = std::max_element(z, z + classes) - z;
-      double sum = 0;
-      for (int64_t c = 0; c < classes; ++c) sum += probs[i * classes + c] = static_cast<float>(std::exp(double(z[c]) - z[label[i]]));
-      for (int64_t c = 0; c < classes; ++c) probs[i * classes + c] = static_cast<float>(probs[i * classes + c] / sum);
-    }
-    if (csv) {
-      std::string text = "label";
-      for (const char* col : {"prob_", "logit_"})
-        for (int64_t c = 0; c < classes; ++c) text += fmt::format(",{}{}", col, c);
-      text += "\n";
-      for (int64_t i = 0; i < N; ++i) {
-        text += std::to_string(label[i]);
-        for (const std::vector<float>* v : {&probs, &out})
-          for (int64_t c = 0; c < classes; ++c) text += fmt::format(",{:.7g}", (*v)[i * classes + c]);
-        text += "\n";
-      }
-      files.emplace_back(a.output, std::move(text));
-    } else {
-      const std::string stem = a.output.substr(0, a.output.size() - 4);
-      files.emplace_back(a.output, npy_bytes_f32({N, classes}, out.data(), a.output));
-      files.emplace_back(stem + ".probs.npy", npy_bytes_f32({N, classes}, probs.data(), stem + ".probs.npy"));
-      files.emplace_back(stem + ".labels.npy", npy_bytes_i64({N}, label.data(), stem + ".labels.npy"));
-    }
-  } else if (csv) {
-    std::string text;
-    for (int64_t j = 0; j < outputs; ++j) text += fmt::format("{}y_{}", j ? "," : "", j);
-    text += "\n";
-    for (int64_t i = 0; i < N; ++i) {
-      for (int64_t j = 0; j < outputs; ++j) text += fmt::format("{}{:.7g}", j ? "," : "", out[i * outputs + j]);
-      text += "\n";
-    }
-    files.emplace_back(a.output, std::move(text));
-  } else {
-    std::vector<int64_t> shape{N};
-    shape.insert(shape.end(), y_shape.begin(), y_shape.end());
-    files.emplace_back(a.output, npy_bytes_f32(shape, out.data(), a.output));
-  }
+  const std::vector<std::pair<std::string, std::string>> files =
+      classes > 0 ? classifier_files(out, N, classes, a.output)
+                  : regression_files(out, N, outputs, y_shape, a.output);  // (path, bytes), made before any is written
   std::string names;
   for (const auto& [path, bytes] : files) {
     write_file_atomic(path, bytes);
@@ -423,27 +446,16 @@ int run_predict(const PredictArgs& a) {
   check_input_format(a.input, ".csv", "a CSV with the run's columns");
   Loaded l = load_for_inference(ck, a.input);
   const WindowDataset& split = l.data.train;
-  const int64_t B = l.config.train.batch_size, H = split.horizon();
   std::string csv;
-  for (int64_t h = 0; h < H; ++h)
+  for (int64_t h = 0; h < split.horizon(); ++h)
     for (const auto& t : l.data.targets) csv += (csv.empty() ? "" : ",") + t + "_t+" + std::to_string(h + 1);
   csv += "\n";
-  Backend& backend = l.model->params().backend();
-  Arena arena(backend);
-  std::vector<float> x(B * split.x_size()), p(B * split.y_size());
-  for (int64_t b = 0; b < split.size(); b += B) {
-    const int64_t n = std::min(B, split.size() - b);
-    split.fill_batch(b, n, x.data(), nullptr);
-    arena.reset();
-    StepContext ctx(arena);
-    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), arena, backend);
-    read_floats(backend, l.model->forward(batch, ctx), p.data());
-    l.data.denormalize_targets(p.data(), n);
+  forecast_windows(l, split, false, [&](int64_t n, const float*, const float*, const float* p) {
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < split.y_size(); ++j) csv += fmt::format("{}{:.7g}", j ? "," : "", p[i * split.y_size() + j]);
       csv += "\n";
     }
-  }
+  });
   write_file_atomic(a.output, csv);
   std::printf("wrote %ld forecasts to %s\n", (long)split.size(), a.output.c_str());
   return 0;

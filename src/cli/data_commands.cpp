@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/inputs.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "data/dataset.h"
@@ -41,11 +42,11 @@ int run_data_cache(const DataCacheArgs& a) {
 // synthetic battery series becomes a file `predict --input` and `eval --input` take.
 int run_data_export(const DataExportArgs& a) {
   const Config config = load_config(a.config, a.overrides);
-  ST_CHECK(config.data.source == "csv" || config.data.source == "synthetic",
+  ST_CHECK(windowed(config),
            "{}: data export writes a windowed source (data.source csv or synthetic) as a CSV; this config reads "
            "data.source '{}', whose files ({}) are already what a run reads",
            a.config, config.data.source, config.data.source == "npy" ? "data.npy.*" : "data.path");
-  ST_CHECK(a.out.size() > 4 && a.out.substr(a.out.size() - 4) == ".csv",
+  ST_CHECK(ends_with_text(a.out, ".csv"),
            "--out {}: data export writes a CSV; give a path ending in .csv", a.out);
   const Series s = load_series(config.data);
   std::string csv;

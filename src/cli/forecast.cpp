@@ -47,7 +47,7 @@ int run_forecast(const ForecastArgs& a) {
   const Batch batch = device_batch(batch_of(Tensor(x.data(), {1, L, F})), arena, backend);
   std::vector<float> p(H * T);
   read_floats(backend, model->forward(batch, ctx), p.data());
-  for (int64_t t = 0; t < T; ++t) norm.invert(norm.index_of(targets[t]), p.data() + t, H, T);
+  norm.invert_rows(targets, p.data(), H);
   // `step` continues the history's row numbering (its rows are 0 .. N-1).
   std::string csv = "step";
   for (const auto& t : targets) csv += "," + t;

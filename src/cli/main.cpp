@@ -5,6 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include "backend/cpu/isa.h"
 #include "cli/commands.h"
@@ -13,8 +16,113 @@
 #include "core/error.h"
 #include "train/trainer.h"
 
+namespace {
+using namespace seqtrain;
+
+// A subcommand and what runs it once parsed.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+// Adds subcommand `name` of `parent`, its options added by `options` into an Args that lives as
+// long as the returned runner.
+template <typename Args>
+Command command(CLI::App& parent, const char* name, const char* help, int (*run)(const Args&),
+                const std::function<void(CLI::App&, Args&)>& options) {
+  auto args = std::make_shared<Args>();
+  CLI::App* app = parent.add_subcommand(name, help);
+  options(*app, *args);
+  return {app, [run, args] { return run(*args); }};
+}
+
+void add_training_commands(CLI::App& app, std::vector<Command>& out) {
+  out.push_back(command<TrainArgs>(app, "train", "Train a model from a YAML config", run_train, [](CLI::App& c, TrainArgs& a) {
+    c.add_option("config", a.config, "YAML config file")->check(CLI::ExistingFile);
+    c.add_option("--set", a.overrides, "Override a config key: --set train.epochs=3 (repeatable)");
+    c.add_option("--out", a.out, "Run directory (default runs/<config name>)");
+    c.add_option("--resume", a.resume,
+                 "Continue the run in this directory from its newest checkpoint (normally checkpoints/last); "
+                 "--set may change only train.epochs, train.max_steps, train.early_stopping.patience, "
+                 "runtime.threads");
+    c.add_flag("--overwrite", a.overwrite, "Replace a run already in --out");
+    c.add_option("--threads", a.threads, "Intra-op threads (default: runtime.threads, 0 = all cores)");
+    c.add_flag("--quiet", a.quiet, "Print only errors");
+  }));
+  out.push_back(command<SummaryArgs>(
+      app, "summary", "Print the data and the model a config builds (layers, output shapes, parameters) without training",
+      run_summary, [](CLI::App& c, SummaryArgs& a) {
+        c.add_option("config", a.config, "YAML config file")->required()->check(CLI::ExistingFile);
+        c.add_option("--set", a.overrides, "Override a config key (repeatable)");
+      }));
+}
+
+void add_inference_commands(CLI::App& app, std::vector<Command>& out) {
+  const char* checkpoint = "checkpoints/<tag> directory or run directory";
+  out.push_back(command<EvalArgs>(
+      app, "eval", "Evaluate a checkpoint (or a run directory's best) on its test split or a CSV", run_eval,
+      [&](CLI::App& c, EvalArgs& a) {
+        c.add_option("checkpoint", a.checkpoint, checkpoint)->required();
+        c.add_option("--input", a.input,
+                     "labelled data to evaluate on instead of the run's split: a CSV (csv/synthetic runs) or an X .npy "
+                     "(npy runs, with --labels)");
+        c.add_option("--labels", a.labels, "the y .npy of --input's X .npy (npy runs): labels [N] or targets");
+        c.add_option("--split", a.split, "the run's split to evaluate: test (default) or val")
+            ->check(CLI::IsMember({"test", "val"}));
+      }));
+  out.push_back(command<PredictArgs>(
+      app, "predict",
+      "Write de-normalized forecasts for every window of a CSV (csv runs), or the outputs for every sample of an X "
+      ".npy (npy runs)",
+      run_predict, [&](CLI::App& c, PredictArgs& a) {
+        c.add_option("checkpoint", a.checkpoint, checkpoint)->required();
+        c.add_option("--input", a.input, "input CSV with the training columns, or X .npy [N, T, F]")->required();
+        c.add_option("--output", a.output,
+                     "output .csv (csv runs: columns <target>_t+<h>; npy classifiers: label, prob_<c>, logit_<c>) or "
+                     ".npy (npy runs: outputs or logits, and for classifiers <stem>.probs.npy and <stem>.labels.npy "
+                     "beside it)")
+            ->required();
+      }));
+  out.push_back(command<ForecastArgs>(
+      app, "forecast",
+      "Forecast the horizon after the last row of a CSV history (csv and synthetic runs), in the targets' units",
+      run_forecast, [&](CLI::App& c, ForecastArgs& a) {
+        c.add_option("checkpoint", a.checkpoint, checkpoint)->required();
+        c.add_option("--input", a.input, "CSV history with the training columns; its last data.lookback rows are read")
+            ->required();
+        c.add_option("--output", a.output, "CSV to write (step, one column per target); default stdout");
+      }));
+  auto generate = std::make_shared<GenerateArgs>();
+  out.push_back({add_generate_command(app, *generate), [generate] { return run_generate(*generate); }});
+  auto exporter = std::make_shared<ExportArgs>();
+  out.push_back({add_export_command(app, *exporter), [exporter] { return run_export(*exporter); }});
+}
+
+void add_data_commands(CLI::App& app, std::vector<Command>& out) {
+  CLI::App* data = app.add_subcommand("data", "Prepare and inspect training data (the pre-augmentation cache)");
+  data->require_subcommand(1);
+  out.push_back(command<DataCacheArgs>(
+      *data, "cache", "Build the data.cache file of a config's training split without training", run_data_cache,
+      [](CLI::App& c, DataCacheArgs& a) {
+        c.add_option("config", a.config, "YAML config file (data.cache must name a directory)")
+            ->required()
+            ->check(CLI::ExistingFile);
+        c.add_option("--set", a.overrides, "Override a config key: --set data.cache=DIR (repeatable)");
+      }));
+  out.push_back(command<DataInfoArgs>(
+      *data, "info", "List the data caches of a directory: key, epochs, samples, size, created, source", run_data_info,
+      [](CLI::App& c, DataInfoArgs& a) { c.add_option("dir", a.dir, "cache directory (default: the current directory)"); }));
+  out.push_back(command<DataExportArgs>(
+      *data, "export", "Write a csv or synthetic source as the CSV its run reads", run_data_export,
+      [](CLI::App& c, DataExportArgs& a) {
+        c.add_option("config", a.config, "YAML config file")->required()->check(CLI::ExistingFile);
+        c.add_option("--out", a.out, "CSV file to write (written whole or not at all)")->required();
+        c.add_option("--set", a.overrides, "Override a config key (repeatable)");
+      }));
+}
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace seqtrain;
   route_stop_signals();  // first, before any thread starts (see its comment)
   CLI::App app{
       "seqtrain: fast, dependable training of sequence models (LSTM/GRU forecasters and classifiers, "
@@ -22,77 +130,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   bool version = false;
   app.add_flag("--version", version, "Print the version, git commit, build type, CPU kernel levels and CUDA plugin");
-
-  TrainArgs train_args;
-  auto* train = app.add_subcommand("train", "Train a model from a YAML config");
-  train->add_option("config", train_args.config, "YAML config file")->check(CLI::ExistingFile);
-  train->add_option("--set", train_args.overrides, "Override a config key: --set train.epochs=3 (repeatable)");
-  train->add_option("--out", train_args.out, "Run directory (default runs/<config name>)");
-  train->add_option("--resume", train_args.resume,
-                    "Continue the run in this directory from its newest checkpoint (normally checkpoints/last); "
-                    "--set may change only train.epochs, train.max_steps, train.early_stopping.patience, "
-                    "runtime.threads");
-  train->add_flag("--overwrite", train_args.overwrite, "Replace a run already in --out");
-  train->add_option("--threads", train_args.threads, "Intra-op threads (default: runtime.threads, 0 = all cores)");
-  train->add_flag("--quiet", train_args.quiet, "Print only errors");
-
-  EvalArgs eval_args;
-  auto* eval = app.add_subcommand("eval", "Evaluate a checkpoint (or a run directory's best) on its test split or a CSV");
-  eval->add_option("checkpoint", eval_args.checkpoint, "checkpoints/<tag> directory or run directory")->required();
-  eval->add_option("--input", eval_args.input,
-                   "labelled data to evaluate on instead of the run's split: a CSV (csv/synthetic runs) or an X .npy "
-                   "(npy runs, with --labels)");
-  eval->add_option("--labels", eval_args.labels, "the y .npy of --input's X .npy (npy runs): labels [N] or targets");
-  eval->add_option("--split", eval_args.split, "the run's split to evaluate: test (default) or val")
-      ->check(CLI::IsMember({"test", "val"}));
-
-  PredictArgs predict_args;
-  auto* predict = app.add_subcommand("predict",
-                                      "Write de-normalized forecasts for every window of a CSV (csv runs), or the "
-                                      "outputs for every sample of an X .npy (npy runs)");
-  predict->add_option("checkpoint", predict_args.checkpoint, "checkpoints/<tag> directory or run directory")->required();
-  predict->add_option("--input", predict_args.input, "input CSV with the training columns, or X .npy [N, T, F]")
-      ->required();
-  predict->add_option("--output", predict_args.output,
-                      "output .csv (csv runs: columns <target>_t+<h>; npy classifiers: label, prob_<c>, logit_<c>) or "
-                      ".npy (npy runs: outputs or logits, and for classifiers <stem>.probs.npy and <stem>.labels.npy "
-                      "beside it)")
-      ->required();
-
-  ForecastArgs forecast_args;
-  auto* forecast = app.add_subcommand("forecast", "Forecast the horizon after the last row of a CSV history (csv and "
-                                                  "synthetic runs), in the targets' units");
-  forecast->add_option("checkpoint", forecast_args.checkpoint, "checkpoints/<tag> directory or run directory")->required();
-  forecast->add_option("--input", forecast_args.input, "CSV history with the training columns; its last data.lookback "
-                                                       "rows are read")->required();
-  forecast->add_option("--output", forecast_args.output, "CSV to write (step, one column per target); default stdout");
-
-  auto* data = app.add_subcommand("data", "Prepare and inspect training data (the pre-augmentation cache)");
-  data->require_subcommand(1);
-  DataCacheArgs cache_args;
-  auto* cache = data->add_subcommand("cache", "Build the data.cache file of a config's training split without training");
-  cache->add_option("config", cache_args.config, "YAML config file (data.cache must name a directory)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  cache->add_option("--set", cache_args.overrides, "Override a config key: --set data.cache=DIR (repeatable)");
-  DataInfoArgs info_args;
-  auto* info = data->add_subcommand("info", "List the data caches of a directory: key, epochs, samples, size, created, source");
-  info->add_option("dir", info_args.dir, "cache directory (default: the current directory)");
-  DataExportArgs export_data_args;
-  auto* export_data = data->add_subcommand("export", "Write a csv or synthetic source as the CSV its run reads");
-  export_data->add_option("config", export_data_args.config, "YAML config file")->required()->check(CLI::ExistingFile);
-  export_data->add_option("--out", export_data_args.out, "CSV file to write (written whole or not at all)")->required();
-  export_data->add_option("--set", export_data_args.overrides, "Override a config key (repeatable)");
-  SummaryArgs summary_args;
-  auto* summary = app.add_subcommand("summary", "Print the data and the model a config builds (layers, output "
-                                                "shapes, parameters) without training");
-  summary->add_option("config", summary_args.config, "YAML config file")->required()->check(CLI::ExistingFile);
-  summary->add_option("--set", summary_args.overrides, "Override a config key (repeatable)");
-  GenerateArgs generate_args;
-  auto* generate = add_generate_command(app, generate_args);
-  ExportArgs export_args;
-  auto* exporter = add_export_command(app, export_args);
-
+  std::vector<Command> commands;
+  add_training_commands(app, commands);
+  add_inference_commands(app, commands);
+  add_data_commands(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -101,16 +142,8 @@ int main(int argc, char** argv) {
   try {
     active_isa();  // a bad SEQTRAIN_ISA is an error before any work starts
     if (version) return run_version();
-    if (train->parsed()) return run_train(train_args);
-    if (eval->parsed()) return run_eval(eval_args);
-    if (predict->parsed()) return run_predict(predict_args);
-    if (forecast->parsed()) return run_forecast(forecast_args);
-    if (cache->parsed()) return run_data_cache(cache_args);
-    if (info->parsed()) return run_data_info(info_args);
-    if (export_data->parsed()) return run_data_export(export_data_args);
-    if (summary->parsed()) return run_summary(summary_args);
-    if (generate->parsed()) return run_generate(generate_args);
-    if (exporter->parsed()) return run_export(export_args);
+    for (const Command& c : commands)
+      if (c.app->parsed()) return c.run();
   } catch (const Error& e) {
     std::fprintf(stderr, "seqtrain: error: %s\n", e.what());
     return 2;

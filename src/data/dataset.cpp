@@ -60,12 +60,17 @@ Series load_series(const DataConfig& d) {
 }
 
 void Dataset::denormalize_targets(float* y, int64_t batch) const {
-  const int64_t nt = n_targets();
-  for (int64_t t = 0; t < nt; ++t) {
-    int64_t col = normalizer.index_of(targets[t]);
-    // Target t of every step of every row sits every n_targets floats.
-    normalizer.invert(col, y + t, batch * train.horizon(), nt);
+  normalizer.invert_rows(targets, y, batch * train.horizon());
+}
+
+std::vector<int64_t> Dataset::target_feature_indices() const {
+  std::vector<int64_t> out;
+  for (const auto& t : targets) {
+    auto it = std::find(features.begin(), features.end(), t);
+    if (it == features.end()) return {};
+    out.push_back(it - features.begin());
   }
+  return out;
 }
 
 Dataset load_dataset(const Config& config, const Normalizer* stats) {

@@ -26,6 +26,9 @@ struct Dataset {
 
   int64_t n_features() const { return static_cast<int64_t>(features.size()); }
   int64_t n_targets() const { return static_cast<int64_t>(targets.size()); }
+  // Each target's position among the features (x's last axis), or empty when some target is no
+  // input: where a window's last observed target values are (the last-value forecast).
+  std::vector<int64_t> target_feature_indices() const;
   // Maps `batch` rows of normalized outputs laid out like y ([B, horizon * n_targets]) back
   // to the data's units, in place.
   void denormalize_targets(float* y, int64_t batch) const;

@@ -18,17 +18,16 @@ std::string shape_text(const Shape& s) {
 
 std::string cell_name(const ModelSpec& s) { return rnn_cell(s.type) == RnnCell::lstm ? "LSTM" : "GRU"; }
 
-// The layers of an RNN stack: "rnn.l<k>", each owning its layer's weights (both directions).
-void rnn_rows(const ModelSpec& s, int64_t in, Shape (*out)(int64_t width, const ModelSpec&), std::vector<LayerRow>& rows) {
+// The layers of an RNN stack over s.lookback steps: "rnn.l<k>", each owning its layer's weights
+// (both directions).
+void rnn_rows(const ModelSpec& s, int64_t in, std::vector<LayerRow>& rows) {
   const int64_t dirs = s.bidirectional ? 2 : 1;
   for (int64_t k = 0; k < s.layers; ++k) {
     const std::string kind = fmt::format("{}{} {} -> {}{}", s.bidirectional ? "bidirectional " : "", cell_name(s),
                                          k == 0 ? in : dirs * s.hidden, s.hidden, s.bidirectional ? " x 2" : "");
-    rows.push_back({fmt::format("rnn.l{}", k), kind, out(dirs * s.hidden, s), "rnn", fmt::format("_l{}", k)});
+    rows.push_back({fmt::format("rnn.l{}", k), kind, {B, s.lookback, dirs * s.hidden}, "rnn", fmt::format("_l{}", k)});
   }
 }
-
-Shape per_step(int64_t width, const ModelSpec& s) { return {B, s.lookback, width}; }
 
 bool owns(const LayerRow& r, const std::string& name) {
   if (r.prefix.empty() || name.rfind(r.prefix + ".", 0) != 0) return false;
@@ -49,7 +48,7 @@ std::string thousands(int64_t n) {
 
 std::vector<LayerRow> rnn_forecaster_layers(const ModelSpec& s) {
   std::vector<LayerRow> rows{{"input", "window", {B, s.lookback, s.input_size}}};
-  rnn_rows(s, s.input_size, per_step, rows);
+  rnn_rows(s, s.input_size, rows);
   const int64_t width = (s.bidirectional ? 2 : 1) * s.hidden;
   rows.push_back({"last step", s.dropout > 0 ? fmt::format("dropout {}", s.dropout) : "", {B, width}});
   rows.push_back({"head", fmt::format("Linear {} -> {}", width, s.output_size), {B, s.output_size}, "head"});
@@ -69,7 +68,7 @@ std::vector<LayerRow> mlp_layers(const ModelSpec& s) {
 std::vector<LayerRow> char_lm_layers(const ModelSpec& s) {
   std::vector<LayerRow> rows{
       {"embed", fmt::format("Embedding {} x {}", s.vocab_size, s.embed_size), {B, s.lookback, s.embed_size}, "embed"}};
-  rnn_rows(s, s.embed_size, per_step, rows);
+  rnn_rows(s, s.embed_size, rows);
   rows.push_back({"head", fmt::format("Linear {} -> {}", s.hidden, s.vocab_size), {B, s.lookback, s.vocab_size}, "head"});
   return rows;
 }

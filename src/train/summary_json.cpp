@@ -9,38 +9,52 @@
 namespace seqtrain {
 
 namespace {
-std::string number(double v) { return fmt::format("{:.6f}", v); }
+// One figure of the summary: its value in the file (null when the run lacks it), and how the
+// console shows it.
+struct Field {
+  std::string key;
+  nlohmann::ordered_json value;
+  int decimals = 6;          // a fractional number's digits on the console
+  bool printed = true;       // false: in summary.json only
+  std::string absent = {};   // the console's text for a null value; empty: the line is left out
+};
+
+std::vector<Field> fields(const TrainSummary& s) {
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(); };
+  const BuildInfo& b = build_info();
+  std::vector<Field> f{
+      {"stopped_by", s.stopped_by},
+      {"epochs", s.epochs},
+      {"steps", s.steps},
+      {"best_val_loss", std::isfinite(s.best_val) ? nlohmann::ordered_json(s.best_val) : nlohmann::ordered_json(), 6,
+       true, "none yet"},
+      {"test_loss", opt(s.test_loss)},
+      {"test_accuracy", opt(s.test_accuracy)},
+      {"baseline_last_value_val_mse", opt(s.baseline_val)},
+      {"skipped_steps", s.skipped_steps, 6, s.skipped_steps > 0},
+      {"time_s", s.time_s, 2},
+      {"checkpoint_block_s", s.checkpoint_block_s, 4},
+      {"seqtrain", fmt::format("{} ({})", b.version, b.commit), 6, false}};
+  if (s.stopped_by == "signal") f.push_back({"signal", s.signal, 6, false});
+  return f;
+}
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> summary_lines(const TrainSummary& s) {
-  std::vector<std::pair<std::string, std::string>> out{{"stopped_by", s.stopped_by},
-                                                       {"epochs", std::to_string(s.epochs)},
-                                                       {"steps", std::to_string(s.steps)}};
-  out.emplace_back("best_val_loss", std::isfinite(s.best_val) ? number(s.best_val) : "none yet");
-  if (s.test_loss) out.emplace_back("test_loss", number(*s.test_loss));
-  if (s.test_accuracy) out.emplace_back("test_accuracy", number(*s.test_accuracy));
-  if (s.baseline_val) out.emplace_back("baseline_last_value_val_mse", number(*s.baseline_val));
-  if (s.skipped_steps > 0) out.emplace_back("skipped_steps", std::to_string(s.skipped_steps));
-  out.emplace_back("time_s", fmt::format("{:.2f}", s.time_s));
-  out.emplace_back("checkpoint_block_s", fmt::format("{:.4f}", s.checkpoint_block_s));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Field& f : fields(s)) {
+    if (!f.printed || (f.value.is_null() && f.absent.empty())) continue;
+    if (f.value.is_null()) out.emplace_back(f.key, f.absent);
+    else if (f.value.is_number_float()) out.emplace_back(f.key, fmt::format("{:.{}f}", f.value.get<double>(), f.decimals));
+    else if (f.value.is_string()) out.emplace_back(f.key, f.value.get<std::string>());
+    else out.emplace_back(f.key, f.value.dump());
+  }
   return out;
 }
 
 nlohmann::ordered_json summary_json(const TrainSummary& s) {
-  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-  const BuildInfo& b = build_info();
-  nlohmann::ordered_json j = {{"stopped_by", s.stopped_by},
-                      {"epochs", s.epochs},
-                      {"steps", s.steps},
-                      {"best_val_loss", std::isfinite(s.best_val) ? nlohmann::json(s.best_val) : nlohmann::json()},
-                      {"test_loss", opt(s.test_loss)},
-                      {"test_accuracy", opt(s.test_accuracy)},
-                      {"baseline_last_value_val_mse", opt(s.baseline_val)},
-                      {"skipped_steps", s.skipped_steps},
-                      {"time_s", s.time_s},
-                      {"checkpoint_block_s", s.checkpoint_block_s},
-                      {"seqtrain", fmt::format("{} ({})", b.version, b.commit)}};
-  if (s.stopped_by == "signal") j["signal"] = s.signal;
+  nlohmann::ordered_json j;
+  for (const Field& f : fields(s)) j[f.key] = f.value;
   return j;
 }
 

@@ -17,12 +17,8 @@ namespace seqtrain {
 namespace fs = std::filesystem;
 
 double last_value_baseline(const Dataset& data, const WindowDataset& split) {
-  std::vector<int64_t> target_in_x;
-  for (const auto& t : data.targets) {
-    auto it = std::find(data.features.begin(), data.features.end(), t);
-    if (it == data.features.end()) return 0.0;
-    target_in_x.push_back(it - data.features.begin());
-  }
+  const std::vector<int64_t> target_in_x = data.target_feature_indices();
+  if (target_in_x.empty()) return 0.0;
   std::vector<float> x(split.x_size()), y(split.y_size());
   double sum = 0;
   int64_t count = 0;

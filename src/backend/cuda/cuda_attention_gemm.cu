@@ -209,24 +209,27 @@ __global__ void store_dqkv_kernel(AttentionCall a, AttentionGemmBuffers g, float
   }
 }
 
+// Calls launch(T{}) with T the operands' element type (uint16_t bf16 bits or float), then
+// returns the launch's error.
+template <typename Launch>
+cudaError_t by_operand_type(const AttentionCall& a, Launch&& launch) {
+  if (a.bf16)
+    launch(uint16_t{});
+  else
+    launch(float{});
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t launch_attention_gemm_pack_qkv(const AttentionCall& a, const AttentionGemmBuffers& g, cudaStream_t s) {
   const int blocks = blocks_for(a.B * a.H * a.T * g.Dp, kThreads);
-  if (a.bf16)
-    pack_qkv_kernel<uint16_t><<<blocks, kThreads, 0, s>>>(a, g);
-  else
-    pack_qkv_kernel<float><<<blocks, kThreads, 0, s>>>(a, g);
-  return cudaGetLastError();
+  return by_operand_type(a, [&](auto t) { pack_qkv_kernel<decltype(t)><<<blocks, kThreads, 0, s>>>(a, g); });
 }
 
 cudaError_t launch_attention_gemm_softmax(const AttentionCall& a, const AttentionGemmBuffers& g, cudaStream_t s) {
   const int blocks = blocks_for(a.B * a.H * a.T, kWarps);
-  if (a.bf16)
-    softmax_kernel<uint16_t><<<blocks, kThreads, 0, s>>>(a, g);
-  else
-    softmax_kernel<float><<<blocks, kThreads, 0, s>>>(a, g);
-  return cudaGetLastError();
+  return by_operand_type(a, [&](auto t) { softmax_kernel<decltype(t)><<<blocks, kThreads, 0, s>>>(a, g); });
 }
 
 cudaError_t launch_attention_gemm_store_y(const AttentionCall& a, const AttentionGemmBuffers& g, cudaStream_t s) {
@@ -237,20 +240,12 @@ cudaError_t launch_attention_gemm_store_y(const AttentionCall& a, const Attentio
 cudaError_t launch_attention_gemm_pack_dy(const AttentionCall& a, const float* dy, const AttentionGemmBuffers& g,
                                           cudaStream_t s) {
   const int blocks = blocks_for(a.B * a.H * a.T, kWarps);
-  if (a.bf16)
-    pack_dy_kernel<uint16_t><<<blocks, kThreads, 0, s>>>(a, dy, g);
-  else
-    pack_dy_kernel<float><<<blocks, kThreads, 0, s>>>(a, dy, g);
-  return cudaGetLastError();
+  return by_operand_type(a, [&](auto t) { pack_dy_kernel<decltype(t)><<<blocks, kThreads, 0, s>>>(a, dy, g); });
 }
 
 cudaError_t launch_attention_gemm_score_grads(const AttentionCall& a, const AttentionGemmBuffers& g, cudaStream_t s) {
   const int blocks = blocks_for(a.B * a.H * a.T, kWarps);
-  if (a.bf16)
-    score_grads_kernel<uint16_t><<<blocks, kThreads, 0, s>>>(a, g);
-  else
-    score_grads_kernel<float><<<blocks, kThreads, 0, s>>>(a, g);
-  return cudaGetLastError();
+  return by_operand_type(a, [&](auto t) { score_grads_kernel<decltype(t)><<<blocks, kThreads, 0, s>>>(a, g); });
 }
 
 cudaError_t launch_attention_gemm_store_dqkv(const AttentionCall& a, const AttentionGemmBuffers& g, float* dqkv,
