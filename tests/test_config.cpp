@@ -334,14 +334,17 @@ Config unusual_config() {
   c.seed = 123456789012345ull;
   c.data.source = "csv";
   c.data.path = "/tmp/a dir/with \"quotes\" and: colon #hash.csv";
-  c.data.features = {"voltage", "true", "1e3", "null", "x: y"};
+  c.data.features = {"voltage", "true", "1e3", "null", "x: y", "[odd]"};
   c.data.targets = {"voltage", "[odd]"};
   c.data.lookback = 17;
+  c.data.seasons = {12, 5};  // residual_to seasonal_naive needs the longest to fit the lookback
   c.data.split = {0.7, 0.2, 0.1};
   c.data.synthetic.noise = 0.3;
   c.model.type = "mlp";
   c.model.dropout = 0.1;
   c.model.init_from = "/ckpt/step_10";
+  c.model.residual_to = "seasonal_naive";
+  c.train.monitor = "val_smape";
   c.train.optimizer.lr = 3e-4;
   c.train.optimizer.eps = 1e-12;
   c.train.optimizer.beta2 = 0.98;
@@ -371,7 +374,7 @@ TEST(ConfigYaml, RoundTripGivesEqualConfig) {
 TEST(ConfigYaml, WritesEveryKeyOnce) {
   std::string text = to_yaml(Config{});
   const auto keys = config_keys();
-  EXPECT_EQ(keys.size(), 91u);  // 91 since runtime.device
+  EXPECT_EQ(keys.size(), 94u);  // 94 since data.seasons, model.residual_to, train.monitor
   int64_t leaf_lines = 0;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)

@@ -125,6 +125,26 @@ TEST(Export, TrainedForecasterLoadsInPyTorchWithTheSamePredictions) {
   expect_pytorch_agrees(*m.model, out);
 }
 
+// model.residual_to: the PyTorch mirror adds the same window values (seasonal, with the
+// targets not first among the inputs and the season features after them).
+TEST(Export, ResidualForecastersLoadInPyTorchWithTheSamePredictions) {
+  for (const char* type : {"gru", "mlp"}) {
+    TrainedRun trained(cli::example_config() + cli::kSmall + " --set train.epochs=1 --set model.type=" + type +
+                       " --set data.features=[current,voltage,soc] --set data.seasons=[6,10]"
+                       " --set model.residual_to=seasonal_naive");
+    TempDir dir;
+    const std::string out = dir / "exported";
+    Result r = run_seqtrain("export " + trained.run + " --out " + out);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    LoadedModel m = load_model(trained.run);
+    EXPECT_EQ(m.spec.residual_to, "seasonal_naive");
+    EXPECT_EQ(m.spec.residual_period, 10);
+    EXPECT_EQ(m.spec.residual_inputs, std::vector<int64_t>{1});
+    EXPECT_EQ(m.spec.input_size, 7) << "3 columns and the sine and cosine of 2 seasons";
+    expect_pytorch_agrees(*m.model, out);
+  }
+}
+
 TEST(Export, TrainedCharLmLoadsInPyTorchWithTheSameLogits) {
   const std::string& run = lm_run();
   TempDir dir;

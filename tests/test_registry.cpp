@@ -77,6 +77,9 @@ ModelSpec every_field_set() {
   s.bias = false;
   s.decay = "matrices";
   s.backend = "reference";
+  s.residual_to = "seasonal_naive";
+  s.residual_period = 12;
+  s.residual_inputs = {2, 0};
   return s;
 }
 

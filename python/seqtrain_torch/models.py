@@ -64,10 +64,40 @@ __all__ = ["CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_exported"
            "tied_groups"]
 
 
-class Forecaster(nn.Module):
-    """LSTM/GRU stack + linear head on the last time step's output."""
+def residual_index(lookback, period, targets, horizon):
+    """model.residual_to's selection: for output h * len(targets) + t, the window step and feature
+    whose value the baseline repeats (the same phase `period` steps back; period 1 = last value),
+    as seqtrain's ResidualBaseline (models/residual_baseline.h) picks them."""
+    steps, feats = [], []
+    for h in range(horizon):
+        for f in targets:
+            steps.append(lookback - period + h % period)
+            feats.append(f)
+    return torch.tensor(steps), torch.tensor(feats)
 
-    def __init__(self, cell, input_size, hidden, layers=1, bidirectional=False, dropout=0.0, output_size=1):
+
+class _Residual(nn.Module):
+    """Adds the window's own baseline to a forecaster's output (model.residual_to); nothing when
+    residual_to is none. No parameters: the index is a buffer outside the state dict."""
+
+    def __init__(self, residual_to="none", period=1, inputs=(), lookback=1, output_size=1):
+        super().__init__()
+        self.active = residual_to != "none"
+        if self.active:
+            steps, feats = residual_index(lookback, int(period), list(inputs), output_size // len(inputs))
+            self.register_buffer("steps", steps, persistent=False)
+            self.register_buffer("feats", feats, persistent=False)
+
+    def forward(self, x, out):
+        return out + x[:, self.steps, self.feats] if self.active else out
+
+
+class Forecaster(nn.Module):
+    """LSTM/GRU stack + linear head on the last time step's output (+ the window's baseline with
+    residual_to: last_value | seasonal_naive, then `lookback` must be given)."""
+
+    def __init__(self, cell, input_size, hidden, layers=1, bidirectional=False, dropout=0.0, output_size=1,
+                 residual_to="none", residual_period=1, residual_inputs=(), lookback=1):
         super().__init__()
         cells = {"lstm": nn.LSTM, "gru": nn.GRU}
         if cell not in cells:
@@ -78,17 +108,19 @@ class Forecaster(nn.Module):
                                dropout=dropout if layers > 1 else 0.0, bidirectional=bidirectional)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(hidden * (2 if bidirectional else 1), output_size)
+        self.residual = _Residual(residual_to, residual_period, residual_inputs, lookback, output_size)
 
     def forward(self, x):
         """x: [batch, lookback, input_size] -> [batch, output_size]."""
         out, _ = self.rnn(x)
-        return self.head(self.dropout(out[:, -1, :]))
+        return self.residual(x, self.head(self.dropout(out[:, -1, :])))
 
 
 class MLPForecaster(nn.Module):
     """Flattened window -> (Linear, ReLU, Dropout) x layers -> linear head."""
 
-    def __init__(self, input_size, lookback, hidden, layers=1, dropout=0.0, output_size=1):
+    def __init__(self, input_size, lookback, hidden, layers=1, dropout=0.0, output_size=1,
+                 residual_to="none", residual_period=1, residual_inputs=()):
         super().__init__()
         if layers < 1:
             raise ValueError(f"layers must be at least 1, got {layers}")
@@ -98,12 +130,13 @@ class MLPForecaster(nn.Module):
             mods += [nn.Linear(lookback * input_size if j == 0 else hidden, hidden), nn.ReLU(), nn.Dropout(dropout)]
         self.body = nn.Sequential(*mods)
         self.head = nn.Linear(hidden, output_size)
+        self.residual = _Residual(residual_to, residual_period, residual_inputs, lookback, output_size)
 
     def forward(self, x):
         """x: [batch, lookback, input_size] -> [batch, output_size]."""
         if tuple(x.shape[1:]) != (self.lookback, self.input_size):
             raise ValueError(f"expected input [batch, {self.lookback}, {self.input_size}], got {list(x.shape)}")
-        return self.head(self.body(x.reshape(x.shape[0], -1)))
+        return self.residual(x, self.head(self.body(x.reshape(x.shape[0], -1))))
 
 
 class CharLM(nn.Module):
@@ -139,11 +172,13 @@ def from_spec(spec):
     kind = spec.get("type", "lstm")
     common = dict(hidden=int(spec.get("hidden", 64)), layers=int(spec.get("layers", 1)),
                   dropout=float(spec.get("dropout", 0.0)), output_size=int(spec.get("output_size", 1)))
+    residual = dict(residual_to=spec.get("residual_to", "none"), residual_period=int(spec.get("residual_period", 1)),
+                    residual_inputs=[int(i) for i in spec.get("residual_inputs", [])])
     if kind in ("lstm", "gru"):
         return Forecaster(kind, int(spec.get("input_size", 1)), bidirectional=bool(spec.get("bidirectional", False)),
-                          **common)
+                          lookback=int(spec.get("lookback", 1)), **residual, **common)
     if kind == "mlp":
-        return MLPForecaster(int(spec.get("input_size", 1)), int(spec.get("lookback", 1)), **common)
+        return MLPForecaster(int(spec.get("input_size", 1)), int(spec.get("lookback", 1)), **residual, **common)
     if kind in ("char_lstm", "char_gru"):
         return CharLM(kind[5:], int(spec["vocab_size"]), int(spec.get("embed_size", 32)), common["hidden"],
                       common["layers"], common["dropout"])

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 
 #include "backend/cpu/dnnl_context.h"
 #include "config/config.h"
@@ -16,7 +17,7 @@
 #include "io/atomic_dir.h"
 #include "train/checkpoint.h"
 #include "train/data_plan.h"
-#include "train/forecast_metrics.h"
+#include "train/forecast_scorer.h"
 #include "backend/device_batch.h"
 #include "train/load_model.h"
 #include "train/resume.h"
@@ -75,33 +76,6 @@ void forecast_windows(Loaded& l, const WindowDataset& split, bool with_targets,
   }
 }
 
-// MASE's scale for each target: the one-step naive MAE over the data's training rows (all the
-// rows of an --input file), in the original units.
-std::vector<double> mase_scales(const Dataset& d) {
-  const Series& table = *d.table;
-  const RowRange rows = d.splits[0];
-  std::vector<double> scale;
-  for (const std::string& target : d.targets) {
-    const int64_t tc = table.column_index(target), col = d.normalizer.index_of(target);
-    std::vector<float> v(rows.end - rows.begin);
-    for (int64_t r = rows.begin; r < rows.end; ++r) v[r - rows.begin] = d.normalizer.invert(col, table.at(r, tc));
-    scale.push_back(naive_scale(v.data(), static_cast<int64_t>(v.size()), 1, 1));
-  }
-  return scale;
-}
-
-// Every target's errors pooled; MASE as the targets' mean, since their MAEs are in different units.
-ForecastMetrics pooled(const std::vector<ErrorSums>& e, const std::vector<double>& scale) {
-  ErrorSums all;
-  double mase = 0;
-  for (size_t t = 0; t < e.size(); ++t) {
-    all += e[t];
-    mase += metrics_of(e[t], scale[t]).mase / static_cast<double>(e.size());
-  }
-  ForecastMetrics m = metrics_of(all, 0);
-  m.mase = mase;
-  return m;
-}
 }  // namespace
 
 // `train CONFIG --resume RUN`: CONFIG is compared with the run's config like --set is; a key a
@@ -169,6 +143,45 @@ std::string loss_units(const Config& config, bool windowed_run) {
   return fmt::format("{} in the targets' units, the training loss", config.train.loss);
 }
 
+// eval's forecast lines: the model's errors in the targets' units, then each baseline's on the
+// same windows, then each target's when there are several.
+void print_forecast_report(const nlohmann::json& r, const ForecastScoring& s, const std::string& scale_rows) {
+  auto num = [](const nlohmann::json& j, const char* k) {
+    return j.contains(k) && j[k].is_number() ? j[k].get<double>() : std::nan("");
+  };
+  std::string targets;
+  for (const auto& t : s.targets) targets += (targets.empty() ? "" : ", ") + t;
+  const std::string naive = s.mase_lag > 1 ? fmt::format("lag-{} (seasonal) naive", s.mase_lag) : "one-step naive";
+  std::printf("mae: %.6f (in the units of %s; over every target and horizon step)\nrmse: %.6f (same units)\n"
+              "mape: %.4f (percent; actual values of 0 skipped)\nsmape: %.4f (percent)\n",
+              num(r, "mae"), targets.c_str(), num(r, "rmse"), num(r, "mape"), num(r, "smape"));
+  if (s.mase_scale.empty())
+    std::printf("mase: n/a (npy data has no series to scale by)\n");
+  else
+    std::printf("mase: %.6f (each target's MAE over its %s MAE on the %s, averaged over targets)\n", num(r, "mase"),
+                naive.c_str(), scale_rows.c_str());
+  if (r.contains("baseline"))
+    for (const auto& [name, b] : r["baseline"].items())
+      std::printf("baseline_%s_mae: %.6f\nbaseline_%s_rmse: %.6f\nbaseline_%s_mape: %.4f\nbaseline_%s_smape: %.4f\n"
+                  "baseline_%s_mase: %.6f\n",
+                  name.c_str(), num(b, "mae"), name.c_str(), num(b, "rmse"), name.c_str(), num(b, "mape"),
+                  name.c_str(), num(b, "smape"), name.c_str(), num(b, "mase"));
+  if (r.contains("per_target"))
+    for (const std::string& name : s.targets) {  // in the config's order
+      const nlohmann::json& m = r["per_target"][name];
+      std::printf("%s: mae %.6f, rmse %.6f, mape %.4f, smape %.4f, mase %.6f\n", name.c_str(), num(m, "mae"),
+                  num(m, "rmse"), num(m, "mape"), num(m, "smape"), num(m, "mase"));
+    }
+}
+
+// An npy regression run's scoring (y [H] or [H, targets] per sample, in its own units); none for
+// classifiers and language models.
+std::optional<ForecastScoring> npy_scoring(int64_t steps, int64_t features, int64_t classes, int64_t vocab,
+                                           const std::vector<int64_t>& y_shape) {
+  if (classes > 0 || vocab > 0 || y_shape.empty()) return std::nullopt;
+  return ForecastScoring::of_npy(steps, features, y_shape[0], y_shape.size() > 1 ? y_shape[1] : 1);
+}
+
 // Labels must be whole numbers of a class the model has; the file is named when one is not.
 void check_labels(const NpyArray& y, int64_t classes) {
   std::vector<float> v(static_cast<size_t>(y.count));
@@ -203,11 +216,19 @@ int eval_npy_input(const CheckpointRef& ck, const EvalArgs& a) {
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
   const auto objective = make_objective(config.train.loss, config.train.huber_delta, classes, y_size);
   double accuracy = 0;
-  const double loss = evaluate(*model, input, steps, features, *objective, config.train.batch_size, &accuracy);
+  const auto scoring = npy_scoring(steps, features, classes, 0, io.value("y_shape", std::vector<int64_t>{}));
+  std::optional<ForecastScorer> scorer;
+  if (scoring) scorer.emplace(*scoring);
+  const double loss = evaluate(*model, input, steps, features, *objective, config.train.batch_size, &accuracy,
+                               scorer ? EvalHook([&](int64_t n, const float* x, const float* y, const float* p) {
+                                 scorer->add(n, x, y, p);
+                               })
+                                      : EvalHook());
   print_checkpoint(ck);
   std::printf("input: %s with labels %s\nsamples: %ld\nloss: %.6f (%s)\n", a.input.c_str(), a.labels.c_str(),
               (long)input.size(), loss, loss_units(config, false).c_str());
   if (classes > 0) std::printf("accuracy: %.6f\n", accuracy);
+  if (scorer) print_forecast_report(scorer->report(), *scoring, "");
   return 0;
 }
 
@@ -252,8 +273,14 @@ int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = shape}).model;
   double accuracy = 0;
   const auto objective = make_objective(config, plan);
+  const auto scoring = npy_scoring(plan.steps, plan.features, plan.classes, plan.vocab, plan.y_shape);
+  std::optional<ForecastScorer> scorer;
+  if (scoring) scorer.emplace(*scoring);
   const double loss = evaluate(*model, *split, plan.steps, plan.features, *objective, config.train.batch_size,
-                               &accuracy);
+                               &accuracy, scorer ? EvalHook([&](int64_t n, const float* x, const float* y, const float* p) {
+                                 scorer->add(n, x, y, p);
+                               })
+                                                 : EvalHook());
   print_checkpoint(ck);
   // The training log's val records score only the first train.eval_iters batches when it is set.
   const int64_t capped = config.train.eval_iters * config.train.batch_size;
@@ -267,6 +294,7 @@ int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
               (long)split->size(), loss, loss_units(config, false).c_str());
   if (objective->has_accuracy()) std::printf("accuracy: %.6f\n", accuracy);
   if (plan.vocab > 0) std::printf("perplexity: %.6f (exp of the loss)\n", std::exp(loss));
+  if (scorer) print_forecast_report(scorer->report(), *scoring, "");
   return 0;
 }
 
@@ -283,54 +311,21 @@ int run_eval(const EvalArgs& a) {
   const WindowDataset& split = !a.input.empty() ? l.data.train : a.split == "val" ? l.data.val : l.data.test;
   ST_CHECK(!split.empty(), "nothing to evaluate: the {} split has no window (pass --input CSV{})", a.split,
            a.split == "test" ? ", or --split val" : "");
-  const double loss = evaluate(*l.model, split, l.config.train.loss, l.config.train.huber_delta, l.config.train.batch_size);
-  // The errors in the data's original units, per target, beside the last-value forecast's on
-  // the same windows (when every target is also an input, so its last value is in the window).
-  const int64_t T = l.data.n_targets(), H = split.horizon(), L = split.lookback(), F = split.n_features();
-  const std::vector<int64_t> target_in_x = l.data.target_feature_indices();
-  const bool baseline = !target_in_x.empty();
-  std::vector<int64_t> target_col;
-  for (const auto& t : l.data.targets) target_col.push_back(l.data.normalizer.index_of(t));
-  std::vector<ErrorSums> model_err(T), last_err(T);
-  forecast_windows(l, split, true, [&](int64_t n, const float* x, const float* y, const float* p) {
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t t = 0; t < T; ++t) {
-        const float last = baseline ? l.data.normalizer.invert(target_col[t], x[(i * L + L - 1) * F + target_in_x[t]]) : 0.f;
-        for (int64_t h = 0; h < H; ++h) {
-          const int64_t k = i * H * T + h * T + t;
-          model_err[t].add(p[k], y[k]);
-          if (baseline) last_err[t].add(last, y[k]);
-        }
-      }
-  });
-  const std::vector<double> scale = mase_scales(l.data);
-  std::string targets;
-  for (const auto& t : l.data.targets) targets += (targets.empty() ? "" : ", ") + t;
+  // The loss, and the errors in the data's original units beside the baselines' on the same windows.
+  const ForecastScoring scoring = ForecastScoring::of(l.data, l.config.data.seasons);
+  ForecastScorer scorer(scoring);
+  const auto objective = make_objective(l.config.train.loss, l.config.train.huber_delta, 0, split.y_size());
+  const double loss = evaluate(*l.model, WindowSource(split), split.lookback(), split.n_features(), *objective,
+                               l.config.train.batch_size, nullptr,
+                               [&](int64_t n, const float* x, const float* y, const float* p) { scorer.add(n, x, y, p); });
   print_checkpoint(ck);
   if (a.input.empty())
     std::printf("split: %s (every window of the split, as the training log's %s records)\n", a.split.c_str(),
                 a.split.c_str());
   else
     std::printf("input: %s (every window of its rows, scaled with the run's statistics)\n", a.input.c_str());
-  const ForecastMetrics m = pooled(model_err, scale);
   std::printf("windows: %ld\nloss: %.6f (%s)\n", (long)split.size(), loss, loss_units(l.config, true).c_str());
-  std::printf("mae: %.6f (in the units of %s; over every target and horizon step)\nrmse: %.6f (same units)\n"
-              "mape: %.4f (percent; actual values of 0 skipped)\nsmape: %.4f (percent)\nmase: %.6f (each target's MAE "
-              "over its one-step naive MAE on the %s, averaged over targets)\n",
-              m.mae, targets.c_str(), m.rmse, m.mape, m.smape, m.mase,
-              a.input.empty() ? "training split" : "input's rows");
-  if (baseline) {
-    const ForecastMetrics lb = pooled(last_err, scale);
-    std::printf("baseline_last_value_mae: %.6f\nbaseline_last_value_rmse: %.6f\nbaseline_last_value_mape: %.4f\n"
-                "baseline_last_value_smape: %.4f\nbaseline_last_value_mase: %.6f\n",
-                lb.mae, lb.rmse, lb.mape, lb.smape, lb.mase);
-  }
-  if (T > 1)
-    for (int64_t t = 0; t < T; ++t) {
-      const ForecastMetrics mt = metrics_of(model_err[t], scale[t]);
-      std::printf("%s: mae %.6f, rmse %.6f, mape %.4f, smape %.4f, mase %.6f\n", l.data.targets[t].c_str(), mt.mae,
-                  mt.rmse, mt.mape, mt.smape, mt.mase);
-    }
+  print_forecast_report(scorer.report(), scoring, a.input.empty() ? "training split" : "input's rows");
   return 0;
 }
 
@@ -418,7 +413,7 @@ int predict_npy(const CheckpointRef& ck, const PredictArgs& a) {
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
   std::vector<float> out(N * outputs);
   forward_batches(*model, input, steps, features, config.train.batch_size,
-                  [&](int64_t first, int64_t n, const Tensor& pred, float*, Arena&) {
+                  [&](int64_t first, int64_t n, const Tensor& pred, const float*, float*, Arena&) {
                     ST_CHECK(pred.numel() == n * outputs, "predict: the model gave {} outputs for {} samples of {}",
                              pred.numel(), n, outputs);
                     read_floats(model->params().backend(), pred, out.data() + first * outputs);

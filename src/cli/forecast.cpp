@@ -26,6 +26,7 @@ int run_forecast(const ForecastArgs& a) {
   config.data.source = "csv";
   config.data.path = fs::absolute(a.input).string();
   Series history = load_series(config.data);  // the run's features, then targets not among them
+  add_season_columns(history, config.data.seasons, nullptr);
   const int64_t L = config.data.lookback, H = config.data.horizon;
   ST_CHECK(history.rows >= L,
            "--input {}: the history has {} rows, but the model reads the last {} (data.lookback) to forecast; give "

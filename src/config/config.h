@@ -52,6 +52,10 @@ struct DataConfig {
   std::array<double, 3> split = {0.8, 0.1, 0.1};  // train/val/test fractions, see docs/DATA.md
   std::string normalize = "zscore";        // zscore | minmax | none
   std::string nan_policy = "error";        // error | drop | ffill
+  // Periods in rows (each >= 2, e.g. [48, 336] for half-hourly data with daily and weekly
+  // cycles): each adds season<m>_sin / season<m>_cos inputs (the phase of the row), and the
+  // longest is the seasonal naive's period and MASE's naive lag. Empty = none.
+  std::vector<int64_t> seasons;
   std::string vocab = "char";              // text: char | byte
   int64_t block_size = 64;                 // >= 1; text: tokens per sample (next-token targets)
   // text, training split: windows (every data.stride tokens, each once an epoch) | random
@@ -82,6 +86,9 @@ struct ModelConfig {
   std::vector<std::string> init_from_map;
   std::vector<std::string> init_from_skip;  // model tensor names or prefixes left at their init
   bool init_from_strict = true;  // every model tensor not skipped must be filled, every source tensor used
+  // none | last_value | seasonal_naive (data.seasons' longest period): lstm/gru/mlp forecasters
+  // predict the correction to that baseline's forecast, so training starts from the baseline.
+  std::string residual_to = "none";
   bool operator==(const ModelConfig&) const = default;
 };
 
@@ -131,6 +138,10 @@ struct TrainConfig {
   std::string checkpoint_every = "0";   // step checkpoints; 0 = one per epoch (as 1e)
   bool grad_checkpoint = false;   // recompute RNN layer state in backward to save activation memory
   int64_t keep_last = 3;          // >= 0; step checkpoints kept; 0 = keep all
+  // What early stopping, the best checkpoint and the plateau schedule watch: val_loss, or a
+  // forecasting run's val_mae | val_rmse | val_mape | val_smape | val_mase (lower is better), or a
+  // classifier's val_accuracy (higher is better).
+  std::string monitor = "val_loss";
   EarlyStoppingConfig early_stopping;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;

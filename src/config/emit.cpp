@@ -47,6 +47,11 @@ class Emit {
     for (size_t i = 0; i < x.size(); ++i) v += (i ? ", " : "") + quote(x[i]);
     line(key, v + "]");
   }
+  void field(const char* key, const std::vector<int64_t>& x, Range) {
+    std::string v = "[";
+    for (size_t i = 0; i < x.size(); ++i) v += (i ? ", " : "") + std::to_string(x[i]);
+    line(key, v + "]");
+  }
   void field(const char* key, const std::vector<std::string>& x, PrefixMap) { field(key, x); }
   void field(const char* key, const std::vector<std::string>& x, NameList) { field(key, x); }
   void field(const char* key, const std::array<double, 3>& x) {

@@ -50,6 +50,7 @@ using Choices = std::vector<std::string>;
 //   field(key, std::string&, PathTag)      a file path (empty allowed)
 //   field(key, std::string&, FrequencyTag) N, Nu or Ne
 //   field(key, std::vector<std::string>&)  list of column names
+//   field(key, std::vector<int64_t>&, Range)  list of distinct integers, each in the range
 //   field(key, std::array<double, 3>&)     split fractions
 //   field(key, std::vector<std::string>&, PrefixMap)  "from=to" prefix pairs
 //   field(key, std::vector<std::string>&, NameList)   tensor names or prefixes
@@ -79,6 +80,7 @@ void visit_fields(C& c, V&& v) {
   v.field("data.split", d.split);
   v.field("data.normalize", d.normalize, Choices{"zscore", "minmax", "none"});
   v.field("data.nan_policy", d.nan_policy, Choices{"error", "drop", "ffill"});
+  v.field("data.seasons", d.seasons, at_least(2));
   v.field("data.vocab", d.vocab, Choices{"char", "byte"});
   v.field("data.block_size", d.block_size, at_least(1));
   v.field("data.sampling", d.sampling, Choices{"windows", "random"});
@@ -118,6 +120,7 @@ void visit_fields(C& c, V&& v) {
   v.field("model.init_from_map", m.init_from_map, PrefixMap{});
   v.field("model.init_from_skip", m.init_from_skip, NameList{});
   v.field("model.init_from_strict", m.init_from_strict);
+  v.field("model.residual_to", m.residual_to, Choices{"none", "last_value", "seasonal_naive"});
 
   auto& t = c.train;
   v.field("train.epochs", t.epochs, at_least(1));
@@ -134,6 +137,8 @@ void visit_fields(C& c, V&& v) {
   v.field("train.checkpoint_every", t.checkpoint_every, FrequencyTag{});
   v.field("train.keep_last", t.keep_last, at_least(0));
   v.field("train.grad_checkpoint", t.grad_checkpoint);
+  v.field("train.monitor", t.monitor,
+          Choices{"val_loss", "val_mae", "val_rmse", "val_mape", "val_smape", "val_mase", "val_accuracy"});
   v.field("train.early_stopping.patience", t.early_stopping.patience, at_least(0));
   v.field("train.early_stopping.min_delta", t.early_stopping.min_delta, at_least(0));
   auto& o = t.optimizer;

@@ -4,6 +4,7 @@
 // checks at the end can point at the line the user has to change.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -217,6 +218,20 @@ class Assign {
     }
     x = std::move(out);
   }
+  void field(const char* key, std::vector<int64_t>& x, Range r) {
+    if (!match(key)) return;
+    const std::string expected = "a list of integers, each " + describe_range(r, true) + ", like [24, 168]";
+    std::vector<int64_t> out;
+    for (const auto& [text, node] : scalar_items(expected.c_str())) {
+      const auto v = parse_int64(text);
+      if (!v || !r.contains(static_cast<double>(*v)))
+        fail("{}: config key '{}' expects {}; got '{}'", item_where(node), key_, expected, text);
+      if (std::find(out.begin(), out.end(), *v) != out.end())
+        fail("{}: config key '{}' lists {} twice; list each once", item_where(node), key_, *v);
+      out.push_back(*v);
+    }
+    x = std::move(out);
+  }
   void field(const char* key, std::vector<std::string>& x, PrefixMap) {
     if (!match(key)) return;
     const char* expected = "a list of \"from=to\" tensor-name prefix pairs like [\"encoder.=rnn.\"] (or a mapping "
@@ -425,6 +440,7 @@ class Loader {
       fail("{}: config key 'train.schedule.name' is 'plateau', which watches the validation loss, but "
            "the validation split (data.split[1]) is 0; give validation a fraction or pick another schedule",
            origin("train.schedule.name"));
+    check_forecasting(c, has_val);
     const auto& m = c.model;
     if (m.init_from.empty() && (!m.init_from_map.empty() || !m.init_from_skip.empty())) {
       const char* key = m.init_from_map.empty() ? "model.init_from_skip" : "model.init_from_map";
@@ -440,6 +456,53 @@ class Loader {
   Config config;
 
  private:
+  // data.seasons, model.residual_to and train.monitor: each needs the task and data it speaks of.
+  void check_forecasting(const Config& c, bool has_val) const {
+    const auto& d = c.data;
+    const bool windowed = d.source == "csv" || d.source == "synthetic";
+    if (!d.seasons.empty() && !windowed)
+      fail("{}: config key 'data.seasons' adds phase inputs to the rows of a series; data.source {} has no rows in "
+           "time order (csv or synthetic do): remove data.seasons", origin("data.seasons"), d.source);
+    const std::string& r = c.model.residual_to;
+    if (r != "none") {
+      if (!windowed || (c.model.type != "lstm" && c.model.type != "gru" && c.model.type != "mlp"))
+        fail("{}: config key 'model.residual_to' is {}, a forecast baseline over the window's own targets: it needs "
+             "data.source csv or synthetic and model.type lstm, gru or mlp (got {} and {}); set model.residual_to: "
+             "none", origin("model.residual_to"), r, d.source, c.model.type);
+      for (const auto& t : d.targets)
+        if (!d.features.empty() && std::find(d.features.begin(), d.features.end(), t) == d.features.end())
+          fail("{}: config key 'model.residual_to' is {}, which repeats each target's last observed values, but "
+               "target '{}' is not among data.features, so the window does not hold it: add it to data.features or "
+               "set model.residual_to: none", origin("model.residual_to"), r, t);
+    }
+    if (r == "seasonal_naive") {
+      if (d.seasons.empty())
+        fail("{}: config key 'model.residual_to' is seasonal_naive, which repeats the last period of "
+             "data.seasons' longest season, but data.seasons is empty: set data.seasons (e.g. [24]) or use "
+             "residual_to: last_value", origin("model.residual_to"));
+      const int64_t m = *std::max_element(d.seasons.begin(), d.seasons.end());
+      if (m > d.lookback)
+        fail("{}: config key 'data.seasons' has a season of {} rows, longer than data.lookback ({}), so the window "
+             "holds no whole period for model.residual_to: seasonal_naive to repeat: raise data.lookback to at "
+             "least {} or use residual_to: last_value", origin("data.seasons"), m, d.lookback, m);
+    }
+    const std::string& mon = c.train.monitor;
+    if (mon == "val_loss") return;
+    if (!has_val)
+      fail("{}: config key 'train.monitor' is {}, a validation metric, but the run has no validation split; give "
+           "validation a fraction of data.split (npy: data.npy.val_x) or monitor val_loss", origin("train.monitor"),
+           mon);
+    const bool classifier = d.source == "npy" && c.train.loss == "cross_entropy";
+    const bool forecaster = windowed || (d.source == "npy" && !classifier);
+    if (mon == "val_accuracy" ? !classifier && d.source != "text" : !forecaster)
+      fail("{}: config key 'train.monitor' is {}, which a {} run does not report; it reports {}: pick one of them",
+           origin("train.monitor"), mon, d.source == "text" ? "language model" : classifier ? "classifier" : "forecasting",
+           d.source == "text" || classifier ? "val_loss, val_accuracy" : "val_loss, val_mae, val_rmse, val_mape, val_smape, val_mase");
+    if (mon == "val_mase" && !windowed)
+      fail("{}: config key 'train.monitor' is val_mase, which needs a series to scale by (csv or synthetic data); "
+           "an npy run reports val_mae, val_rmse, val_mape and val_smape", origin("train.monitor"));
+  }
+
   // data.sampling random draws windows of a token stream: text only; its epoch length key
   // means nothing to the fixed windows, so setting it without random sampling is refused.
   void check_sampling(const DataConfig& d) const {

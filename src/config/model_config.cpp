@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "backend/cuda_plugin.h"
 
 namespace seqtrain {
@@ -39,6 +41,10 @@ ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
   s.heads = c.model.heads;
   s.bias = c.model.bias;
   s.decay = c.train.optimizer.decay;
+  s.residual_to = c.model.residual_to;
+  if (s.residual_to == "seasonal_naive" && !c.data.seasons.empty())
+    s.residual_period = *std::max_element(c.data.seasons.begin(), c.data.seasons.end());
+  if (s.residual_to != "none") s.residual_inputs = shape.target_inputs;
   return refit_spec(s, shape);
 }
 

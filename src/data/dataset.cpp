@@ -1,6 +1,7 @@
 #include "data/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "config/suggest.h"
 #include "core/error.h"
@@ -59,6 +60,35 @@ Series load_series(const DataConfig& d) {
   return select_columns(all, used_columns(d.features.empty() ? all.columns : d.features, d.targets), d);
 }
 
+void add_season_columns(Series& s, const std::vector<int64_t>& seasons, std::vector<std::string>* features) {
+  if (seasons.empty()) return;
+  const int64_t old_cols = s.cols();
+  std::vector<std::string> names;
+  for (int64_t m : seasons)
+    for (const char* part : {"_sin", "_cos"}) {
+      const std::string name = "season" + std::to_string(m) + part;
+      ST_CHECK(s.column_index(name) < 0,
+               "config key 'data.seasons' adds the input column '{}', but the data already has a column of that "
+               "name: rename that column", name);
+      names.push_back(name);
+    }
+  const int64_t cols = old_cols + static_cast<int64_t>(names.size());
+  std::vector<float> values(static_cast<size_t>(s.rows * cols));
+  for (int64_t r = 0; r < s.rows; ++r) {
+    std::copy_n(s.values.begin() + r * old_cols, old_cols, values.begin() + r * cols);
+    for (size_t k = 0; k < seasons.size(); ++k) {
+      const double phase = 2 * 3.14159265358979323846 * static_cast<double>(r % seasons[k]) / seasons[k];
+      values[r * cols + old_cols + 2 * k] = static_cast<float>(std::sin(phase));
+      values[r * cols + old_cols + 2 * k + 1] = static_cast<float>(std::cos(phase));
+    }
+  }
+  s.values = std::move(values);
+  for (const auto& n : names) {
+    s.columns.push_back(n);
+    if (features) features->push_back(n);
+  }
+}
+
 void Dataset::denormalize_targets(float* y, int64_t batch) const {
   normalizer.invert_rows(targets, y, batch * train.horizon());
 }
@@ -82,6 +112,7 @@ Dataset load_dataset(const Config& config, const Normalizer* stats) {
   // among them, so the table's columns are exactly the features.
   ds.features = d.features.empty() ? series->columns : d.features;
   ds.targets = d.targets;
+  add_season_columns(*series, d.seasons, &ds.features);
   ds.splits = split_rows(series->rows, d.split);
   check_split(series->rows, ds.splits, d.split, d.lookback, d.horizon);
 

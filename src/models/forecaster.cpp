@@ -9,7 +9,8 @@ Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
       rnn_(params_, "rnn", rnn_cell(spec.type), spec.input_size, spec.hidden,
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, env)),
       drop_(spec.dropout, &params_.backend()),
-      head_(params_, "head", rnn_.output_size(), spec.output_size) {
+      head_(params_, "head", rnn_.output_size(), spec.output_size),
+      residual_(spec, params_.backend()) {
   finish_params();
 }
 
@@ -24,7 +25,9 @@ Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
   top_shape_ = top.shape;
   Tensor last = top.slice0(top.shape[0] - 1, top.shape[0]).reshape({top.shape[1], top.shape[2]});
   Tensor h = drop_.forward(last, arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));
-  return head_.forward(h, arena);
+  Tensor out = head_.forward(h, arena);
+  residual_.add_to(batch.inputs, out);
+  return out;
 }
 
 void Forecaster::backward(StepContext& ctx) {

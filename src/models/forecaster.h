@@ -1,11 +1,12 @@
 // Forecaster: RNN over the window -> output at the last time step -> dropout -> Linear to
-// horizon*targets. Mirrors python/seqtrain_torch/models.py::Forecaster (names rnn.*, head.*).
+// horizon*targets (+ the window's own baseline with model.residual_to: models/residual_baseline.h). Mirrors python/seqtrain_torch/models.py::Forecaster (names rnn.*, head.*).
 // runtime.precision (ModelEnv::precision) applies to the RNN layers only; the head stays fp32: it
 // is one [N, H*D] x [H*D, out] product a step (out = horizon*targets, a few columns), well under
 // 1% of the step, so bf16 would gain nothing there, while it would round the very values the
 // loss and the forecasts are read from (the bf16 tolerance tests compare them to fp32's).
 #pragma once
 #include "models/model.h"
+#include "models/residual_baseline.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
 #include "nn/rnn.h"
@@ -25,6 +26,7 @@ class Forecaster : public Model {
   RnnStack rnn_;
   Dropout drop_;
   Linear head_;
+  ResidualBaseline residual_;
   Shape top_shape_;  // [T, N, H*D] of the last forward
 };
 

@@ -3,7 +3,7 @@
 namespace seqtrain {
 
 MlpForecaster::MlpForecaster(const ModelSpec& spec, const ModelEnv& env)
-    : Model(spec, env), head_(params_, "head", spec.hidden, spec.output_size) {
+    : Model(spec, env), head_(params_, "head", spec.hidden, spec.output_size), residual_(spec, params_.backend()) {
   const int64_t flat = spec.lookback * spec.input_size;
   body_.reserve(spec.layers);
   for (int64_t k = 0; k < spec.layers; ++k) {
@@ -29,7 +29,9 @@ Tensor MlpForecaster::forward(const Batch& batch, StepContext& ctx) {
     h = relus_[k].forward(body_[k].forward(h, arena), arena);
     h = drops_[k].forward(h, arena, ctx.training, mix_seed(ctx.dropout_seed, k));
   }
-  return head_.forward(h, arena);
+  Tensor out = head_.forward(h, arena);
+  residual_.add_to(x, out);
+  return out;
 }
 
 void MlpForecaster::backward(StepContext& ctx) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "models/residual_baseline.h"
 #include "nn/activation.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
@@ -23,6 +24,7 @@ class MlpForecaster : public Model {
   std::vector<Dropout> drops_;
   std::vector<Activation> relus_;
   Linear head_;
+  ResidualBaseline residual_;  // model.residual_to
 };
 
 }  // namespace seqtrain

@@ -10,6 +10,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/arena.h"
 #include "core/batch.h"
@@ -50,6 +51,12 @@ struct ModelSpec {
   // runtime.backend: the device every layer of the model computes on (cpu | reference). The
   // model puts it on its ParamStore, where layers, the optimizer and clipping find it.
   std::string backend = "cpu";
+  // Window forecasters (models/residual_baseline.h): model.residual_to (none | last_value |
+  // seasonal_naive), the period it repeats (1 for last_value), and each target's feature index
+  // in x, from the data.
+  std::string residual_to = "none";
+  int64_t residual_period = 1;
+  std::vector<int64_t> residual_inputs = {};
   bool operator==(const ModelSpec&) const = default;
 };
 

@@ -184,6 +184,9 @@ void visit_spec(M& s, V&& v) {
   v("bias", s.bias);
   v("decay", s.decay);
   v("backend", s.backend);
+  v("residual_to", s.residual_to);
+  v("residual_period", s.residual_period);
+  v("residual_inputs", s.residual_inputs);
 }
 }  // namespace
 

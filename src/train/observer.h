@@ -7,6 +7,7 @@
 // on the training thread and only on the primary rank, so they must be quick and may write.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -37,7 +38,11 @@ struct EvalEvent {
   std::optional<double> lr;            // val records carry the schedule's lr
   std::optional<double> accuracy;      // classification and language models
   std::optional<double> baseline;      // windowed forecasting: the last-value MSE
-  double best = 0;                     // best val loss including this one
+  // Forecasting runs: the errors in the targets' units beside the baselines' (ForecastScorer's
+  // report); null otherwise.
+  nlohmann::json forecast;
+  std::string monitor = "val_loss";    // train.monitor
+  double best = 0;                     // its best value including this one
 };
 
 struct CheckpointEvent {

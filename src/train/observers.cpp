@@ -41,6 +41,7 @@ void MetricsObserver::on_eval(const EvalEvent& e) {
                         {"time_s", e.time_s}};
   if (e.baseline) rec["baseline_last_value"] = *e.baseline;
   if (e.accuracy) rec["accuracy"] = *e.accuracy;
+  if (e.forecast.is_object()) rec.update(e.forecast);
   log_.write(rec);
 }
 
@@ -73,9 +74,23 @@ void ConsoleObserver::on_eval(const EvalEvent& e) {
   std::string extra;
   if (e.baseline) extra = fmt::format(", last-value baseline {:.5f}", *e.baseline);
   std::string acc = e.accuracy ? fmt::format(", accuracy {:.4f}", *e.accuracy) : std::string();
+  // The forecast's MAE in the targets' units beside the baselines', the bar it must clear.
+  std::string mae;
+  if (e.forecast.is_object() && e.forecast.value("mae", nlohmann::json()).is_number()) {
+    mae = fmt::format(", mae {:.5g}", e.forecast["mae"].get<double>());
+    std::string bars;
+    if (e.forecast.contains("baseline"))
+      for (const auto& [name, b] : e.forecast["baseline"].items())
+        if (b.value("mae", nlohmann::json()).is_number())
+          bars += fmt::format("{}{} {:.5g}", bars.empty() ? "" : ", ", name == "last_value" ? "last value" : "seasonal naive",
+                              b["mae"].get<double>());
+    if (!bars.empty()) mae += " (" + bars + ")";
+  }
+  const std::string best = e.monitor == "val_loss" ? fmt::format("best {:.5f}", e.best)
+                                                  : fmt::format("best {} {:.5g}", e.monitor, e.best);
   // With the step: a validation counted in updates falls inside an epoch, before its "trained in".
-  std::fprintf(stderr, "epoch %ld step %ld val loss %.5f (best %.5f%s)%s\n", (long)e.epoch, (long)e.updates, e.loss,
-               e.best, extra.c_str(), acc.c_str());
+  std::fprintf(stderr, "epoch %ld step %ld val loss %.5f (%s%s)%s%s\n", (long)e.epoch, (long)e.updates, e.loss,
+               best.c_str(), extra.c_str(), acc.c_str(), mae.c_str());
 }
 
 void ConsoleObserver::on_end(const EndEvent& e) {

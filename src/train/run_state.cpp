@@ -21,6 +21,7 @@ void visit_state(S& s, V&& v) {
   v("updates", s.updates, required);
   v("bad_validations", s.bad_validations, required);
   v("best_val", s.best_val, required);  // null while nothing was validated
+  v("best_val_loss", s.best_val_loss, optional);  // absent before train.monitor: best_val was the loss
   v("seed", s.seed, optional);
   v("threads", s.threads, optional);
   v("cpu_isa", s.cpu_isa, optional);
@@ -82,6 +83,7 @@ RunState RunState::from_json(const nlohmann::json& j) {
   RunState s;
   s.metrics_bytes = -1;  // absent in old checkpoints: the metrics log is then not cut
   visit_state(s, Reader{j});
+  if (!j.contains("best_val_loss")) s.best_val_loss = s.best_val;  // written before train.monitor
   return s;
 }
 

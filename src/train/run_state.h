@@ -20,7 +20,10 @@ struct RunState {
   int64_t micro_steps = 0;  // micro-batches run (a partial accumulation is replayed on resume)
   int64_t updates = 0;      // optimizer steps taken, skipped fp16 steps included
   int64_t bad_validations = 0;
+  // The best value of train.monitor so far, signed so that lower is better (val_accuracy is
+  // stored negated), and the validation loss of that same validation.
   double best_val = std::numeric_limits<double>::infinity();
+  double best_val_loss = std::numeric_limits<double>::infinity();
   double time_s = 0;
   // Train losses taken from the step but not yet logged, so a log record spanning a resume
   // still averages every batch.

@@ -36,6 +36,23 @@ std::vector<Field> fields(const TrainSummary& s) {
       {"checkpoint_block_s", s.checkpoint_block_s, 4},
       {"seqtrain", fmt::format("{} ({})", b.version, b.commit), 6, false}};
   if (s.stopped_by == "signal") f.push_back({"signal", s.signal, 6, false});
+  if (s.monitor != "val_loss") {  // after best_val_loss: what the best checkpoint was chosen by
+    auto at = f.begin() + 4;
+    at = f.insert(at, {"monitor", s.monitor});
+    f.insert(at + 1, {"best_" + s.monitor, opt(s.best_monitored), 6, true, "none yet"});
+  }
+  // A forecasting run's test errors in the targets' units, beside the baselines' on the same windows.
+  const nlohmann::json& t = s.test_forecast;
+  auto num = [](const nlohmann::json& j, const char* k) {
+    return j.is_object() && j.contains(k) && j[k].is_number() ? nlohmann::ordered_json(j[k].get<double>())
+                                                              : nlohmann::ordered_json();
+  };
+  if (t.is_object()) {
+    for (const char* k : {"mae", "rmse", "mase"}) f.push_back({fmt::format("test_{}", k), num(t, k)});
+    if (t.contains("baseline"))
+      for (const auto& [name, b] : t["baseline"].items())
+        for (const char* k : {"mae", "mase"}) f.push_back({fmt::format("baseline_{}_test_{}", name, k), num(b, k)});
+  }
   return f;
 }
 }  // namespace

@@ -189,7 +189,13 @@ void TrainLoop::resume_or_start() {
   x_.resize(config_.train.batch_size * feed_.source->x_size());
   y_.resize(config_.train.batch_size * feed_.source->y_size());
   if (resuming_) replay_partial_accumulation();
-  if (plan_.windows) summary_.baseline_val = last_value_baseline(*plan_.windows, plan_.windows->val);
+  if (plan_.windows) {
+    summary_.baseline_val = last_value_baseline(*plan_.windows, plan_.windows->val);
+    scoring_ = ForecastScoring::of(*plan_.windows, config_.data.seasons);
+  } else if (plan_.classes == 0 && plan_.vocab == 0 && !plan_.y_shape.empty()) {
+    scoring_ = ForecastScoring::of_npy(plan_.steps, plan_.features, plan_.y_shape[0],
+                                       plan_.y_shape.size() > 1 ? plan_.y_shape[1] : 1);
+  }
   start_ = log_start_ = Clock::now();
 }
 
@@ -420,21 +426,47 @@ EvalEvent TrainLoop::eval_event(const std::string& split, double loss) const {
   return e;
 }
 
+// The objective's mean loss over `split` and, for a forecasting run, its scored forecasts.
+double TrainLoop::evaluate_split(const BatchSource& split, double* accuracy, nlohmann::json* forecast) {
+  std::optional<ForecastScorer> scorer;
+  if (scoring_) scorer.emplace(*scoring_);
+  const double loss = evaluate(*model_, split, plan_.steps, plan_.features, *objective_, config_.train.batch_size,
+                               accuracy, scorer ? EvalHook([&](int64_t n, const float* x, const float* y, const float* p) {
+                                 scorer->add(n, x, y, p);
+                               })
+                                                : EvalHook());
+  if (scorer) *forecast = scorer->report();
+  return loss;
+}
+
+double TrainLoop::monitored(double loss, double accuracy, const nlohmann::json& forecast) const {
+  const std::string& m = config_.train.monitor;
+  if (m == "val_loss") return loss;
+  if (m == "val_accuracy") return -accuracy;
+  return report_metric(forecast, m.substr(4));  // "val_mae" -> "mae"; NaN (never an improvement) when absent
+}
+
 void TrainLoop::validate() {
   if (!plan_.val) return;
   double accuracy = 0;
-  const double val = evaluate(*model_, val_capped_ ? *val_capped_ : *plan_.val, plan_.steps, plan_.features,
-                              *objective_, config_.train.batch_size, &accuracy);
+  nlohmann::json forecast;
+  const double val = evaluate_split(val_capped_ ? *val_capped_ : *plan_.val, &accuracy, &forecast);
+  const double watched = monitored(val, accuracy, forecast);
+  const auto& es = config_.train.early_stopping;
+  const bool improved = watched < state_.best_val - es.min_delta;  // false for NaN
   EvalEvent e = eval_event("val", val);
   e.lr = schedule_->lr(step_->updates());
   if (plan_.classes > 0) e.accuracy = accuracy;
   e.baseline = summary_.baseline_val;  // windowed forecasting only
-  e.best = std::isfinite(state_.best_val) ? std::min(state_.best_val, val) : val;
+  e.forecast = forecast;
+  e.monitor = config_.train.monitor;
+  const double best = improved || !std::isfinite(state_.best_val) ? watched : state_.best_val;
+  e.best = config_.train.monitor == "val_accuracy" ? -best : best;
   observers_.on_eval(e);
-  schedule_->observe(val);
-  const auto& es = config_.train.early_stopping;
-  if (val < state_.best_val - es.min_delta) {
-    state_.best_val = val;
+  schedule_->observe(watched);
+  if (improved) {
+    state_.best_val = watched;
+    state_.best_val_loss = val;
     state_.bad_validations = 0;
     checkpoint("best", state_.epoch, state_.batch_in_epoch, false);
   } else if (++state_.bad_validations >= es.patience && es.patience > 0 && summary_.stopped_by == "epochs") {
@@ -526,7 +558,10 @@ TrainSummary TrainLoop::finish() {
   summary_.steps = step_->updates();
   summary_.skipped_steps = scaler_ ? scaler_->skipped_total() : 0;
   summary_.signal = summary_.stopped_by == "signal" ? stop_->signal() : 0;
-  summary_.best_val = state_.best_val;
+  summary_.best_val = state_.best_val_loss;
+  summary_.monitor = config_.train.monitor;
+  if (std::isfinite(state_.best_val))
+    summary_.best_monitored = config_.train.monitor == "val_accuracy" ? -state_.best_val : state_.best_val;
   if (!stop_requested()) test_evaluation();
   summary_.time_s = time_s();
   write_summary_json();
@@ -556,10 +591,13 @@ void TrainLoop::test_evaluation() {
   load_checkpoint((ckpt_dir_ / "best").string(), model_->params());
   if (!plan_.test) return;
   double accuracy = 0;
-  summary_.test_loss = evaluate(*model_, *plan_.test, plan_.steps, plan_.features, *objective_,
-                                config_.train.batch_size, &accuracy);
+  nlohmann::json forecast;
+  summary_.test_loss = evaluate_split(*plan_.test, &accuracy, &forecast);
   if (plan_.classes > 0) summary_.test_accuracy = accuracy;
+  summary_.test_forecast = forecast;
   EvalEvent e = eval_event("test", *summary_.test_loss);
+  e.forecast = forecast;
+  e.monitor = config_.train.monitor;
   // The epoch the last step trained in, as the last val record has it (state_.epoch is the
   // next epoch to train once an epoch is complete).
   if (state_.batch_in_epoch == 0 && state_.epoch > 0) e.epoch = state_.epoch - 1;

