@@ -338,6 +338,8 @@ Config unusual_config() {
   c.data.targets = {"voltage", "[odd]"};
   c.data.lookback = 17;
   c.data.seasons = {12, 5};  // residual_to seasonal_naive needs the longest to fit the lookback
+  c.data.time_column = "when: utc";
+  c.data.calendar = {"hour", "doy"};
   c.data.split = {0.7, 0.2, 0.1};
   c.data.synthetic.noise = 0.3;
   c.model.type = "mlp";
@@ -374,7 +376,7 @@ TEST(ConfigYaml, RoundTripGivesEqualConfig) {
 TEST(ConfigYaml, WritesEveryKeyOnce) {
   std::string text = to_yaml(Config{});
   const auto keys = config_keys();
-  EXPECT_EQ(keys.size(), 94u);  // 94 since data.seasons, model.residual_to, train.monitor
+  EXPECT_EQ(keys.size(), 96u);  // 96 since data.seasons, time_column, calendar, model.residual_to, train.monitor
   int64_t leaf_lines = 0;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)

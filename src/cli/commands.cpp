@@ -441,12 +441,20 @@ int run_predict(const PredictArgs& a) {
   check_input_format(a.input, ".csv", "a CSV with the run's columns");
   Loaded l = load_for_inference(ck, a.input);
   const WindowDataset& split = l.data.train;
-  std::string csv;
+  // With data.time_column each row starts with the time of the window's last observed row (the
+  // forecast's origin); step h is then h steps after it.
+  const Series& table = *l.data.table;
+  const bool timed = !table.times.empty();
+  std::string csv = timed ? l.config.data.time_column : "";
   for (int64_t h = 0; h < split.horizon(); ++h)
     for (const auto& t : l.data.targets) csv += (csv.empty() ? "" : ",") + t + "_t+" + std::to_string(h + 1);
   csv += "\n";
+  int64_t window = 0;
   forecast_windows(l, split, false, [&](int64_t n, const float*, const float*, const float* p) {
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < n; ++i, ++window) {
+      if (timed)
+        csv += format_timestamp(table.times[split.rows().begin + window * split.stride() + split.lookback() - 1],
+                                table.time_kind) + ",";
       for (int64_t j = 0; j < split.y_size(); ++j) csv += fmt::format("{}{:.7g}", j ? "," : "", p[i * split.y_size() + j]);
       csv += "\n";
     }

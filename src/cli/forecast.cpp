@@ -26,7 +26,7 @@ int run_forecast(const ForecastArgs& a) {
   config.data.source = "csv";
   config.data.path = fs::absolute(a.input).string();
   Series history = load_series(config.data);  // the run's features, then targets not among them
-  add_season_columns(history, config.data.seasons, nullptr);
+  add_time_features(history, config.data, nullptr);
   const int64_t L = config.data.lookback, H = config.data.horizon;
   ST_CHECK(history.rows >= L,
            "--input {}: the history has {} rows, but the model reads the last {} (data.lookback) to forecast; give "
@@ -49,12 +49,16 @@ int run_forecast(const ForecastArgs& a) {
   std::vector<float> p(H * T);
   read_floats(backend, model->forward(batch, ctx), p.data());
   norm.invert_rows(targets, p.data(), H);
-  // `step` continues the history's row numbering (its rows are 0 .. N-1).
-  std::string csv = "step";
+  // The future steps' times (data.time_column: the last time plus whole steps of the history's
+  // spacing), else `step`, which continues the history's row numbering (its rows are 0 .. N-1).
+  const bool timed = !history.times.empty();
+  const int64_t spacing = timed ? time_step(history.times) : 1;
+  std::string csv = timed ? config.data.time_column : "step";
   for (const auto& t : targets) csv += "," + t;
   csv += "\n";
   for (int64_t h = 0; h < H; ++h) {
-    csv += std::to_string(history.rows + h);
+    csv += timed ? format_timestamp(history.times.back() + (h + 1) * spacing, history.time_kind)
+                 : std::to_string(history.rows + h);
     for (int64_t t = 0; t < T; ++t) csv += fmt::format(",{:.7g}", p[h * T + t]);
     csv += "\n";
   }

@@ -56,6 +56,13 @@ struct DataConfig {
   // cycles): each adds season<m>_sin / season<m>_cos inputs (the phase of the row), and the
   // longest is the seasonal naive's period and MASE's naive lag. Empty = none.
   std::vector<int64_t> seasons;
+  // csv: the column holding each row's time (dates, date-times or numbers: data/timestamps.h);
+  // it is no input. It phases data.seasons by time (the same in every file), drives
+  // data.calendar, and `forecast` writes the future steps' times. Empty = none.
+  std::string time_column;
+  // Calendar inputs from data.time_column: any of minute, hour, dow, dom, month, doy, each as the
+  // sine and cosine of its phase (cal_<part>_sin / _cos).
+  std::vector<std::string> calendar;
   std::string vocab = "char";              // text: char | byte
   int64_t block_size = 64;                 // >= 1; text: tokens per sample (next-token targets)
   // text, training split: windows (every data.stride tokens, each once an epoch) | random

@@ -40,6 +40,7 @@ class Emit {
   void field(const char* key, const bool& x) { line(key, x ? "true" : "false"); }
   void field(const char* key, const std::string& x, Choices) { line(key, x); }  // choices are plain words
   void field(const char* key, const std::string& x, PathTag) { line(key, quote(x)); }
+  void field(const char* key, const std::string& x, ColumnTag) { line(key, quote(x)); }
   void field(const char* key, const std::string& x, CountOrAuto) { line(key, x); }
   void field(const char* key, const std::string& x, FrequencyTag) { line(key, x); }
   void field(const char* key, const std::vector<std::string>& x) {

@@ -48,6 +48,7 @@ using Choices = std::vector<std::string>;
 //   field(key, bool&)                      true/false
 //   field(key, std::string&, Choices)      one of a fixed set of words
 //   field(key, std::string&, PathTag)      a file path (empty allowed)
+//   field(key, std::string&, ColumnTag)    one column name (empty allowed)
 //   field(key, std::string&, FrequencyTag) N, Nu or Ne
 //   field(key, std::vector<std::string>&)  list of column names
 //   field(key, std::vector<int64_t>&, Range)  list of distinct integers, each in the range
@@ -55,6 +56,8 @@ using Choices = std::vector<std::string>;
 //   field(key, std::vector<std::string>&, PrefixMap)  "from=to" prefix pairs
 //   field(key, std::vector<std::string>&, NameList)   tensor names or prefixes
 struct PathTag {};
+// One column name (data.time_column); empty allowed.
+struct ColumnTag {};
 // A count that may also be the word auto (data.workers): kept as text, validated on load.
 struct CountOrAuto {};
 // How often, in updates or epochs (config/frequency.h): kept as text, validated on load.
@@ -81,6 +84,8 @@ void visit_fields(C& c, V&& v) {
   v.field("data.normalize", d.normalize, Choices{"zscore", "minmax", "none"});
   v.field("data.nan_policy", d.nan_policy, Choices{"error", "drop", "ffill"});
   v.field("data.seasons", d.seasons, at_least(2));
+  v.field("data.time_column", d.time_column, ColumnTag{});
+  v.field("data.calendar", d.calendar);
   v.field("data.vocab", d.vocab, Choices{"char", "byte"});
   v.field("data.block_size", d.block_size, at_least(1));
   v.field("data.sampling", d.sampling, Choices{"windows", "random"});

@@ -19,6 +19,7 @@
 #include "config/frequency.h"
 #include "config/scalar.h"
 #include "config/suggest.h"
+#include "data/timestamps.h"
 #include "backend/cuda_plugin.h"
 #include "core/error.h"
 #include "config/model_config.h"
@@ -192,6 +193,10 @@ class Assign {
     std::string v = scalar("a file path");
     // Stored absolute so a resolved config.yaml in a run directory means the same file.
     x = v.empty() ? v : (fs::path(v).is_absolute() ? fs::path(v) : fs::absolute(base_dir_ / v)).lexically_normal().string();
+  }
+  void field(const char* key, std::string& x, ColumnTag) {
+    if (!match(key)) return;
+    x = node_.IsNull() ? std::string() : scalar("a column name");
   }
   void field(const char* key, std::vector<std::string>& x) {
     if (!match(key)) return;
@@ -460,6 +465,24 @@ class Loader {
   void check_forecasting(const Config& c, bool has_val) const {
     const auto& d = c.data;
     const bool windowed = d.source == "csv" || d.source == "synthetic";
+    if (!d.time_column.empty()) {
+      if (d.source != "csv")
+        fail("{}: config key 'data.time_column' names a column of a CSV file, but data.source is {}: set data.source: "
+             "csv or remove data.time_column", origin("data.time_column"), d.source);
+      for (const auto* list : {&d.features, &d.targets})
+        if (std::find(list->begin(), list->end(), d.time_column) != list->end())
+          fail("{}: config key 'data.time_column' is '{}', which is also in data.{}: the time column is no input "
+               "or target; use data.seasons / data.calendar for what time says", origin("data.time_column"),
+               d.time_column, list == &d.features ? "features" : "targets");
+    }
+    for (const std::string& part : d.calendar) {
+      if (std::find(calendar_parts().begin(), calendar_parts().end(), part) == calendar_parts().end())
+        fail("{}: config key 'data.calendar' has '{}'{}, which is no calendar part; use {}", origin("data.calendar"),
+             part, did_you_mean(part, calendar_parts()), quoted_list(calendar_parts()));
+      if (d.time_column.empty())
+        fail("{}: config key 'data.calendar' derives inputs from each row's time, but data.time_column is empty: "
+             "name the CSV's time column in data.time_column", origin("data.calendar"));
+    }
     if (!d.seasons.empty() && !windowed)
       fail("{}: config key 'data.seasons' adds phase inputs to the rows of a series; data.source {} has no rows in "
            "time order (csv or synthetic do): remove data.seasons", origin("data.seasons"), d.source);

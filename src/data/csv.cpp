@@ -133,9 +133,29 @@ bool parse_row(const std::vector<Cell>& cells, const std::vector<size_t>& picks,
   return true;
 }
 
+// The time cell of a kept row, checked against the rows before it.
+void add_time(const Cell& cell, const std::string& column, Series& s, const std::string& path, int64_t line_no) {
+  const std::optional<Timestamp> t = parse_timestamp(cell.text);
+  if (!t)
+    fail("{}:{}:{}: cell '{}' of the time column '{}' (data.time_column) is not a timestamp; write dates as "
+         "2024-03-05 or 20240305, times as 2024-03-05 13:30[:00], or plain numbers",
+         path, line_no, cell.column, cell.text, column);
+  if (s.times.empty()) s.time_kind = t->kind;
+  if (t->kind != s.time_kind)
+    fail("{}:{}:{}: cell '{}' of the time column '{}' (data.time_column) is written differently from the rows "
+         "above ({}); write every time in one form", path, line_no, cell.column, cell.text, column,
+         format_timestamp(s.times.front(), s.time_kind));
+  if (!s.times.empty() && t->seconds <= s.times.back())
+    fail("{}:{}:{}: the time column '{}' (data.time_column) does not increase: '{}' comes after {}; sort the rows "
+         "by time and remove repeated times", path, line_no, cell.column, column, cell.text,
+         format_timestamp(s.times.back(), s.time_kind));
+  s.times.push_back(t->seconds);
+}
+
 }  // namespace
 
-Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy) {
+Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy,
+                const std::string& time_column) {
   ST_CHECK(nan_policy == "error" || nan_policy == "drop" || nan_policy == "ffill",
            "read_csv: nan_policy must be error, drop or ffill, got '{}'", nan_policy);
   std::istringstream lines(read_text(path));
@@ -153,7 +173,20 @@ Series read_csv(const std::string& path, const std::vector<std::string>& columns
     fail("{}: the file is empty; a CSV needs a header row naming the columns, then one row per time step", path);
   const std::vector<Cell> header = split_line(line, path, line_no);
   Series s;
-  const std::vector<size_t> picks = pick_columns(header, columns, path, line_no);
+  // Every column when none are named, except the time column, which is no feature.
+  std::vector<std::string> wanted = columns;
+  size_t time_at = header.size();
+  for (size_t k = 0; k < header.size(); ++k) {
+    if (!time_column.empty() && header[k].text == time_column) time_at = k;
+    else if (columns.empty()) wanted.push_back(header[k].text);
+  }
+  if (!time_column.empty() && time_at == header.size()) {
+    std::vector<std::string> names;
+    for (const auto& c : header) names.push_back(c.text);
+    fail("{}: no column named '{}' (config key data.time_column){}; the header has {}. Fix data.time_column or the "
+         "header", path, time_column, did_you_mean(time_column, names), quoted_list(names));
+  }
+  const std::vector<size_t> picks = pick_columns(header, wanted, path, line_no);
   for (size_t k : picks) s.columns.push_back(header[k].text);
   std::vector<float> row(picks.size());
   while (next_line()) {
@@ -162,6 +195,7 @@ Series read_csv(const std::string& path, const std::vector<std::string>& columns
       fail("{}:{}: expected {} cells like the header, got {}; every row needs one value per column", path,
            line_no, header.size(), cells.size());
     if (!parse_row(cells, picks, s, nan_policy, path, line_no, row)) continue;
+    if (!time_column.empty()) add_time(cells[time_at], time_column, s, path, line_no);
     s.values.insert(s.values.end(), row.begin(), row.end());
     ++s.rows;
   }

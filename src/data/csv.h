@@ -14,6 +14,10 @@ namespace seqtrain {
 // (repeat the previous kept row's value; fails on the first data row). Cells may be quoted
 // with '"'; spaces around cells are ignored; blank lines are skipped; "\r\n" endings are fine.
 // Throws Error naming file:line[:col] for ragged rows, non-numeric cells and missing columns.
-Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy);
+// time_column (data.time_column), when not empty: that column's cells parsed as timestamps into
+// Series::times (one per kept row), which must increase strictly, all of one kind; the column
+// need not be among `columns`.
+Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy,
+                const std::string& time_column = "");
 
 }  // namespace seqtrain

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "config/suggest.h"
 #include "core/error.h"
@@ -24,6 +25,8 @@ Series select_columns(const Series& src, const std::vector<std::string>& names, 
   Series out;
   out.columns = names;
   out.rows = src.rows;
+  out.times = src.times;
+  out.time_kind = src.time_kind;
   std::vector<int64_t> picks;
   for (const auto& name : names) {
     int64_t k = src.column_index(name);
@@ -48,10 +51,10 @@ Series load_series(const DataConfig& d) {
   if (d.source == "csv") {
     if (d.features.empty()) {
       // Every column is a feature: read them all, then make sure the targets are among them.
-      Series all = read_csv(d.path, {}, d.nan_policy);
+      Series all = read_csv(d.path, {}, d.nan_policy, d.time_column);
       return select_columns(all, used_columns(all.columns, d.targets), d);
     }
-    return read_csv(d.path, used_columns(d.features, d.targets), d.nan_policy);
+    return read_csv(d.path, used_columns(d.features, d.targets), d.nan_policy, d.time_column);
   }
   ST_CHECK(d.source == "synthetic",
            "config key 'data.source' is '{}', but windowed series (and so `seqtrain eval` and `predict`) read csv or "
@@ -60,33 +63,50 @@ Series load_series(const DataConfig& d) {
   return select_columns(all, used_columns(d.features.empty() ? all.columns : d.features, d.targets), d);
 }
 
-void add_season_columns(Series& s, const std::vector<int64_t>& seasons, std::vector<std::string>* features) {
-  if (seasons.empty()) return;
-  const int64_t old_cols = s.cols();
+void add_time_features(Series& s, const DataConfig& d, std::vector<std::string>* features) {
+  if (d.seasons.empty() && d.calendar.empty()) return;
+  const bool timed = !s.times.empty();
+  ST_CHECK(d.calendar.empty() || (timed && s.time_kind != TimeKind::number),
+           "config key 'data.calendar' derives inputs from dates, but the time column '{}' of {} holds plain numbers: "
+           "write its cells as dates (2024-03-05 13:30), or remove data.calendar", d.time_column, d.path);
+  // A season's phase: the row's place in the period, by time when there is a time column (so
+  // every file agrees), else by row from the table's first row.
+  const int64_t step = timed ? time_step(s.times) : 1;
   std::vector<std::string> names;
-  for (int64_t m : seasons)
-    for (const char* part : {"_sin", "_cos"}) {
-      const std::string name = "season" + std::to_string(m) + part;
-      ST_CHECK(s.column_index(name) < 0,
-               "config key 'data.seasons' adds the input column '{}', but the data already has a column of that "
-               "name: rename that column", name);
-      names.push_back(name);
-    }
-  const int64_t cols = old_cols + static_cast<int64_t>(names.size());
+  std::vector<std::function<double(int64_t)>> phase;  // row -> fraction of the cycle in [0, 1)
+  for (int64_t m : d.seasons) {
+    names.push_back("season" + std::to_string(m));
+    phase.push_back([&s, timed, step, m](int64_t r) {
+      // Whole steps since 1970 (floored: times before 1970 are negative), or rows since row 0.
+      const int64_t t = timed ? s.times[r] : r, k = timed ? (t >= 0 ? t / step : -((-t + step - 1) / step)) : r;
+      return static_cast<double>(((k % m) + m) % m) / static_cast<double>(m);
+    });
+  }
+  for (const std::string& part : d.calendar) {
+    names.push_back("cal_" + part);
+    phase.push_back([&s, part](int64_t r) { return *calendar_fraction(part, s.times[r]); });
+  }
+  const int64_t old_cols = s.cols(), added = 2 * static_cast<int64_t>(names.size()), cols = old_cols + added;
+  for (const std::string& n : names)
+    for (const char* part : {"_sin", "_cos"})
+      ST_CHECK(s.column_index(n + part) < 0,
+               "config key 'data.{}' adds the input column '{}', but the data already has a column of that name: "
+               "rename that column", n.rfind("cal_", 0) == 0 ? "calendar" : "seasons", n + part);
   std::vector<float> values(static_cast<size_t>(s.rows * cols));
   for (int64_t r = 0; r < s.rows; ++r) {
     std::copy_n(s.values.begin() + r * old_cols, old_cols, values.begin() + r * cols);
-    for (size_t k = 0; k < seasons.size(); ++k) {
-      const double phase = 2 * 3.14159265358979323846 * static_cast<double>(r % seasons[k]) / seasons[k];
-      values[r * cols + old_cols + 2 * k] = static_cast<float>(std::sin(phase));
-      values[r * cols + old_cols + 2 * k + 1] = static_cast<float>(std::cos(phase));
+    for (size_t k = 0; k < names.size(); ++k) {
+      const double angle = 2 * 3.14159265358979323846 * phase[k](r);
+      values[r * cols + old_cols + 2 * k] = static_cast<float>(std::sin(angle));
+      values[r * cols + old_cols + 2 * k + 1] = static_cast<float>(std::cos(angle));
     }
   }
   s.values = std::move(values);
-  for (const auto& n : names) {
-    s.columns.push_back(n);
-    if (features) features->push_back(n);
-  }
+  for (const std::string& n : names)
+    for (const char* part : {"_sin", "_cos"}) {
+      s.columns.push_back(n + part);
+      if (features) features->push_back(n + part);
+    }
 }
 
 void Dataset::denormalize_targets(float* y, int64_t batch) const {
@@ -112,7 +132,7 @@ Dataset load_dataset(const Config& config, const Normalizer* stats) {
   // among them, so the table's columns are exactly the features.
   ds.features = d.features.empty() ? series->columns : d.features;
   ds.targets = d.targets;
-  add_season_columns(*series, d.seasons, &ds.features);
+  add_time_features(*series, d, &ds.features);
   ds.splits = split_rows(series->rows, d.split);
   check_split(series->rows, ds.splits, d.split, d.lookback, d.horizon);
 

@@ -38,12 +38,14 @@ struct Dataset {
 // the source), unnormalized, features first then targets not already among them.
 Series load_series(const DataConfig& data);
 
-// data.seasons: appends season<m>_sin and season<m>_cos for each period m, the phase of each row
-// within a period of m rows counted from the table's first row (and their names to *features).
-// Why inputs: an RNN over a window shorter than the period cannot tell where in the cycle it is;
-// two smooth columns say it, and the phase at the window's end gives the forecast steps' too.
-// A history given to eval/predict/forecast is phased from its own first row.
-void add_season_columns(Series& s, const std::vector<int64_t>& seasons, std::vector<std::string>* features);
+// data.seasons and data.calendar: appends <name>_sin and <name>_cos for each season m
+// (season<m>: the row's phase within m steps) and calendar part (cal_<part>: data/timestamps.h),
+// and their names to *features. Why inputs: an RNN over a window shorter than the period cannot
+// tell where in the cycle it is; two smooth columns say it, and the phase at the window's end
+// gives the forecast steps' too. With data.time_column a season is phased by time, so every file
+// agrees; without, by row from the table's first row (a history given to eval/predict/forecast
+// is then phased from its own first row).
+void add_time_features(Series& s, const DataConfig& d, std::vector<std::string>* features);
 
 // When `stats` is given (e.g. from a checkpoint's state.json) it is used instead of fitting,
 // so evaluation scales data exactly as training did. Throws Error naming the config key or

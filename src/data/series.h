@@ -6,12 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "data/timestamps.h"
+
 namespace seqtrain {
 
 struct Series {
   std::vector<std::string> columns;
   int64_t rows = 0;
   std::vector<float> values;  // rows * columns.size(), row-major
+  // data.time_column: each row's time (data/timestamps.h), increasing; empty without one.
+  std::vector<int64_t> times;
+  TimeKind time_kind = TimeKind::none;
 
   int64_t cols() const { return static_cast<int64_t>(columns.size()); }
   float at(int64_t row, int64_t col) const { return values[row * cols() + col]; }
