@@ -347,6 +347,7 @@ Config unusual_config() {
   c.model.init_from = "/ckpt/step_10";
   c.model.residual_to = "seasonal_naive";
   c.train.monitor = "val_smape";
+  c.train.quantiles = {0.05, 0.5, 0.95};
   c.train.optimizer.lr = 3e-4;
   c.train.optimizer.eps = 1e-12;
   c.train.optimizer.beta2 = 0.98;
@@ -376,7 +377,7 @@ TEST(ConfigYaml, RoundTripGivesEqualConfig) {
 TEST(ConfigYaml, WritesEveryKeyOnce) {
   std::string text = to_yaml(Config{});
   const auto keys = config_keys();
-  EXPECT_EQ(keys.size(), 96u);  // 96 since data.seasons, time_column, calendar, model.residual_to, train.monitor
+  EXPECT_EQ(keys.size(), 97u);  // 97 since data.seasons, time_column, calendar, model.residual_to, train.monitor, quantiles
   int64_t leaf_lines = 0;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)

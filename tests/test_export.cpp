@@ -129,9 +129,11 @@ TEST(Export, TrainedForecasterLoadsInPyTorchWithTheSamePredictions) {
 // targets not first among the inputs and the season features after them).
 TEST(Export, ResidualForecastersLoadInPyTorchWithTheSamePredictions) {
   for (const char* type : {"gru", "mlp"}) {
+    // The mlp also forecasts quantiles: the baseline enters the first level, the rest build on it.
     TrainedRun trained(cli::example_config() + cli::kSmall + " --set train.epochs=1 --set model.type=" + type +
                        " --set data.features=[current,voltage,soc] --set data.seasons=[6,10]"
-                       " --set model.residual_to=seasonal_naive");
+                       " --set model.residual_to=seasonal_naive" +
+                       (std::string(type) == "mlp" ? " --set train.loss=quantile --set train.quantiles=[0.2,0.5,0.7,0.95]" : ""));
     TempDir dir;
     const std::string out = dir / "exported";
     Result r = run_seqtrain("export " + trained.run + " --out " + out);
@@ -141,6 +143,7 @@ TEST(Export, ResidualForecastersLoadInPyTorchWithTheSamePredictions) {
     EXPECT_EQ(m.spec.residual_period, 10);
     EXPECT_EQ(m.spec.residual_inputs, std::vector<int64_t>{1});
     EXPECT_EQ(m.spec.input_size, 7) << "3 columns and the sine and cosine of 2 seasons";
+    EXPECT_EQ(m.spec.quantile_levels, std::string(type) == "mlp" ? 4 : 1);
     expect_pytorch_agrees(*m.model, out);
   }
 }

@@ -3,19 +3,24 @@
 // seasonal-naive baselines, seasonal MASE, per target); model.residual_to reproducing its
 // baseline bit for bit with the output layer zeroed; a short residual run beating the seasonal
 // naive on a double-seasonal series; train.monitor choosing the best checkpoint (and a resume
-// keeping it); the records of csv and npy runs; and the config errors of the new keys.
+// keeping it); the records of csv and npy runs; the config errors of the new keys; the CO2
+// fetcher offline; quantile forecasts (the pinball loss and the monotone output against
+// PyTorch and finite differences, interval coverage, one predict column per level).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "backend/backend.h"
 #include "config/config.h"
 #include "core/arena.h"
 #include "core/seasonal.h"
 #include "data/dataset.h"
 #include "model_pass.h"
 #include "models/registry.h"
+#include "nn/loss.h"
 #include "test_trainer_util.h"
 #include "test_util.h"
 #include "train/forecast_scorer.h"
@@ -316,6 +321,148 @@ TEST(FetchCo2, AWheelOnDiskBecomesTheCsvAndBadWheelsAreRefused) {
                         (dir / "log") + " 2>&1"), 0);
   EXPECT_CONTAINS(slurp(dir / "log"), "is not a file; point it at statsmodels-0.15.0");
   EXPECT_FALSE(fs::exists(dir / "x.csv")) << "nothing written on a refusal";
+}
+
+}  // namespace
+}  // namespace seqtrain::testing
+
+
+namespace seqtrain::testing {
+namespace {
+
+// The pinball loss (nn/loss.h) and the monotone quantile output (Backend ops) against PyTorch's
+// formulas (seqtrain_torch.models: torch.max(tau e, (tau - 1) e), cumsum of softplus) within 1e-6
+// relative, and against finite differences.
+TEST(QuantileLoss, SumGradientAndMonotoneOutputEqualTorchAndFiniteDifferences) {
+  Rng rng(17);
+  const int64_t B = 5, m = 6, Q = 3;
+  LossOptions opt;
+  opt.quantiles = {0.1f, 0.5f, 0.9f};
+  std::vector<float> pred = randn(rng, B * m * Q), target = randn(rng, B * m), grad(pred.size());
+  const Tensor tp(pred.data(), {B, m * Q}), tt(target.data(), {B, m});
+  const LossSum sum = loss_sum(LossKind::quantile, tp, tt, opt);
+  EXPECT_EQ(sum.count, B * m * Q);
+  loss_sum_backward(LossKind::quantile, tp, tt, Tensor(grad.data(), {B, m * Q}), 1.0, opt);
+  const int64_t G = 7;
+  std::vector<float> raw = randn(rng, G * Q, 2.f), dout = randn(rng, G * Q), out(raw.size()), draw(raw.size());
+  Backend& be = default_backend();
+  be.monotone_quantiles_forward(raw.data(), out.data(), G, Q);
+  be.monotone_quantiles_backward(raw.data(), dout.data(), draw.data(), G, Q);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t q = 1; q < Q; ++q) EXPECT_GT(out[g * Q + q], out[g * Q + q - 1]) << "levels never cross";
+
+  TempDir dir;
+  write_npy(dir / "pred.npy", pred, {B, m * Q});
+  write_npy(dir / "target.npy", target, {B, m});
+  write_npy(dir / "raw.npy", raw, {G, Q});
+  write_npy(dir / "dout.npy", dout, {G, Q});
+  write_npy(dir / "taus.npy", opt.quantiles, {Q});
+  ASSERT_EQ(run_python("quantile_ref.py", dir.path.string()), 0);
+  const nlohmann::json ref = nlohmann::json::parse(slurp(dir / "ref.json"));
+  const double want = ref["loss"];
+  EXPECT_NEAR(sum.sum, want, 1e-6 * std::abs(want));
+  for (size_t i = 0; i < grad.size(); ++i) EXPECT_NEAR(grad[i], ref["grad"][i].get<double>(), 1e-6) << i;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double o = ref["mono"][i], dg = ref["mono_grad"][i];
+    EXPECT_NEAR(out[i], o, 1e-6 * (1 + std::abs(o))) << i;
+    EXPECT_NEAR(draw[i], dg, 1e-6 * (1 + std::abs(dg))) << i;
+  }
+  // Finite differences (float, away from the loss's kinks: random values never tie).
+  const float eps = 1e-3f;
+  for (size_t i = 0; i < pred.size(); i += 4) {
+    const float keep = pred[i];
+    pred[i] = keep + eps;
+    const double up = loss_sum(LossKind::quantile, tp, tt, opt).sum;
+    pred[i] = keep - eps;
+    const double down = loss_sum(LossKind::quantile, tp, tt, opt).sum;
+    pred[i] = keep;
+    EXPECT_NEAR((up - down) / (2 * eps), grad[i], 1e-3) << i;
+  }
+  auto weighted = [&] {
+    be.monotone_quantiles_forward(raw.data(), out.data(), G, Q);
+    double s = 0;
+    for (size_t i = 0; i < out.size(); ++i) s += static_cast<double>(out[i]) * dout[i];
+    return s;
+  };
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const float keep = raw[i];
+    raw[i] = keep + eps;
+    const double up = weighted();
+    raw[i] = keep - eps;
+    const double down = weighted();
+    raw[i] = keep;
+    EXPECT_NEAR((up - down) / (2 * eps), draw[i], 2e-3 * (1 + std::abs(draw[i]))) << i;
+  }
+}
+
+// A series whose noise grows over its first half and stays: a short quantile run's 0.1-0.9
+// interval covers 75-85% of the test points, its levels never cross, and predict writes one
+// column per level in the data's units.
+TEST(QuantileLoss, IntervalCoversEightyPercentAndPredictWritesEveryLevel) {
+  TempDir dir;
+  Rng rng(0);
+  std::string csv = "y\n";
+  const int N = 6000;
+  for (int t = 0; t < N; ++t) {
+    const double sigma = 0.1 + 0.9 * std::min(1.0, t / (0.55 * N));
+    csv += fmt::format("{:.5f}\n", std::sin(2 * M_PI * t / 24) + sigma * rng.normal());
+  }
+  const std::string data = write_file(dir, "noisy.csv", csv);
+  const std::string config = write_file(dir, "q.yaml",
+                                        "data:\n  source: csv\n  path: " + data +
+                                            "\n  targets: [y]\n  lookback: 48\n  horizon: 4\n  seasons: [24]\n"
+                                            "  split: [0.7, 0.15, 0.15]\n  workers: 0\n"
+                                            "model:\n  type: gru\n  hidden: 32\n"
+                                            "train:\n  epochs: 12\n  batch_size: 64\n  loss: quantile\n"
+                                            "  quantiles: [0.1, 0.5, 0.9]\n  log_every: 1000\n  optimizer:\n    lr: 0.003\n"
+                                            "runtime:\n  threads: 2\n  deterministic: true\n");
+  Result r = run_seqtrain("train " + config + " --quiet --out " + (dir / "run"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const nlohmann::json summary = nlohmann::json::parse(slurp(dir / "run/summary.json"));
+  const double coverage = summary["test_coverage"];
+  EXPECT_GE(coverage, 0.75);
+  EXPECT_LE(coverage, 0.85);
+  EXPECT_TRUE(summary["test_pinball"].is_number());
+  r = run_seqtrain("predict " + (dir / "run") + " --input " + data + " --output " + (dir / "pred.csv"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::istringstream in(slurp(dir / "pred.csv"));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line.substr(0, line.find(",y_t+2")), "y_t+1_q0.1,y_t+1_q0.5,y_t+1_q0.9");
+  int rows = 0;
+  double mean_median = 0;
+  while (std::getline(in, line)) {
+    std::vector<double> v;
+    for (size_t at = 0; at <= line.size();) {
+      const size_t comma = std::min(line.find(',', at), line.size());
+      v.push_back(std::stod(line.substr(at, comma - at)));
+      at = comma + 1;
+    }
+    ASSERT_EQ(v.size(), 12u);
+    for (size_t k = 0; k < v.size(); k += 3) {
+      ASSERT_LE(v[k], v[k + 1]) << "row " << rows;
+      ASSERT_LE(v[k + 1], v[k + 2]) << "row " << rows;
+    }
+    mean_median += v[1];
+    ++rows;
+  }
+  EXPECT_EQ(rows, N - 48 - 4 + 1);
+  EXPECT_NEAR(mean_median / rows, 0.0, 0.2) << "the medians are in the data's units (a sine around 0)";
+}
+
+TEST(QuantileLoss, BadLevelsNameTheKey) {
+  auto err = [](const std::string& q) {
+    return error_of([&] { load_config_text("train:\n  loss: quantile\n  quantiles: " + q + "\n", "q.yaml", ""); });
+  };
+  EXPECT_CONTAINS(err("[0.1, 1.0]"), "train.quantiles");
+  EXPECT_CONTAINS(err("[0, 0.5]"), "a number in (0, 1)");
+  EXPECT_CONTAINS(err("[0.1, 0.5, 0.5]"), "0.5 repeats 0.5");
+  EXPECT_CONTAINS(err("[0.9, 0.1]"), "0.1 comes after 0.9");
+  EXPECT_CONTAINS(err("[]"), "is empty");
+  EXPECT_CONTAINS(error_of([] {
+                    load_config_text("data:\n  source: text\n  path: t.txt\ntrain:\n  loss: quantile\n", "q.yaml", "/tmp");
+                  }),
+                  "train.loss");
 }
 
 }  // namespace

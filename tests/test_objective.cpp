@@ -110,9 +110,12 @@ TEST(Objective, FactoryRefusesALossTheTaskCannotTake) {
   EXPECT_CONTAINS(error_of([] { make_objective(LossKind::mse, {}, ObjectiveTask::classify); }), "train.loss");
   EXPECT_CONTAINS(error_of([] { make_objective(LossKind::cross_entropy, {}, ObjectiveTask::forecast); }),
                   "train.loss");
-  EXPECT_EQ(make_objective("huber", 0.5, 0, 2)->task(), ObjectiveTask::forecast);
-  EXPECT_EQ(make_objective("cross_entropy", 1.0, 5, 1)->task(), ObjectiveTask::classify);
-  EXPECT_EQ(make_objective("cross_entropy", 1.0, 5, 16)->task(), ObjectiveTask::next_token);
+  TrainConfig t;
+  t.loss = "huber";
+  EXPECT_EQ(make_objective(t, 0, 2)->task(), ObjectiveTask::forecast);
+  t.loss = "cross_entropy";
+  EXPECT_EQ(make_objective(t, 5, 1)->task(), ObjectiveTask::classify);
+  EXPECT_EQ(make_objective(t, 5, 16)->task(), ObjectiveTask::next_token);
 }
 
 // backward(scale) against central differences of forward().loss, times scale.

@@ -80,6 +80,7 @@ ModelSpec every_field_set() {
   s.residual_to = "seasonal_naive";
   s.residual_period = 12;
   s.residual_inputs = {2, 0};
+  s.quantile_levels = 3;
   return s;
 }
 

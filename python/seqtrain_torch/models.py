@@ -80,16 +80,42 @@ class _Residual(nn.Module):
     """Adds the window's own baseline to a forecaster's output (model.residual_to); nothing when
     residual_to is none. No parameters: the index is a buffer outside the state dict."""
 
-    def __init__(self, residual_to="none", period=1, inputs=(), lookback=1, output_size=1):
+    def __init__(self, residual_to="none", period=1, inputs=(), lookback=1, output_size=1, levels=1):
         super().__init__()
         self.active = residual_to != "none"
+        self.levels = levels
         if self.active:
-            steps, feats = residual_index(lookback, int(period), list(inputs), output_size // len(inputs))
+            steps, feats = residual_index(lookback, int(period), list(inputs), output_size // (len(inputs) * levels))
             self.register_buffer("steps", steps, persistent=False)
             self.register_buffer("feats", feats, persistent=False)
 
     def forward(self, x, out):
-        return out + x[:, self.steps, self.feats] if self.active else out
+        if not self.active:
+            return out
+        # Into each target and step's first quantile level (the later levels are built on it).
+        g = out.reshape(out.shape[0], -1, self.levels)
+        first = g[:, :, :1] + x[:, self.steps, self.feats].unsqueeze(-1)
+        return torch.cat([first, g[:, :, 1:]], dim=-1).reshape(out.shape)
+
+
+def monotone_quantiles(raw, levels):
+    """train.loss quantile's output: per group of `levels` values (innermost), the first as is and
+    each next one the previous plus softplus (so they never cross), as seqtrain's QuantileOutput
+    (models/quantile_output.h). levels 1 returns raw."""
+    if levels <= 1:
+        return raw
+    g = raw.reshape(*raw.shape[:-1], raw.shape[-1] // levels, levels)
+    inc = torch.cat([g[..., :1], nn.functional.softplus(g[..., 1:])], dim=-1)
+    return torch.cumsum(inc, dim=-1).reshape(raw.shape)
+
+
+def pinball_loss(pred, target, quantiles):
+    """The quantile loss's mean (seqtrain's train.loss quantile): pred [..., m * Q] holds Q levels
+    per target of target [..., m]; max(tau e, (tau - 1) e) with e = y - p, over every forecast."""
+    taus = torch.tensor(quantiles, dtype=pred.dtype)
+    p = pred.reshape(*target.shape, len(quantiles))
+    e = target.unsqueeze(-1) - p
+    return torch.max(taus * e, (taus - 1) * e).mean()
 
 
 class Forecaster(nn.Module):
@@ -97,7 +123,7 @@ class Forecaster(nn.Module):
     residual_to: last_value | seasonal_naive, then `lookback` must be given)."""
 
     def __init__(self, cell, input_size, hidden, layers=1, bidirectional=False, dropout=0.0, output_size=1,
-                 residual_to="none", residual_period=1, residual_inputs=(), lookback=1):
+                 residual_to="none", residual_period=1, residual_inputs=(), lookback=1, quantile_levels=1):
         super().__init__()
         cells = {"lstm": nn.LSTM, "gru": nn.GRU}
         if cell not in cells:
@@ -108,19 +134,20 @@ class Forecaster(nn.Module):
                                dropout=dropout if layers > 1 else 0.0, bidirectional=bidirectional)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(hidden * (2 if bidirectional else 1), output_size)
-        self.residual = _Residual(residual_to, residual_period, residual_inputs, lookback, output_size)
+        self.residual = _Residual(residual_to, residual_period, residual_inputs, lookback, output_size, quantile_levels)
+        self.quantile_levels = quantile_levels
 
     def forward(self, x):
         """x: [batch, lookback, input_size] -> [batch, output_size]."""
         out, _ = self.rnn(x)
-        return self.residual(x, self.head(self.dropout(out[:, -1, :])))
+        return monotone_quantiles(self.residual(x, self.head(self.dropout(out[:, -1, :]))), self.quantile_levels)
 
 
 class MLPForecaster(nn.Module):
     """Flattened window -> (Linear, ReLU, Dropout) x layers -> linear head."""
 
     def __init__(self, input_size, lookback, hidden, layers=1, dropout=0.0, output_size=1,
-                 residual_to="none", residual_period=1, residual_inputs=()):
+                 residual_to="none", residual_period=1, residual_inputs=(), quantile_levels=1):
         super().__init__()
         if layers < 1:
             raise ValueError(f"layers must be at least 1, got {layers}")
@@ -130,13 +157,15 @@ class MLPForecaster(nn.Module):
             mods += [nn.Linear(lookback * input_size if j == 0 else hidden, hidden), nn.ReLU(), nn.Dropout(dropout)]
         self.body = nn.Sequential(*mods)
         self.head = nn.Linear(hidden, output_size)
-        self.residual = _Residual(residual_to, residual_period, residual_inputs, lookback, output_size)
+        self.residual = _Residual(residual_to, residual_period, residual_inputs, lookback, output_size, quantile_levels)
+        self.quantile_levels = quantile_levels
 
     def forward(self, x):
         """x: [batch, lookback, input_size] -> [batch, output_size]."""
         if tuple(x.shape[1:]) != (self.lookback, self.input_size):
             raise ValueError(f"expected input [batch, {self.lookback}, {self.input_size}], got {list(x.shape)}")
-        return self.residual(x, self.head(self.body(x.reshape(x.shape[0], -1))))
+        out = self.residual(x, self.head(self.body(x.reshape(x.shape[0], -1))))
+        return monotone_quantiles(out, self.quantile_levels)
 
 
 class CharLM(nn.Module):
@@ -173,7 +202,8 @@ def from_spec(spec):
     common = dict(hidden=int(spec.get("hidden", 64)), layers=int(spec.get("layers", 1)),
                   dropout=float(spec.get("dropout", 0.0)), output_size=int(spec.get("output_size", 1)))
     residual = dict(residual_to=spec.get("residual_to", "none"), residual_period=int(spec.get("residual_period", 1)),
-                    residual_inputs=[int(i) for i in spec.get("residual_inputs", [])])
+                    residual_inputs=[int(i) for i in spec.get("residual_inputs", [])],
+                    quantile_levels=int(spec.get("quantile_levels", 1)))
     if kind in ("lstm", "gru"):
         return Forecaster(kind, int(spec.get("input_size", 1)), bidirectional=bool(spec.get("bidirectional", False)),
                           lookback=int(spec.get("lookback", 1)), **residual, **common)

@@ -2,6 +2,7 @@
 // runtime.backend name (runtime.precision's resolution is backend/precision.cpp).
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/attention_dropout.h"
@@ -188,6 +189,61 @@ void Backend::regression_loss_accumulate(RegressionLoss kind, const float* pred,
                                          float delta, double* acc) {
   ST_CHECK(host_accessible(), "the {} backend has no regression_loss_accumulate", name());
   acc[0] += regression_loss_forward(kind, pred, target, n, delta);
+}
+
+// The quantile ops on the host. A device backend without its own refuses: a quantile run then
+// computes on the CPU (runtime.device: cpu).
+double Backend::quantile_loss_forward(const QuantileArgs& a) {
+  ST_CHECK(host_accessible(), "train.loss quantile runs on the CPU for now; the {} backend has no quantile loss: set "
+           "runtime.device: cpu", name());
+  double sum = 0;
+  for (int64_t i = 0; i < a.targets; ++i)
+    for (int64_t q = 0; q < a.levels; ++q) {
+      const double e = static_cast<double>(a.target[i]) - a.pred[i * a.levels + q], tau = a.taus[q];
+      sum += std::max(tau * e, (tau - 1) * e);
+    }
+  return sum;
+}
+
+void Backend::quantile_loss_backward(const QuantileArgs& a, float k, float* grad) {
+  ST_CHECK(host_accessible(), "train.loss quantile runs on the CPU for now; the {} backend has no quantile loss: set "
+           "runtime.device: cpu", name());
+  for (int64_t i = 0; i < a.targets; ++i)
+    for (int64_t q = 0; q < a.levels; ++q) {
+      const float p = a.pred[i * a.levels + q], y = a.target[i], tau = a.taus[q];
+      grad[i * a.levels + q] = k * (p > y ? 1.f - tau : p < y ? -tau : 0.5f - tau);
+    }
+}
+
+namespace {
+float softplus(float x) { return x > 20.f ? x : std::log1p(std::exp(x)); }
+}  // namespace
+
+void Backend::monotone_quantiles_forward(const float* raw, float* out, int64_t groups, int64_t levels) {
+  ST_CHECK(host_accessible(), "train.quantiles run on the CPU for now; the {} backend has no monotone quantile op: "
+           "set runtime.device: cpu", name());
+  for (int64_t g = 0; g < groups; ++g) {
+    const float* r = raw + g * levels;
+    float* o = out + g * levels;
+    o[0] = r[0];
+    for (int64_t j = 1; j < levels; ++j) o[j] = o[j - 1] + softplus(r[j]);
+  }
+}
+
+void Backend::monotone_quantiles_backward(const float* raw, const float* dout, float* draw, int64_t groups,
+                                          int64_t levels) {
+  ST_CHECK(host_accessible(), "train.quantiles run on the CPU for now; the {} backend has no monotone quantile op: "
+           "set runtime.device: cpu", name());
+  for (int64_t g = 0; g < groups; ++g) {
+    const float* r = raw + g * levels;
+    const float* d = dout + g * levels;
+    float* dr = draw + g * levels;
+    float tail = 0;  // sum of dout over the levels from j on: every later quantile includes this increment
+    for (int64_t j = levels - 1; j >= 0; --j) {
+      tail += d[j];
+      dr[j] = j == 0 ? tail : tail / (1.f + std::exp(-r[j]));
+    }
+  }
 }
 
 void Backend::cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) {

@@ -272,6 +272,15 @@ void check_dropout_args(const float* x, const float* y, int64_t n, float p);
 // overwrites grad [n] with the float expressions above, k the caller's scale.
 enum class RegressionLoss : uint8_t { mse, mae, huber };
 
+// The quantile (pinball) loss's operands (nn/loss.h): `targets` values y, each with `levels`
+// forecasts p (innermost) at the levels taus[0 .. levels).
+struct QuantileArgs {
+  const float* pred = nullptr;    // [targets, levels]
+  const float* target = nullptr;  // [targets]
+  int64_t targets = 0, levels = 0;
+  const float* taus = nullptr;    // host memory
+};
+
 class Backend : public DeviceMemory {
  public:
   virtual ~Backend() = default;
@@ -367,6 +376,18 @@ class Backend : public DeviceMemory {
   // targets on the host, train/objective.h). a.targets_checked lets a device skip reading its
   // target check back (the caller checked every target on the host).
   virtual void cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc);
+  // The quantile loss (QuantileArgs): the sum of max(tau e, (tau - 1) e), e = y - p, over every
+  // forecast; backward writes k * its gradient (1 - tau where p > y, -tau where p < y, 1/2 - tau at
+  // a tie). The defaults are host loops (any host-accessible backend); others refuse by name.
+  virtual double quantile_loss_forward(const QuantileArgs& a);
+  virtual void quantile_loss_backward(const QuantileArgs& a, float k, float* grad);
+  // Quantiles that never cross, from unconstrained values, per group of `levels` values:
+  // out[0] = raw[0], out[j] = out[j-1] + softplus(raw[j]) (torch's Softplus: threshold 20).
+  // backward: draw[j] = (sum over i >= j of dout[i]) times 1 (j = 0) or sigmoid(raw[j]). Host
+  // loops by default, like the quantile loss.
+  virtual void monotone_quantiles_forward(const float* raw, float* out, int64_t groups, int64_t levels);
+  virtual void monotone_quantiles_backward(const float* raw, const float* dout, float* draw, int64_t groups,
+                                           int64_t levels);
   // torch.nn.utils.clip_grad_norm_ decided where g lives: *norm = ||g||_2 (double); when
   // max_norm > 0 and the norm is finite, g *= max_norm / (norm + 1e-6) if that is below 1
   // (optim/clip.h's rule, non-finite gradients left alone).

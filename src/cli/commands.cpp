@@ -49,30 +49,30 @@ Loaded load_for_inference(const CheckpointRef& ck, const std::string& input) {
     l.config.data.split = {1.0, 0.0, 0.0};
   }
   l.data = load_dataset(l.config, &norm);
-  const DataShape shape{l.data.n_features(), l.config.data.lookback, l.config.data.horizon * l.data.n_targets()};
+  const DataShape shape{l.data.n_features(), l.config.data.lookback,
+                        l.config.data.horizon * l.data.n_targets() * quantile_levels(l.config.train)};
   l.model = load_model(dir, {.shape = shape}).model;
   return l;
 }
 
 // Runs the model over every window of `split` in order, a batch at a time, and hands each batch
-// to `use`: its size, the inputs (normalized, [n, lookback, features]), the targets and the
-// forecasts (both in the data's units, [n, horizon * targets]; targets null unless asked for).
-void forecast_windows(Loaded& l, const WindowDataset& split, bool with_targets,
-                      const std::function<void(int64_t n, const float* x, const float* y, const float* p)>& use) {
+// to `use`: its size and the forecasts in the data's units ([n, horizon * targets * levels], the
+// quantile levels innermost).
+void forecast_windows(Loaded& l, const WindowDataset& split,
+                      const std::function<void(int64_t n, const float* p)>& use) {
   Backend& backend = l.model->params().backend();
   Arena arena(backend);
-  const int64_t B = l.config.train.batch_size;
-  std::vector<float> x(B * split.x_size()), y(with_targets ? B * split.y_size() : 0), p(B * split.y_size());
+  const int64_t B = l.config.train.batch_size, levels = quantile_levels(l.config.train);
+  std::vector<float> x(B * split.x_size()), p(B * split.y_size() * levels);
   for (int64_t b = 0; b < split.size(); b += B) {
     const int64_t n = std::min(B, split.size() - b);
-    split.fill_batch(b, n, x.data(), with_targets ? y.data() : nullptr);
+    split.fill_batch(b, n, x.data(), nullptr);
     arena.reset();
     StepContext ctx(arena);
     const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), arena, backend);
     read_floats(backend, l.model->forward(batch, ctx), p.data());
-    l.data.denormalize_targets(p.data(), n);
-    if (with_targets) l.data.denormalize_targets(y.data(), n);
-    use(n, x.data(), with_targets ? y.data() : nullptr, p.data());
+    l.data.denormalize_targets(p.data(), n, levels);
+    use(n, p.data());
   }
 }
 
@@ -160,6 +160,10 @@ void print_forecast_report(const nlohmann::json& r, const ForecastScoring& s, co
   else
     std::printf("mase: %.6f (each target's MAE over its %s MAE on the %s, averaged over targets)\n", num(r, "mase"),
                 naive.c_str(), scale_rows.c_str());
+  if (r.contains("pinball"))
+    std::printf("pinball: %.6f (mean quantile loss over the levels, in the targets' units)\ncoverage: %.4f (share of "
+                "actual values inside the %g-%g interval)\n",
+                num(r, "pinball"), num(r, "coverage"), r["interval"][0].get<double>(), r["interval"][1].get<double>());
   if (r.contains("baseline"))
     for (const auto& [name, b] : r["baseline"].items())
       std::printf("baseline_%s_mae: %.6f\nbaseline_%s_rmse: %.6f\nbaseline_%s_mape: %.4f\nbaseline_%s_smape: %.4f\n"
@@ -176,10 +180,11 @@ void print_forecast_report(const nlohmann::json& r, const ForecastScoring& s, co
 
 // An npy regression run's scoring (y [H] or [H, targets] per sample, in its own units); none for
 // classifiers and language models.
-std::optional<ForecastScoring> npy_scoring(int64_t steps, int64_t features, int64_t classes, int64_t vocab,
-                                           const std::vector<int64_t>& y_shape) {
+std::optional<ForecastScoring> npy_scoring(const TrainConfig& train, int64_t steps, int64_t features, int64_t classes,
+                                           int64_t vocab, const std::vector<int64_t>& y_shape) {
   if (classes > 0 || vocab > 0 || y_shape.empty()) return std::nullopt;
-  return ForecastScoring::of_npy(steps, features, y_shape[0], y_shape.size() > 1 ? y_shape[1] : 1);
+  return ForecastScoring::of_npy(steps, features, y_shape[0], y_shape.size() > 1 ? y_shape[1] : 1,
+                                 forecast_quantiles(train));
 }
 
 // Labels must be whole numbers of a class the model has; the file is named when one is not.
@@ -214,9 +219,9 @@ int eval_npy_input(const CheckpointRef& ck, const EvalArgs& a) {
   if (classes > 0) check_labels(*src->y(), classes);
   ZscoreSource input(src, Normalizer::from_json(ck.state.at("normalizer")), features);
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
-  const auto objective = make_objective(config.train.loss, config.train.huber_delta, classes, y_size);
+  const auto objective = make_objective(config.train, classes, y_size);
   double accuracy = 0;
-  const auto scoring = npy_scoring(steps, features, classes, 0, io.value("y_shape", std::vector<int64_t>{}));
+  const auto scoring = npy_scoring(config.train, steps, features, classes, 0, io.value("y_shape", std::vector<int64_t>{}));
   std::optional<ForecastScorer> scorer;
   if (scoring) scorer.emplace(*scoring);
   const double loss = evaluate(*model, input, steps, features, *objective, config.train.batch_size, &accuracy,
@@ -273,7 +278,7 @@ int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = shape}).model;
   double accuracy = 0;
   const auto objective = make_objective(config, plan);
-  const auto scoring = npy_scoring(plan.steps, plan.features, plan.classes, plan.vocab, plan.y_shape);
+  const auto scoring = npy_scoring(config.train, plan.steps, plan.features, plan.classes, plan.vocab, plan.y_shape);
   std::optional<ForecastScorer> scorer;
   if (scoring) scorer.emplace(*scoring);
   const double loss = evaluate(*model, *split, plan.steps, plan.features, *objective, config.train.batch_size,
@@ -312,9 +317,9 @@ int run_eval(const EvalArgs& a) {
   ST_CHECK(!split.empty(), "nothing to evaluate: the {} split has no window (pass --input CSV{})", a.split,
            a.split == "test" ? ", or --split val" : "");
   // The loss, and the errors in the data's original units beside the baselines' on the same windows.
-  const ForecastScoring scoring = ForecastScoring::of(l.data, l.config.data.seasons);
+  const ForecastScoring scoring = ForecastScoring::of(l.data, l.config.data.seasons, forecast_quantiles(l.config.train));
   ForecastScorer scorer(scoring);
-  const auto objective = make_objective(l.config.train.loss, l.config.train.huber_delta, 0, split.y_size());
+  const auto objective = make_objective(l.config.train, 0, split.y_size());
   const double loss = evaluate(*l.model, WindowSource(split), split.lookback(), split.n_features(), *objective,
                                l.config.train.batch_size, nullptr,
                                [&](int64_t n, const float* x, const float* y, const float* p) { scorer.add(n, x, y, p); });
@@ -445,17 +450,22 @@ int run_predict(const PredictArgs& a) {
   // forecast's origin); step h is then h steps after it.
   const Series& table = *l.data.table;
   const bool timed = !table.times.empty();
+  const std::vector<double> quantiles = forecast_quantiles(l.config.train);
+  const int64_t levels = quantile_levels(l.config.train), outputs = split.y_size() * levels;
   std::string csv = timed ? l.config.data.time_column : "";
   for (int64_t h = 0; h < split.horizon(); ++h)
-    for (const auto& t : l.data.targets) csv += (csv.empty() ? "" : ",") + t + "_t+" + std::to_string(h + 1);
+    for (const auto& t : l.data.targets)
+      for (int64_t q = 0; q < levels; ++q)
+        csv += (csv.empty() ? "" : ",") + t + "_t+" + std::to_string(h + 1) +
+               (quantiles.empty() ? "" : fmt::format("_q{}", quantiles[q]));
   csv += "\n";
   int64_t window = 0;
-  forecast_windows(l, split, false, [&](int64_t n, const float*, const float*, const float* p) {
+  forecast_windows(l, split, [&](int64_t n, const float* p) {
     for (int64_t i = 0; i < n; ++i, ++window) {
       if (timed)
         csv += format_timestamp(table.times[split.rows().begin + window * split.stride() + split.lookback() - 1],
                                 table.time_kind) + ",";
-      for (int64_t j = 0; j < split.y_size(); ++j) csv += fmt::format("{}{:.7g}", j ? "," : "", p[i * split.y_size() + j]);
+      for (int64_t j = 0; j < outputs; ++j) csv += fmt::format("{}{:.7g}", j ? "," : "", p[i * outputs + j]);
       csv += "\n";
     }
   });

@@ -41,25 +41,29 @@ int run_forecast(const ForecastArgs& a) {
     const int64_t col = history.column_index(features[f]);
     for (int64_t r = 0; r < L; ++r) x[r * F + f] = history.at(history.rows - L + r, col);
   }
-  std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{F, L, H * T}}).model;
+  const std::vector<double> quantiles = forecast_quantiles(config.train);
+  const int64_t Q = quantile_levels(config.train);
+  std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{F, L, H * T * Q}}).model;
   Backend& backend = model->params().backend();
   Arena arena(backend);
   StepContext ctx(arena);
   const Batch batch = device_batch(batch_of(Tensor(x.data(), {1, L, F})), arena, backend);
-  std::vector<float> p(H * T);
+  std::vector<float> p(H * T * Q);
   read_floats(backend, model->forward(batch, ctx), p.data());
-  norm.invert_rows(targets, p.data(), H);
+  for (int64_t t = 0; t < T; ++t)  // [H, T, Q]: each target's levels back to its units
+    for (int64_t q = 0; q < Q; ++q) norm.invert(norm.index_of(targets[t]), p.data() + t * Q + q, H, T * Q);
   // The future steps' times (data.time_column: the last time plus whole steps of the history's
   // spacing), else `step`, which continues the history's row numbering (its rows are 0 .. N-1).
   const bool timed = !history.times.empty();
   const int64_t spacing = timed ? time_step(history.times) : 1;
   std::string csv = timed ? config.data.time_column : "step";
-  for (const auto& t : targets) csv += "," + t;
+  for (const auto& t : targets)
+    for (int64_t q = 0; q < Q; ++q) csv += "," + t + (quantiles.empty() ? "" : fmt::format("_q{}", quantiles[q]));
   csv += "\n";
   for (int64_t h = 0; h < H; ++h) {
     csv += timed ? format_timestamp(history.times.back() + (h + 1) * spacing, history.time_kind)
                  : std::to_string(history.rows + h);
-    for (int64_t t = 0; t < T; ++t) csv += fmt::format(",{:.7g}", p[h * T + t]);
+    for (int64_t j = 0; j < T * Q; ++j) csv += fmt::format(",{:.7g}", p[h * T * Q + j]);
     csv += "\n";
   }
   if (a.output.empty()) {

@@ -134,7 +134,10 @@ struct TrainConfig {
   int64_t max_steps = 0;          // >= 0; optimizer steps cap; 0 = no cap
   int64_t batch_size = 64;        // >= 1; windows per micro-batch
   bool shuffle = true;            // permute training windows each epoch (see epoch_order)
-  std::string loss = "mse";       // mse | mae | huber | cross_entropy (npy labels, text)
+  std::string loss = "mse";       // mse | mae | huber | quantile | cross_entropy (npy labels, text)
+  // loss quantile: the levels forecast (each in (0, 1), increasing); the model gives one forecast
+  // per level, never crossing, and the pinball loss trains them.
+  std::vector<double> quantiles = {0.1, 0.5, 0.9};
   double huber_delta = 1.0;       // > 0
   double grad_clip = 1.0;         // >= 0; max global gradient L2 norm; 0 = off
   int64_t grad_accum = 1;         // >= 1; micro-batches per optimizer step
@@ -190,6 +193,15 @@ struct Config {
   RuntimeConfig runtime;
   bool operator==(const Config&) const = default;
 };
+
+// Forecasts per target and step: train.quantiles' count for the quantile loss, else 1.
+inline int64_t quantile_levels(const TrainConfig& t) {
+  return t.loss == "quantile" ? static_cast<int64_t>(t.quantiles.size()) : 1;
+}
+// The levels a run forecasts: train.quantiles under the quantile loss, else none.
+inline std::vector<double> forecast_quantiles(const TrainConfig& t) {
+  return t.loss == "quantile" ? t.quantiles : std::vector<double>{};
+}
 
 // Reads the YAML file at `path` (which may be empty: all defaults), then applies each
 // override "dotted.key=value" in order; the value is a YAML scalar or flow sequence

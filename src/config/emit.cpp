@@ -53,6 +53,11 @@ class Emit {
     for (size_t i = 0; i < x.size(); ++i) v += (i ? ", " : "") + std::to_string(x[i]);
     line(key, v + "]");
   }
+  void field(const char* key, const std::vector<double>& x, Range) {
+    std::string v = "[";
+    for (size_t i = 0; i < x.size(); ++i) v += (i ? ", " : "") + fmt::format("{}", x[i]);
+    line(key, v + "]");
+  }
   void field(const char* key, const std::vector<std::string>& x, PrefixMap) { field(key, x); }
   void field(const char* key, const std::vector<std::string>& x, NameList) { field(key, x); }
   void field(const char* key, const std::array<double, 3>& x) {

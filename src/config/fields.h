@@ -52,6 +52,7 @@ using Choices = std::vector<std::string>;
 //   field(key, std::string&, FrequencyTag) N, Nu or Ne
 //   field(key, std::vector<std::string>&)  list of column names
 //   field(key, std::vector<int64_t>&, Range)  list of distinct integers, each in the range
+//   field(key, std::vector<double>&, Range)   list of increasing numbers, each in the range
 //   field(key, std::array<double, 3>&)     split fractions
 //   field(key, std::vector<std::string>&, PrefixMap)  "from=to" prefix pairs
 //   field(key, std::vector<std::string>&, NameList)   tensor names or prefixes
@@ -132,7 +133,8 @@ void visit_fields(C& c, V&& v) {
   v.field("train.max_steps", t.max_steps, at_least(0));
   v.field("train.batch_size", t.batch_size, at_least(1));
   v.field("train.shuffle", t.shuffle);
-  v.field("train.loss", t.loss, Choices{"mse", "mae", "huber", "cross_entropy"});
+  v.field("train.loss", t.loss, Choices{"mse", "mae", "huber", "quantile", "cross_entropy"});
+  v.field("train.quantiles", t.quantiles, unit_open());
   v.field("train.huber_delta", t.huber_delta, positive());
   v.field("train.grad_clip", t.grad_clip, at_least(0));
   v.field("train.grad_accum", t.grad_accum, at_least(1));

@@ -237,6 +237,22 @@ class Assign {
     }
     x = std::move(out);
   }
+  void field(const char* key, std::vector<double>& x, Range r) {
+    if (!match(key)) return;
+    const std::string expected = "an increasing list of numbers, each " + describe_range(r, false) + ", like [0.1, 0.5, 0.9]";
+    std::vector<double> out;
+    for (const auto& [text, node] : scalar_items(expected.c_str())) {
+      const auto v = parse_double(text);
+      if (!v || !std::isfinite(*v) || !r.contains(*v))
+        fail("{}: config key '{}' expects {}; got '{}'", item_where(node), key_, expected, text);
+      if (!out.empty() && *v <= out.back())
+        fail("{}: config key '{}' expects {}; {} {} {}: list each level once, in increasing order", item_where(node),
+             key_, expected, text, *v == out.back() ? "repeats" : "comes after", out.back());
+      out.push_back(*v);
+    }
+    if (out.empty()) fail("{}: config key '{}' is empty; it expects {}", where_, key_, expected);
+    x = std::move(out);
+  }
   void field(const char* key, std::vector<std::string>& x, PrefixMap) {
     if (!match(key)) return;
     const char* expected = "a list of \"from=to\" tensor-name prefix pairs like [\"encoder.=rnn.\"] (or a mapping "
@@ -509,6 +525,9 @@ class Loader {
              "holds no whole period for model.residual_to: seasonal_naive to repeat: raise data.lookback to at "
              "least {} or use residual_to: last_value", origin("data.seasons"), m, d.lookback, m);
     }
+    if (c.train.loss == "quantile" && d.source == "text")
+      fail("{}: config key 'train.loss' is quantile, which forecasts levels of numeric targets, but data.source text "
+           "trains next-token prediction; set train.loss: cross_entropy", origin("train.loss"));
     const std::string& mon = c.train.monitor;
     if (mon == "val_loss") return;
     if (!has_val)

@@ -45,6 +45,7 @@ ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
   if (s.residual_to == "seasonal_naive" && !c.data.seasons.empty())
     s.residual_period = *std::max_element(c.data.seasons.begin(), c.data.seasons.end());
   if (s.residual_to != "none") s.residual_inputs = shape.target_inputs;
+  s.quantile_levels = quantile_levels(c.train);
   return refit_spec(s, shape);
 }
 

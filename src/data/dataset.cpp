@@ -109,8 +109,12 @@ void add_time_features(Series& s, const DataConfig& d, std::vector<std::string>*
     }
 }
 
-void Dataset::denormalize_targets(float* y, int64_t batch) const {
-  normalizer.invert_rows(targets, y, batch * train.horizon());
+void Dataset::denormalize_targets(float* y, int64_t batch, int64_t levels) const {
+  if (levels == 1) return normalizer.invert_rows(targets, y, batch * train.horizon());
+  const int64_t T = n_targets();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t q = 0; q < levels; ++q)
+      normalizer.invert(normalizer.index_of(targets[t]), y + t * levels + q, batch * train.horizon(), T * levels);
 }
 
 std::vector<int64_t> Dataset::target_feature_indices() const {

@@ -29,9 +29,9 @@ struct Dataset {
   // Each target's position among the features (x's last axis), or empty when some target is no
   // input: where a window's last observed target values are (the last-value forecast).
   std::vector<int64_t> target_feature_indices() const;
-  // Maps `batch` rows of normalized outputs laid out like y ([B, horizon * n_targets]) back
-  // to the data's units, in place.
-  void denormalize_targets(float* y, int64_t batch) const;
+  // Maps `batch` rows of normalized outputs laid out like y ([B, horizon * n_targets], with
+  // `levels` quantile forecasts innermost when more than 1) back to the data's units, in place.
+  void denormalize_targets(float* y, int64_t batch, int64_t levels = 1) const;
 };
 
 // Reads the source and the columns named by config.data (features empty = every column of

@@ -10,7 +10,8 @@ Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, env)),
       drop_(spec.dropout, &params_.backend()),
       head_(params_, "head", rnn_.output_size(), spec.output_size),
-      residual_(spec, params_.backend()) {
+      residual_(spec, params_.backend()),
+      quantiles_(spec, params_.backend()) {
   finish_params();
 }
 
@@ -27,12 +28,12 @@ Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
   Tensor h = drop_.forward(last, arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));
   Tensor out = head_.forward(h, arena);
   residual_.add_to(batch.inputs, out);
-  return out;
+  return quantiles_.forward(out, arena);
 }
 
 void Forecaster::backward(StepContext& ctx) {
   Arena& arena = ctx.arena;
-  Tensor dlast = drop_.backward(head_.backward(ctx.output_grad, arena), arena);
+  Tensor dlast = drop_.backward(head_.backward(quantiles_.backward(ctx.output_grad, arena), arena), arena);
   // Only the last time step feeds the head; every earlier step's output gradient is zero.
   Tensor dtop = arena.zeros(top_shape_);
   const int64_t step = top_shape_[1] * top_shape_[2];

@@ -6,6 +6,7 @@
 // loss and the forecasts are read from (the bf16 tolerance tests compare them to fp32's).
 #pragma once
 #include "models/model.h"
+#include "models/quantile_output.h"
 #include "models/residual_baseline.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
@@ -27,6 +28,7 @@ class Forecaster : public Model {
   Dropout drop_;
   Linear head_;
   ResidualBaseline residual_;
+  QuantileOutput quantiles_;
   Shape top_shape_;  // [T, N, H*D] of the last forward
 };
 

@@ -3,7 +3,8 @@
 namespace seqtrain {
 
 MlpForecaster::MlpForecaster(const ModelSpec& spec, const ModelEnv& env)
-    : Model(spec, env), head_(params_, "head", spec.hidden, spec.output_size), residual_(spec, params_.backend()) {
+    : Model(spec, env), head_(params_, "head", spec.hidden, spec.output_size), residual_(spec, params_.backend()),
+      quantiles_(spec, params_.backend()) {
   const int64_t flat = spec.lookback * spec.input_size;
   body_.reserve(spec.layers);
   for (int64_t k = 0; k < spec.layers; ++k) {
@@ -31,12 +32,12 @@ Tensor MlpForecaster::forward(const Batch& batch, StepContext& ctx) {
   }
   Tensor out = head_.forward(h, arena);
   residual_.add_to(x, out);
-  return out;
+  return quantiles_.forward(out, arena);
 }
 
 void MlpForecaster::backward(StepContext& ctx) {
   Arena& arena = ctx.arena;
-  Tensor d = head_.backward(ctx.output_grad, arena);
+  Tensor d = head_.backward(quantiles_.backward(ctx.output_grad, arena), arena);
   for (size_t k = body_.size(); k-- > 0;) {
     d = relus_[k].backward(drops_[k].backward(d, arena), arena);
     d = body_[k].backward(d, arena);

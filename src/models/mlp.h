@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "models/quantile_output.h"
 #include "models/residual_baseline.h"
 #include "nn/activation.h"
 #include "nn/dropout.h"
@@ -25,6 +26,7 @@ class MlpForecaster : public Model {
   std::vector<Activation> relus_;
   Linear head_;
   ResidualBaseline residual_;  // model.residual_to
+  QuantileOutput quantiles_;   // train.loss quantile
 };
 
 }  // namespace seqtrain

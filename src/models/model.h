@@ -57,6 +57,9 @@ struct ModelSpec {
   std::string residual_to = "none";
   int64_t residual_period = 1;
   std::vector<int64_t> residual_inputs = {};
+  // train.loss quantile: forecasts per target and step (the innermost of the outputs), made
+  // monotone so they never cross (Backend::monotone_quantiles_forward); 1 = one point forecast.
+  int64_t quantile_levels = 1;
   bool operator==(const ModelSpec&) const = default;
 };
 

@@ -187,6 +187,7 @@ void visit_spec(M& s, V&& v) {
   v("residual_to", s.residual_to);
   v("residual_period", s.residual_period);
   v("residual_inputs", s.residual_inputs);
+  v("quantile_levels", s.quantile_levels);
 }
 }  // namespace
 

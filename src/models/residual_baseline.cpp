@@ -12,13 +12,13 @@ namespace seqtrain {
 ResidualBaseline::ResidualBaseline(const ModelSpec& spec, Backend& backend) : backend_(&backend) {
   if (spec.residual_to == "none") return;
   const int64_t L = spec.lookback, F = spec.input_size, T = static_cast<int64_t>(spec.residual_inputs.size());
-  const int64_t m = spec.residual_period;
-  ST_CHECK(T > 0 && spec.output_size % T == 0,
-           "model.residual_to {}: the model's {} outputs are not horizon x the {} targets found among the inputs",
-           spec.residual_to, spec.output_size, T);
+  const int64_t m = spec.residual_period, Q = spec.quantile_levels;
+  ST_CHECK(T > 0 && Q > 0 && spec.output_size % (T * Q) == 0,
+           "model.residual_to {}: the model's {} outputs are not horizon x the {} targets found among the inputs x {} "
+           "levels", spec.residual_to, spec.output_size, T, Q);
   ST_CHECK(m >= 1 && m <= L, "model.residual_to {}: the period {} does not fit in the lookback of {} steps",
            spec.residual_to, m, L);
-  const int64_t H = spec.output_size / T;
+  const int64_t H = spec.output_size / (T * Q);
   in_ = L * F;
   out_ = spec.output_size;
   std::vector<float> s(static_cast<size_t>(in_ * out_), 0.f);
@@ -27,7 +27,8 @@ ResidualBaseline::ResidualBaseline(const ModelSpec& spec, Backend& backend) : ba
       const int64_t f = spec.residual_inputs[t];
       ST_CHECK(0 <= f && f < F, "model.residual_to: target input {} is not one of the {} features", f, F);
       const int64_t step = seasonal_source_step(L, m, h);
-      s[static_cast<size_t>((step * F + f) * out_ + h * T + t)] = 1.f;
+      // Into the first level only: the later ones are built on it (models/quantile_output.h).
+      s[static_cast<size_t>((step * F + f) * out_ + (h * T + t) * Q)] = 1.f;
     }
   select_ = DeviceBuffer(backend, s.size(), false);
   select_.upload(s);

@@ -22,7 +22,8 @@ class ResidualBaseline {
   // Inactive unless spec.residual_to names a baseline.
   ResidualBaseline(const ModelSpec& spec, Backend& backend);
   bool active() const { return !select_.empty(); }
-  // out [B, horizon * targets] += the baseline of each window of x [B, lookback, features] (f32).
+  // out [B, horizon * targets * levels] += the baseline of each window of x [B, lookback,
+  // features] (f32), into each target and step's first quantile level (the only one without one).
   void add_to(const Tensor& x, Tensor& out);
 
  private:

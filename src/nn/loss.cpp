@@ -7,6 +7,10 @@
 //   ce    = sum over kept rows (lse(z) - z[t]) / kept
 //                                               dL/dz = (softmax(z) - onehot(t)) / kept, 0 for ignored rows
 //           (the Backend's cross_entropy op computes the sums and the gradient)
+//   quantile = sum over targets i and levels q of rho_tau(y_i - p_iq) / (m Q),
+//              rho_tau(e) = max(tau e, (tau - 1) e)
+//                                               dL/dp = (1 - tau if p > y, -tau if p < y, 1/2 - tau at
+//                                               a tie: torch.maximum's split) / (m Q)
 #include "nn/loss.h"
 
 #include <algorithm>
@@ -49,6 +53,18 @@ CrossEntropyArgs ce_args(const Tensor& logits, const Tensor& target, const LossO
 
 Backend& backend_of(const LossOptions& opt) { return opt.backend ? *opt.backend : default_backend(); }
 
+// The quantile op's arguments, after checking that pred holds Q forecasts of each target.
+QuantileArgs quantile_args(const Tensor& pred, const Tensor& target, const LossOptions& opt) {
+  const int64_t Q = static_cast<int64_t>(opt.quantiles.size());
+  ST_CHECK(Q > 0, "quantile loss: no quantile levels (train.quantiles)");
+  ST_CHECK(pred.contiguous() && target.contiguous() && pred.dtype == DType::f32 && target.dtype == DType::f32 &&
+               pred.numel() == target.numel() * Q,
+           "quantile loss: a prediction of {} {} holds {} forecasts per target of {} {}; it must be f32 with {} "
+           "levels per target", dtype_name(pred.dtype), shape_str(pred.shape), Q, dtype_name(target.dtype),
+           shape_str(target.shape), Q);
+  return QuantileArgs{pred.f32(), target.f32(), target.numel(), Q, opt.quantiles.data()};
+}
+
 // The backend op's kind for a regression loss, after checking its tensors and options.
 RegressionLoss regression_kind(LossKind kind, const Tensor& pred, const Tensor& target, const LossOptions& opt) {
   check_regression(kind, pred, target);
@@ -58,7 +74,8 @@ RegressionLoss regression_kind(LossKind kind, const Tensor& pred, const Tensor& 
     case LossKind::huber:
       ST_CHECK(opt.huber_delta > 0.f, "huber loss: delta must be > 0, got {}", opt.huber_delta);
       return RegressionLoss::huber;
-    case LossKind::cross_entropy: break;
+    case LossKind::cross_entropy:
+    case LossKind::quantile: break;
   }
   fail("internal error: {} is not a regression loss", loss_name(kind));
 }
@@ -70,7 +87,8 @@ LossKind parse_loss(const std::string& name) {
   if (name == "mae" || name == "l1") return LossKind::mae;
   if (name == "huber") return LossKind::huber;
   if (name == "cross_entropy" || name == "ce") return LossKind::cross_entropy;
-  fail("unknown loss '{}': valid names are mse, mae (or l1), huber, cross_entropy (or ce)", name);
+  if (name == "quantile") return LossKind::quantile;
+  fail("unknown loss '{}': valid names are mse, mae (or l1), huber, cross_entropy (or ce), quantile", name);
 }
 
 std::string_view loss_name(LossKind k) {
@@ -79,6 +97,7 @@ std::string_view loss_name(LossKind k) {
     case LossKind::mae: return "mae";
     case LossKind::huber: return "huber";
     case LossKind::cross_entropy: return "cross_entropy";
+    case LossKind::quantile: return "quantile";
   }
   return "?";
 }
@@ -89,6 +108,10 @@ LossSum loss_sum(LossKind kind, const Tensor& pred, const Tensor& target, const 
     if (a.rows == 0) return {};
     const CrossEntropySum s = backend_of(opt).cross_entropy_forward(a);
     return {s.loss, s.count, s.correct};
+  }
+  if (kind == LossKind::quantile) {
+    const QuantileArgs a = quantile_args(pred, target, opt);
+    return {a.targets ? backend_of(opt).quantile_loss_forward(a) : 0.0, pred.numel()};
   }
   const RegressionLoss r = regression_kind(kind, pred, target, opt);
   const int64_t n = pred.numel();
@@ -101,6 +124,11 @@ void loss_sum_accumulate(LossKind kind, const Tensor& pred, const Tensor& target
   if (kind == LossKind::cross_entropy) {
     const CrossEntropyArgs a = ce_args(pred, target, opt);
     if (a.rows > 0) backend_of(opt).cross_entropy_accumulate(a, acc);
+    return;
+  }
+  if (kind == LossKind::quantile) {
+    const QuantileArgs a = quantile_args(pred, target, opt);
+    if (a.targets > 0) acc[0] += backend_of(opt).quantile_loss_forward(a);
     return;
   }
   const RegressionLoss r = regression_kind(kind, pred, target, opt);
@@ -144,6 +172,12 @@ void sum_gradient(LossKind kind, const Tensor& pred, const Tensor& target, Tenso
       k = kept ? scale / static_cast<double>(kept) : 0.0;
     }
     be.cross_entropy_backward(a, k, g);
+    return;
+  }
+  if (kind == LossKind::quantile) {
+    const QuantileArgs a = quantile_args(pred, target, opt);
+    if (a.targets == 0) return;
+    backend_of(opt).quantile_loss_backward(a, static_cast<float>(per_count ? scale / pred.numel() : scale), g);
     return;
   }
   const RegressionLoss r = regression_kind(kind, pred, target, opt);

@@ -5,6 +5,10 @@
 // divides by (train/objective.h builds on them, so micro-batches of different sizes add up).
 // Sums run in double so the mean of a large batch does not lose the small terms.
 //
+// Quantile (pinball) loss: pred holds Q forecasts per target (the levels in LossOptions::
+// quantiles, innermost: pred [..., m * Q] for target [..., m]); per element
+// max(tau (y - p), (tau - 1) (y - p)), torch's formula, counted per forecast (m * Q).
+//
 // Shapes: regression losses take pred and target of the same shape (f32). Cross-entropy takes
 // logits [..., C] (f32) and int64 class targets with logits.numel()/C elements (e.g. [N] for
 // [N, C], [B, T] for [B, T, C]); targets equal to ignore_index contribute nothing and are left
@@ -16,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -23,7 +28,7 @@ namespace seqtrain {
 
 class Backend;
 
-enum class LossKind : uint8_t { mse, mae, huber, cross_entropy };
+enum class LossKind : uint8_t { mse, mae, huber, cross_entropy, quantile };
 
 struct LossOptions {
   float huber_delta = 1.0f;      // torch.nn.HuberLoss(delta=1.0); must be > 0
@@ -32,9 +37,10 @@ struct LossOptions {
   // The caller checked every target on the host (count_targets): a device skips reading its own
   // check back, a synchronization (CrossEntropyArgs::targets_checked).
   bool targets_checked = false;
+  std::vector<float> quantiles;  // quantile: the levels (each in (0, 1), increasing)
 };
 
-// Names: "mse", "mae" (alias "l1"), "huber", "cross_entropy" (alias "ce"); anything else
+// Names: "mse", "mae" (alias "l1"), "huber", "cross_entropy" (alias "ce"), "quantile"; anything else
 // throws an Error listing them.
 LossKind parse_loss(const std::string& name);
 std::string_view loss_name(LossKind k);

@@ -118,7 +118,7 @@ DataPlan plan_npy(const Config& config) {
              "train.loss is cross_entropy but data.npy.train_y ({}) has shape {}, not [N] class labels; use a "
              "regression loss (mse, mae, huber) or save integer labels of shape [N]", ref.y_file,
              shape_of(ref.y_tail));
-    p.outputs = train->y_size();
+    p.outputs = train->y_size() * quantile_levels(config.train);  // one forecast per level and target
     p.y_shape = ref.y_tail;
   }
   Normalizer stats;
@@ -157,7 +157,7 @@ DataPlan plan_windows(const Config& config) {
   if (!data->test.empty()) p.test = std::make_shared<WindowSource>(data->test);
   p.steps = data->train.lookback();
   p.features = data->n_features();
-  p.outputs = data->train.y_size();
+  p.outputs = data->train.y_size() * quantile_levels(config.train);
   p.normalizer = data->normalizer.to_json();
   if (config.data.source == "csv") p.files.push_back(config.data.path);
   p.source = config.data.source == "csv" ? "csv: " + config.data.path

@@ -9,8 +9,16 @@
 
 namespace seqtrain {
 
-ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>& seasons) {
+int64_t ForecastScoring::point_level() const {
+  for (size_t q = 0; q < quantiles.size(); ++q)
+    if (quantiles[q] == 0.5) return static_cast<int64_t>(q);
+  return levels() / 2;
+}
+
+ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>& seasons,
+                                    const std::vector<double>& quantiles) {
   ForecastScoring s;
+  s.quantiles = quantiles;
   s.targets = d.targets;
   s.lookback = d.train.lookback();
   s.horizon = d.train.horizon();
@@ -37,8 +45,10 @@ ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>
   return s;
 }
 
-ForecastScoring ForecastScoring::of_npy(int64_t lookback, int64_t features, int64_t horizon, int64_t targets) {
+ForecastScoring ForecastScoring::of_npy(int64_t lookback, int64_t features, int64_t horizon, int64_t targets,
+                                        const std::vector<double>& quantiles) {
   ForecastScoring s;
+  s.quantiles = quantiles;
   for (int64_t t = 0; t < targets; ++t) s.targets.push_back(targets == 1 ? "y" : "y" + std::to_string(t));
   s.unit_shift.assign(targets, 0.0);
   s.unit_scale.assign(targets, 1.0);
@@ -53,6 +63,7 @@ ForecastScorer::ForecastScorer(const ForecastScoring& s)
 
 void ForecastScorer::add(int64_t n, const float* x, const float* y, const float* p) {
   const int64_t T = static_cast<int64_t>(s_.targets.size()), H = s_.horizon, L = s_.lookback, F = s_.features;
+  const int64_t Q = s_.levels(), point = s_.point_level();
   // Units computed in float like Normalizer::invert, so a forecast equal to a baseline in the
   // model's units is equal in the data's units too (residual_to's bit-for-bit promise). A value
   // within float rounding of 0 is 0: the data's zeros come back from z-scoring as +-1e-7-ish,
@@ -68,7 +79,19 @@ void ForecastScorer::add(int64_t n, const float* x, const float* y, const float*
       for (int64_t h = 0; h < H; ++h) {
         const int64_t k = i * H * T + h * T + t;
         const float actual = units(y[k], s_.unit_scale[t], s_.unit_shift[t]);
-        model_[t].add(units(p[k], s_.unit_scale[t], s_.unit_shift[t]), actual);
+        const float* levels = p + k * Q;
+        model_[t].add(units(levels[point], s_.unit_scale[t], s_.unit_shift[t]), actual);
+        if (Q > 1) {
+          for (int64_t q = 0; q < Q; ++q) {
+            const double e = actual - units(levels[q], s_.unit_scale[t], s_.unit_shift[t]), tau = s_.quantiles[q];
+            pinball_ += std::max(tau * e, (tau - 1) * e);
+          }
+          pinball_n_ += Q;
+          const float lo = units(levels[0], s_.unit_scale[t], s_.unit_shift[t]);
+          const float hi = units(levels[Q - 1], s_.unit_scale[t], s_.unit_shift[t]);
+          covered_ += lo <= actual && actual <= hi;
+          ++interval_n_;
+        }
         if (!s_.baselines() || !xs) continue;
         const int64_t f = s_.target_in_x[t];
         last_[t].add(units(xs[(L - 1) * F + f], s_.x_scale[t], s_.x_shift[t]), actual);
@@ -115,6 +138,11 @@ nlohmann::json ForecastScorer::metrics_json(const std::vector<ErrorSums>& e, boo
 
 nlohmann::json ForecastScorer::report() const {
   nlohmann::json j = metrics_json(model_, true);
+  if (s_.levels() > 1 && pinball_n_ > 0) {
+    j["pinball"] = pinball_ / static_cast<double>(pinball_n_);
+    j["coverage"] = static_cast<double>(covered_) / static_cast<double>(interval_n_);
+    j["interval"] = {s_.quantiles.front(), s_.quantiles.back()};
+  }
   if (s_.baselines()) {
     j["baseline"]["last_value"] = metrics_json(last_, true);
     if (s_.season > 0) j["baseline"]["seasonal_naive"] = metrics_json(seasonal_, true);

@@ -30,22 +30,32 @@ struct ForecastScoring {
   int64_t season = 0;               // the seasonal naive's period (<= lookback); 0 = none
   int64_t mase_lag = 1;             // MASE's naive lag: the longest season, else 1
   std::vector<double> mase_scale;   // per target; empty = no MASE (npy)
+  // train.loss quantile: the levels of each forecast (innermost in the outputs); empty = point
+  // forecasts. The point forecast scored by the errors is then the median level (0.5, else the
+  // middle one); pinball loss and the coverage of the outermost interval are added.
+  std::vector<double> quantiles;
+  int64_t levels() const { return quantiles.empty() ? 1 : static_cast<int64_t>(quantiles.size()); }
+  int64_t point_level() const;
 
   bool baselines() const { return !target_in_x.empty(); }
   // A csv/synthetic run: scales from the training rows of `data`; `seasons` is data.seasons.
-  static ForecastScoring of(const Dataset& data, const std::vector<int64_t>& seasons);
+  static ForecastScoring of(const Dataset& data, const std::vector<int64_t>& seasons,
+                            const std::vector<double>& quantiles = {});
   // An npy regression run: y [horizon, targets] in its own units, no baselines, no MASE.
-  static ForecastScoring of_npy(int64_t lookback, int64_t features, int64_t horizon, int64_t targets);
+  static ForecastScoring of_npy(int64_t lookback, int64_t features, int64_t horizon, int64_t targets,
+                                const std::vector<double>& quantiles = {});
 };
 
 class ForecastScorer {
  public:
   explicit ForecastScorer(const ForecastScoring& s);
-  // n windows: x [n, lookback, features] and y, p [n, horizon * targets] (step-major), all as the
-  // model sees them (normalized); y and p are mapped to units here.
+  // n windows: x [n, lookback, features], y [n, horizon * targets] (step-major) and p [n, horizon *
+  // targets * levels], all as the model sees them (normalized); y and p are mapped to units here.
   void add(int64_t n, const float* x, const float* y, const float* p);
   // {"mae", "rmse", "mape", "smape", "mase", "per_target": {name: {...}} (more than one target),
-  //  "baseline": {"last_value": {...}, "seasonal_naive": {...}}} (those the data allows).
+  //  "baseline": {"last_value": {...}, "seasonal_naive": {...}}} (those the data allows); with
+  //  quantiles also "pinball" (the mean pinball loss in units over every level) and "coverage"
+  //  (the share of actual values inside the outermost levels' interval, "interval").
   nlohmann::json report() const;
   ForecastMetrics model() const;  // the model's pooled metrics
 
@@ -54,6 +64,8 @@ class ForecastScorer {
   nlohmann::json metrics_json(const std::vector<ErrorSums>& e, bool per_target) const;
   const ForecastScoring& s_;
   std::vector<ErrorSums> model_, last_, seasonal_;
+  double pinball_ = 0;
+  int64_t pinball_n_ = 0, covered_ = 0, interval_n_ = 0;
 };
 
 // The metrics train.monitor may name for a forecasting run, from a report: "mae" ->

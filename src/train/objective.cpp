@@ -104,7 +104,7 @@ std::unique_ptr<Objective> make_objective(LossKind loss, const LossOptions& opti
   if (task == ObjectiveTask::forecast) {
     ST_CHECK(loss != LossKind::cross_entropy,
              "train.loss is cross_entropy, which needs class labels, but this data has regression targets; use "
-             "mse, mae or huber");
+             "mse, mae, huber or quantile");
     return std::make_unique<RegressionObjective>(loss, options);
   }
   ST_CHECK(loss == LossKind::cross_entropy, "train.loss is {} but this data holds class labels ({}); set "
@@ -114,19 +114,22 @@ std::unique_ptr<Objective> make_objective(LossKind loss, const LossOptions& opti
   return std::make_unique<NextTokenObjective>(options);
 }
 
-std::unique_ptr<Objective> make_objective(const std::string& loss, double huber_delta, int64_t classes,
-                                          int64_t y_size) {
+LossOptions loss_options(const TrainConfig& t) {
   LossOptions o;
-  o.huber_delta = static_cast<float>(huber_delta);
+  o.huber_delta = static_cast<float>(t.huber_delta);
+  if (t.loss == "quantile") o.quantiles.assign(t.quantiles.begin(), t.quantiles.end());
+  return o;
+}
+
+std::unique_ptr<Objective> make_objective(const TrainConfig& train, int64_t classes, int64_t y_size) {
   const ObjectiveTask task = classes == 0 ? ObjectiveTask::forecast
                              : y_size > 1 ? ObjectiveTask::next_token
                                           : ObjectiveTask::classify;
-  return make_objective(parse_loss(loss), o, task);
+  return make_objective(parse_loss(train.loss), loss_options(train), task);
 }
 
 std::unique_ptr<Objective> make_objective(const Config& config, const DataPlan& plan) {
-  LossOptions o;
-  o.huber_delta = static_cast<float>(config.train.huber_delta);
+  LossOptions o = loss_options(config.train);
   o.backend = &backend_named(backend_for(config.runtime.backend, config.runtime.device));  // the model's (config/model_config.cpp gives it the same)
   const ObjectiveTask task = plan.vocab > 0      ? ObjectiveTask::next_token
                              : plan.classes > 0 ? ObjectiveTask::classify

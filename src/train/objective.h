@@ -81,9 +81,10 @@ std::unique_ptr<Objective> make_objective(LossKind loss, const LossOptions& opti
 // From the config (train.loss, train.huber_delta) and what the data holds: class labels
 // (plan.classes > 0) one per sample, or per position for a language model (plan.vocab > 0).
 std::unique_ptr<Objective> make_objective(const Config& config, const DataPlan& plan);
-// The same from the parts evaluate() and the CLI have: classes > 0 means labels; with
-// y_size > 1 labels they are next-token targets.
-std::unique_ptr<Objective> make_objective(const std::string& loss, double huber_delta, int64_t classes,
-                                          int64_t y_size);
+// The same from the parts evaluate() and the CLI have: the train section (loss, huber_delta,
+// quantiles); classes > 0 means labels; with y_size > 1 labels they are next-token targets.
+std::unique_ptr<Objective> make_objective(const TrainConfig& train, int64_t classes, int64_t y_size);
+// The loss's options from the train section: train.huber_delta, train.quantiles.
+LossOptions loss_options(const TrainConfig& train);
 
 }  // namespace seqtrain

@@ -49,6 +49,8 @@ std::vector<Field> fields(const TrainSummary& s) {
   };
   if (t.is_object()) {
     for (const char* k : {"mae", "rmse", "mase"}) f.push_back({fmt::format("test_{}", k), num(t, k)});
+    if (t.contains("pinball"))
+      for (const char* k : {"pinball", "coverage"}) f.push_back({fmt::format("test_{}", k), num(t, k)});
     if (t.contains("baseline"))
       for (const auto& [name, b] : t["baseline"].items())
         for (const char* k : {"mae", "mase"}) f.push_back({fmt::format("baseline_{}_test_{}", name, k), num(b, k)});

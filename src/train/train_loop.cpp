@@ -191,10 +191,10 @@ void TrainLoop::resume_or_start() {
   if (resuming_) replay_partial_accumulation();
   if (plan_.windows) {
     summary_.baseline_val = last_value_baseline(*plan_.windows, plan_.windows->val);
-    scoring_ = ForecastScoring::of(*plan_.windows, config_.data.seasons);
+    scoring_ = ForecastScoring::of(*plan_.windows, config_.data.seasons, forecast_quantiles(config_.train));
   } else if (plan_.classes == 0 && plan_.vocab == 0 && !plan_.y_shape.empty()) {
     scoring_ = ForecastScoring::of_npy(plan_.steps, plan_.features, plan_.y_shape[0],
-                                       plan_.y_shape.size() > 1 ? plan_.y_shape[1] : 1);
+                                       plan_.y_shape.size() > 1 ? plan_.y_shape[1] : 1, forecast_quantiles(config_.train));
   }
   start_ = log_start_ = Clock::now();
 }

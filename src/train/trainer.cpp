@@ -70,7 +70,8 @@ void route_stop_signals() {
 }
 
 ModelSpec model_spec(const Config& c, const Dataset& data) {
-  return spec_from_config(c, DataShape{data.n_features(), c.data.lookback, c.data.horizon * data.n_targets(), 0, 0,
+  return spec_from_config(c, DataShape{data.n_features(), c.data.lookback,
+                                       c.data.horizon * data.n_targets() * quantile_levels(c.train), 0, 0,
                                        data.target_feature_indices()});
 }
 
