@@ -340,6 +340,7 @@ Config unusual_config() {
   c.data.seasons = {12, 5};  // residual_to seasonal_naive needs the longest to fit the lookback
   c.data.time_column = "when: utc";
   c.data.calendar = {"hour", "doy"};
+  c.data.future_features = {"true", "cal_hour_sin"};
   c.data.split = {0.7, 0.2, 0.1};
   c.data.synthetic.noise = 0.3;
   c.model.type = "mlp";
@@ -377,7 +378,8 @@ TEST(ConfigYaml, RoundTripGivesEqualConfig) {
 TEST(ConfigYaml, WritesEveryKeyOnce) {
   std::string text = to_yaml(Config{});
   const auto keys = config_keys();
-  EXPECT_EQ(keys.size(), 97u);  // 97 since data.seasons, time_column, calendar, model.residual_to, train.monitor, quantiles
+  EXPECT_EQ(keys.size(), 98u);  // 98 since data.seasons, time_column, calendar, future_features, model.residual_to,
+                                // train.monitor, quantiles
   int64_t leaf_lines = 0;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)

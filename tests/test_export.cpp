@@ -80,7 +80,8 @@ void expect_pytorch_agrees(Model& m, const std::string& out) {
   const ModelSpec& s = m.spec();
   const bool ids = family(s.type).is_language_model;
   const int64_t B = 2, T = std::min<int64_t>(s.lookback, 8);
-  const std::vector<int64_t> shape = ids ? std::vector<int64_t>{B, T} : std::vector<int64_t>{B, s.lookback, s.input_size};
+  const std::vector<int64_t> shape =
+      ids ? std::vector<int64_t>{B, T} : std::vector<int64_t>{B, s.lookback + s.future_steps, s.input_size};
   Rng rng(5);
   std::vector<float> x = randn(rng, shape[0] * shape[1] * (ids ? 1 : shape[2]));
   std::vector<int64_t> x_ids(x.size());
@@ -129,10 +130,11 @@ TEST(Export, TrainedForecasterLoadsInPyTorchWithTheSamePredictions) {
 // targets not first among the inputs and the season features after them).
 TEST(Export, ResidualForecastersLoadInPyTorchWithTheSamePredictions) {
   for (const char* type : {"gru", "mlp"}) {
-    // The mlp also forecasts quantiles: the baseline enters the first level, the rest build on it.
+    // The mlp also forecasts quantiles: the baseline enters the first level, the rest build on it;
+    // both read the known future of current and a season's phase.
     TrainedRun trained(cli::example_config() + cli::kSmall + " --set train.epochs=1 --set model.type=" + type +
                        " --set data.features=[current,voltage,soc] --set data.seasons=[6,10]"
-                       " --set model.residual_to=seasonal_naive" +
+                       " --set model.residual_to=seasonal_naive --set data.future_features=[current,season6_sin]" +
                        (std::string(type) == "mlp" ? " --set train.loss=quantile --set train.quantiles=[0.2,0.5,0.7,0.95]" : ""));
     TempDir dir;
     const std::string out = dir / "exported";
@@ -144,6 +146,7 @@ TEST(Export, ResidualForecastersLoadInPyTorchWithTheSamePredictions) {
     EXPECT_EQ(m.spec.residual_inputs, std::vector<int64_t>{1});
     EXPECT_EQ(m.spec.input_size, 7) << "3 columns and the sine and cosine of 2 seasons";
     EXPECT_EQ(m.spec.quantile_levels, std::string(type) == "mlp" ? 4 : 1);
+    EXPECT_EQ(m.spec.future_steps, 4);
     expect_pytorch_agrees(*m.model, out);
   }
 }

@@ -467,3 +467,129 @@ TEST(QuantileLoss, BadLevelsNameTheKey) {
 
 }  // namespace
 }  // namespace seqtrain::testing
+
+namespace seqtrain::testing {
+namespace {
+
+// data.future_features: x continues past the window with the known future's values, every other
+// column 0; the target's own future never enters x (changing it changes no forecast), a future
+// feature's values over the horizon do change it.
+TEST(FutureFeatures, TheTargetsFutureNeverEntersAndAKnownFutureChangesTheForecast) {
+  TempDir dir;
+  const int rows = 40, L = 6, H = 3;
+  auto csv = [&](int variant) {
+    Rng rng(2);
+    std::string text = "a,b,c\n";
+    for (int r = 0; r < rows; ++r) {
+      double a = rng.normal(), b = rng.normal(), c = rng.normal();
+      if (r >= L && r < L + H) {
+        if (variant == 1) a = -3.0 + r;  // the target's future of window 0, changed
+        if (variant == 2) b += 1.5;       // the known future of window 0, changed
+      }
+      text += fmt::format("{:.6f},{:.6f},{:.6f}\n", a, b, c);
+    }
+    return write_file(dir, fmt::format("v{}.csv", variant), text);
+  };
+  auto config = [&](const std::string& path) {
+    return load_config_text("data:\n  source: csv\n  path: " + path +
+                                "\n  targets: [a]\n  lookback: 6\n  horizon: 3\n  split: [1, 0, 0]\n"
+                                "  future_features: [b]\nmodel:\n  hidden: 8\n",
+                            "f.yaml", dir.path.string());
+  };
+  const Config c0 = config(csv(0));
+  const Dataset d0 = load_dataset(c0);
+  ASSERT_EQ(d0.train.steps(), L + H);
+  std::vector<float> x0(d0.train.x_size());
+  d0.train.fill_batch(0, 1, x0.data(), nullptr);
+  for (int h = 0; h < H; ++h) {
+    EXPECT_EQ(x0[(L + h) * 3 + 0], 0.f) << "the target's future is no input";
+    EXPECT_EQ(x0[(L + h) * 3 + 2], 0.f) << "a feature not known ahead is 0 there";
+    EXPECT_EQ(x0[(L + h) * 3 + 1], d0.table->at(L + h, d0.table->column_index("b"))) << "the known future";
+  }
+  std::unique_ptr<Model> model = build_model(model_spec(c0, d0));
+  Rng init(1);
+  model->init(init);
+  EXPECT_EQ(model->spec().future_steps, H);
+  auto forecast_of = [&](int variant) {
+    const Dataset d = load_dataset(config(csv(variant)), &d0.normalizer);
+    std::vector<float> x(d.train.x_size());
+    d.train.fill_batch(0, 1, x.data(), nullptr);
+    Arena arena;
+    const Tensor out = ModelPass(*model, arena, false).forward(Tensor(x.data(), {1, L + H, 3}));
+    return std::vector<float>(out.f32(), out.f32() + out.numel());
+  };
+  const std::vector<float> base = forecast_of(0);
+  EXPECT_EQ(forecast_of(1), base) << "the target's future changed the forecast";
+  const std::vector<float> moved = forecast_of(2);
+  ASSERT_EQ(moved.size(), base.size());
+  double diff = 0;
+  for (size_t i = 0; i < base.size(); ++i) diff += std::abs(moved[i] - base[i]);
+  EXPECT_GT(diff, 1e-4) << "the known future did not reach the forecast";
+}
+
+// forecast --future: the history plus the known future's rows forecasts exactly what predict gives
+// for the window whose future is in the file; a run with known-future inputs needs --future, and
+// a short --future is refused with both counts.
+TEST(FutureFeatures, ForecastWithTheKnownFutureEqualsPredictsLastWindow) {
+  TempDir dir;
+  Rng rng(5);
+  std::string all = "load,plan\n", history = all, future = "plan\n";
+  const int rows = 300, H = 4;
+  for (int r = 0; r < rows; ++r) {
+    const double plan = std::sin(r * 0.3), load = 2 * plan + 0.1 * rng.normal();
+    const std::string row = fmt::format("{:.5f},{:.5f}\n", load, plan);
+    all += row;
+    (r < rows - H ? history : future) += r < rows - H ? row : fmt::format("{:.5f}\n", plan);
+  }
+  const std::string data = write_file(dir, "all.csv", all);
+  write_file(dir, "history.csv", history);
+  write_file(dir, "future.csv", future);
+  write_file(dir, "short.csv", "plan\n0.5\n");
+  const std::string cfg = write_file(dir, "f.yaml", "data:\n  source: csv\n  path: " + data +
+                                                        "\n  targets: [load]\n  lookback: 12\n  horizon: 4\n"
+                                                        "  future_features: [plan]\n  workers: 0\n"
+                                                        "model:\n  hidden: 8\ntrain:\n  epochs: 2\nruntime:\n  threads: 1\n");
+  Result r = run_seqtrain("train " + cfg + " --quiet --out " + (dir / "run"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run_seqtrain("predict " + (dir / "run") + " --input " + data + " --output " + (dir / "pred.csv"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run_seqtrain("forecast " + (dir / "run") + " --input " + (dir / "history.csv") + " --future " +
+                   (dir / "future.csv") + " --output " + (dir / "next.csv"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::string pred = slurp(dir / "pred.csv");
+  pred.pop_back();
+  const std::string last = pred.substr(pred.rfind('\n') + 1);  // the window ending 4 rows before the end
+  std::istringstream next(slurp(dir / "next.csv"));
+  std::string line, joined;
+  std::getline(next, line);
+  EXPECT_EQ(line, "step,load");
+  while (std::getline(next, line)) joined += (joined.empty() ? "" : ",") + line.substr(line.find(',') + 1);
+  EXPECT_EQ(joined, last);
+  r = run_seqtrain("forecast " + (dir / "run") + " --input " + (dir / "history.csv"));
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_CONTAINS(r.out, "give them with --future F.csv");
+  r = run_seqtrain("forecast " + (dir / "run") + " --input " + (dir / "history.csv") + " --future " + (dir / "short.csv"));
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_CONTAINS(r.out, "1 rows, but the model forecasts 4 steps");
+  // Config: a target is never a known-future input; a name the data lacks is refused naming the file.
+  EXPECT_CONTAINS(error_of([&] {
+                    load_config_text("data:\n  source: csv\n  path: " + data +
+                                         "\n  targets: [load]\n  future_features: [load]\n", "f.yaml", "");
+                  }),
+                  "a target");
+  EXPECT_CONTAINS(error_of([&] {
+                    load_dataset(load_config_text("data:\n  source: csv\n  path: " + data +
+                                                      "\n  targets: [load]\n  lookback: 4\n  future_features: [plans]\n",
+                                                  "f.yaml", ""));
+                  }),
+                  "did you mean 'plan'");
+  EXPECT_CONTAINS(error_of([&] {
+                    load_config_text("data:\n  source: csv\n  path: " + data +
+                                         "\n  targets: [load]\n  future_features: [plan]\n  augment:\n    jitter_sigma: 0.1\n",
+                                     "f.yaml", "");
+                  }),
+                  "data.augment");
+}
+
+}  // namespace
+}  // namespace seqtrain::testing

@@ -81,6 +81,7 @@ ModelSpec every_field_set() {
   s.residual_period = 12;
   s.residual_inputs = {2, 0};
   s.quantile_levels = 3;
+  s.future_steps = 5;
   return s;
 }
 

@@ -123,7 +123,8 @@ class Forecaster(nn.Module):
     residual_to: last_value | seasonal_naive, then `lookback` must be given)."""
 
     def __init__(self, cell, input_size, hidden, layers=1, bidirectional=False, dropout=0.0, output_size=1,
-                 residual_to="none", residual_period=1, residual_inputs=(), lookback=1, quantile_levels=1):
+                 residual_to="none", residual_period=1, residual_inputs=(), lookback=1, quantile_levels=1,
+                 future_steps=0):
         super().__init__()
         cells = {"lstm": nn.LSTM, "gru": nn.GRU}
         if cell not in cells:
@@ -136,32 +137,41 @@ class Forecaster(nn.Module):
         self.head = nn.Linear(hidden * (2 if bidirectional else 1), output_size)
         self.residual = _Residual(residual_to, residual_period, residual_inputs, lookback, output_size, quantile_levels)
         self.quantile_levels = quantile_levels
+        # data.future_features: x's rows after the lookback are the known future, read by a
+        # bias-free Linear added to the head's output (seqtrain's future_head).
+        self.lookback, self.future_steps = lookback, future_steps
+        if future_steps:
+            self.future_head = nn.Linear(future_steps * input_size, output_size, bias=False)
 
     def forward(self, x):
-        """x: [batch, lookback, input_size] -> [batch, output_size]."""
-        out, _ = self.rnn(x)
-        return monotone_quantiles(self.residual(x, self.head(self.dropout(out[:, -1, :]))), self.quantile_levels)
+        """x: [batch, lookback (+ future_steps), input_size] -> [batch, output_size]."""
+        past = x[:, :self.lookback] if self.future_steps else x
+        out, _ = self.rnn(past)
+        y = self.head(self.dropout(out[:, -1, :]))
+        if self.future_steps:
+            y = y + self.future_head(x[:, self.lookback:].reshape(x.shape[0], -1))
+        return monotone_quantiles(self.residual(x, y), self.quantile_levels)
 
 
 class MLPForecaster(nn.Module):
     """Flattened window -> (Linear, ReLU, Dropout) x layers -> linear head."""
 
     def __init__(self, input_size, lookback, hidden, layers=1, dropout=0.0, output_size=1,
-                 residual_to="none", residual_period=1, residual_inputs=(), quantile_levels=1):
+                 residual_to="none", residual_period=1, residual_inputs=(), quantile_levels=1, future_steps=0):
         super().__init__()
         if layers < 1:
             raise ValueError(f"layers must be at least 1, got {layers}")
-        self.input_size, self.lookback = input_size, lookback
+        self.input_size, self.lookback = input_size, lookback + future_steps  # the known future's rows too
         mods = []
         for j in range(layers):
-            mods += [nn.Linear(lookback * input_size if j == 0 else hidden, hidden), nn.ReLU(), nn.Dropout(dropout)]
+            mods += [nn.Linear(self.lookback * input_size if j == 0 else hidden, hidden), nn.ReLU(), nn.Dropout(dropout)]
         self.body = nn.Sequential(*mods)
         self.head = nn.Linear(hidden, output_size)
         self.residual = _Residual(residual_to, residual_period, residual_inputs, lookback, output_size, quantile_levels)
         self.quantile_levels = quantile_levels
 
     def forward(self, x):
-        """x: [batch, lookback, input_size] -> [batch, output_size]."""
+        """x: [batch, lookback (+ future steps), input_size] -> [batch, output_size]."""
         if tuple(x.shape[1:]) != (self.lookback, self.input_size):
             raise ValueError(f"expected input [batch, {self.lookback}, {self.input_size}], got {list(x.shape)}")
         out = self.residual(x, self.head(self.body(x.reshape(x.shape[0], -1))))
@@ -203,7 +213,7 @@ def from_spec(spec):
                   dropout=float(spec.get("dropout", 0.0)), output_size=int(spec.get("output_size", 1)))
     residual = dict(residual_to=spec.get("residual_to", "none"), residual_period=int(spec.get("residual_period", 1)),
                     residual_inputs=[int(i) for i in spec.get("residual_inputs", [])],
-                    quantile_levels=int(spec.get("quantile_levels", 1)))
+                    quantile_levels=int(spec.get("quantile_levels", 1)), future_steps=int(spec.get("future_steps", 0)))
     if kind in ("lstm", "gru"):
         return Forecaster(kind, int(spec.get("input_size", 1)), bidirectional=bool(spec.get("bidirectional", False)),
                           lookback=int(spec.get("lookback", 1)), **residual, **common)

@@ -49,9 +49,7 @@ Loaded load_for_inference(const CheckpointRef& ck, const std::string& input) {
     l.config.data.split = {1.0, 0.0, 0.0};
   }
   l.data = load_dataset(l.config, &norm);
-  const DataShape shape{l.data.n_features(), l.config.data.lookback,
-                        l.config.data.horizon * l.data.n_targets() * quantile_levels(l.config.train)};
-  l.model = load_model(dir, {.shape = shape}).model;
+  l.model = load_model(dir, {.shape = window_shape(l.config, l.data)}).model;
   return l;
 }
 
@@ -69,7 +67,7 @@ void forecast_windows(Loaded& l, const WindowDataset& split,
     split.fill_batch(b, n, x.data(), nullptr);
     arena.reset();
     StepContext ctx(arena);
-    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, split.lookback(), split.n_features()})), arena, backend);
+    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, split.steps(), split.n_features()})), arena, backend);
     read_floats(backend, l.model->forward(batch, ctx), p.data());
     l.data.denormalize_targets(p.data(), n, levels);
     use(n, p.data());
@@ -320,7 +318,7 @@ int run_eval(const EvalArgs& a) {
   const ForecastScoring scoring = ForecastScoring::of(l.data, l.config.data.seasons, forecast_quantiles(l.config.train));
   ForecastScorer scorer(scoring);
   const auto objective = make_objective(l.config.train, 0, split.y_size());
-  const double loss = evaluate(*l.model, WindowSource(split), split.lookback(), split.n_features(), *objective,
+  const double loss = evaluate(*l.model, WindowSource(split), split.steps(), split.n_features(), *objective,
                                l.config.train.batch_size, nullptr,
                                [&](int64_t n, const float* x, const float* y, const float* p) { scorer.add(n, x, y, p); });
   print_checkpoint(ck);

@@ -14,7 +14,7 @@ struct TrainArgs {
 // input: a CSV (csv/synthetic runs), or an X .npy with `labels` its y .npy (npy runs).
 struct EvalArgs { std::string checkpoint, input, labels, split = "test"; };
 struct PredictArgs { std::string checkpoint, input, output; };
-struct ForecastArgs { std::string checkpoint, input, output; };
+struct ForecastArgs { std::string checkpoint, input, future, output; };
 struct DataCacheArgs {
   std::string config;
   std::vector<std::string> overrides;

@@ -90,6 +90,9 @@ void add_inference_commands(CLI::App& app, std::vector<Command>& out) {
         c.add_option("checkpoint", a.checkpoint, checkpoint)->required();
         c.add_option("--input", a.input, "CSV history with the training columns; its last data.lookback rows are read")
             ->required();
+        c.add_option("--future", a.future,
+                     "CSV of the known-future inputs (data.future_features) for the forecast's steps, one row each")
+            ->check(CLI::ExistingFile);
         c.add_option("--output", a.output, "CSV to write (step, one column per target); default stdout");
       }));
   auto generate = std::make_shared<GenerateArgs>();

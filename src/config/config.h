@@ -63,6 +63,10 @@ struct DataConfig {
   // Calendar inputs from data.time_column: any of minute, hour, dow, dom, month, doy, each as the
   // sine and cosine of its phase (cal_<part>_sin / _cos).
   std::vector<std::string> calendar;
+  // Known-future inputs: features whose values over the horizon are known when forecasting (a
+  // planned load, data.seasons' and data.calendar's columns); the model sees them for those
+  // steps too. Never a target.
+  std::vector<std::string> future_features;
   std::string vocab = "char";              // text: char | byte
   int64_t block_size = 64;                 // >= 1; text: tokens per sample (next-token targets)
   // text, training split: windows (every data.stride tokens, each once an epoch) | random

@@ -87,6 +87,7 @@ void visit_fields(C& c, V&& v) {
   v.field("data.seasons", d.seasons, at_least(2));
   v.field("data.time_column", d.time_column, ColumnTag{});
   v.field("data.calendar", d.calendar);
+  v.field("data.future_features", d.future_features);
   v.field("data.vocab", d.vocab, Choices{"char", "byte"});
   v.field("data.block_size", d.block_size, at_least(1));
   v.field("data.sampling", d.sampling, Choices{"windows", "random"});

@@ -499,6 +499,22 @@ class Loader {
         fail("{}: config key 'data.calendar' derives inputs from each row's time, but data.time_column is empty: "
              "name the CSV's time column in data.time_column", origin("data.calendar"));
     }
+    for (const std::string& f : d.future_features) {
+      if (!windowed)
+        fail("{}: config key 'data.future_features' names columns of a series (csv or synthetic), but data.source is "
+             "{}: remove data.future_features", origin("data.future_features"), d.source);
+      if (std::find(d.targets.begin(), d.targets.end(), f) != d.targets.end())
+        fail("{}: config key 'data.future_features' names '{}', a target: a target's future is what the model "
+             "forecasts and never one of its inputs; remove it from data.future_features",
+             origin("data.future_features"), f);
+    }
+    if (!d.future_features.empty()) {
+      const auto& a = d.augment;
+      if (a.jitter_sigma > 0 || a.scale_sigma > 0 || a.warp_sigma > 0 || a.shift_max > 0 || a.mask_prob > 0)
+        fail("{}: config key 'data.future_features' is set, and data.augment would alter the known future like the "
+             "past (time warps and shifts move it across the forecast's start): set every data.augment value to 0 "
+             "or remove data.future_features", origin("data.future_features"));
+    }
     if (!d.seasons.empty() && !windowed)
       fail("{}: config key 'data.seasons' adds phase inputs to the rows of a series; data.source {} has no rows in "
            "time order (csv or synthetic do): remove data.seasons", origin("data.seasons"), d.source);

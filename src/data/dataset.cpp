@@ -147,9 +147,19 @@ Dataset load_dataset(const Config& config, const Normalizer* stats) {
   std::vector<int64_t> fcols, tcols;
   for (const auto& f : ds.features) fcols.push_back(series->column_index(f));
   for (const auto& t : ds.targets) tcols.push_back(series->column_index(t));
-  ds.train = WindowDataset(series, ds.splits[0], fcols, tcols, d.lookback, d.horizon, d.stride);
-  ds.val = WindowDataset(series, ds.splits[1], fcols, tcols, d.lookback, d.horizon, d.stride);
-  ds.test = WindowDataset(series, ds.splits[2], fcols, tcols, d.lookback, d.horizon, d.stride);
+  std::vector<uint8_t> known(d.future_features.empty() ? 0 : ds.features.size(), 0);
+  for (const std::string& f : d.future_features) {
+    const auto it = std::find(ds.features.begin(), ds.features.end(), f);
+    ST_CHECK(it != ds.features.end(),
+             "config key 'data.future_features' names '{}', which is not an input of this run ({}{}); the inputs are "
+             "{}: add the column to the data and to data.features, or remove it from data.future_features", f,
+             d.source == "csv" ? "file " + d.path : "the synthetic source", did_you_mean(f, ds.features),
+             quoted_list(ds.features));
+    known[it - ds.features.begin()] = 1;
+  }
+  ds.train = WindowDataset(series, ds.splits[0], fcols, tcols, d.lookback, d.horizon, d.stride, known);
+  ds.val = WindowDataset(series, ds.splits[1], fcols, tcols, d.lookback, d.horizon, d.stride, known);
+  ds.test = WindowDataset(series, ds.splits[2], fcols, tcols, d.lookback, d.horizon, d.stride, known);
   return ds;
 }
 

@@ -8,11 +8,13 @@
 namespace seqtrain {
 
 WindowDataset::WindowDataset(std::shared_ptr<const Series> table, RowRange rows, std::vector<int64_t> feature_cols,
-                             std::vector<int64_t> target_cols, int64_t lookback, int64_t horizon, int64_t stride)
+                             std::vector<int64_t> target_cols, int64_t lookback, int64_t horizon, int64_t stride,
+                             std::vector<uint8_t> known_future)
     : table_(std::move(table)),
       rows_(rows),
       features_(std::move(feature_cols)),
       targets_(std::move(target_cols)),
+      known_future_(std::move(known_future)),
       lookback_(lookback),
       horizon_(horizon),
       stride_(stride) {
@@ -22,6 +24,10 @@ WindowDataset::WindowDataset(std::shared_ptr<const Series> table, RowRange rows,
   for (int64_t c : features_) ST_CHECK(0 <= c && c < table_->cols(), "WindowDataset: feature column {}", c);
   for (int64_t c : targets_) ST_CHECK(0 <= c && c < table_->cols(), "WindowDataset: target column {}", c);
   size_ = window_count(rows_.size(), lookback_, horizon_, stride_);
+  ST_CHECK(known_future_.empty() || known_future_.size() == features_.size(),
+           "WindowDataset: {} known-future flags for {} features", known_future_.size(), features_.size());
+  for (uint8_t k : known_future_)
+    if (k) future_steps_ = horizon_;
 }
 
 void WindowDataset::fill_one(int64_t k, float* x, float* y) const {
@@ -33,6 +39,10 @@ void WindowDataset::fill_one(int64_t k, float* x, float* y) const {
     for (int64_t t = 0; t < lookback_; ++t) {
       const float* row = base + (start + t) * cols;
       for (size_t f = 0; f < features_.size(); ++f) *x++ = row[features_[f]];
+    }
+    for (int64_t h = 0; h < future_steps_; ++h) {  // the horizon's rows: known-future features only
+      const float* row = base + (start + lookback_ + h) * cols;
+      for (size_t f = 0; f < features_.size(); ++f) *x++ = known_future_[f] ? row[features_[f]] : 0.f;
     }
   }
   if (y) {

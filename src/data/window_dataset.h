@@ -3,6 +3,9 @@
 // than the series itself. Window k of a split starting at row b covers
 //   inputs:  feature columns of rows [b + k*stride, b + k*stride + lookback)
 //   targets: target columns of rows  [b + k*stride + lookback, ... + horizon)
+// With known-future features (data.future_features) x continues past the window for the
+// horizon's rows: those features' values there, every other feature 0 (the targets' futures
+// never enter x), so x is [lookback + horizon, features] and steps() says which.
 // Also epoch_order(), which fixes the batch order of an epoch from (seed, epoch) alone, so a
 // resumed run replays exactly the batches an uninterrupted run would have seen.
 #pragma once
@@ -20,8 +23,10 @@ class WindowDataset {
  public:
   WindowDataset() = default;
   // feature_cols / target_cols index columns of `table`; rows are the split's rows.
+  // known_future: per feature, whether its values over the horizon are known (empty = none).
   WindowDataset(std::shared_ptr<const Series> table, RowRange rows, std::vector<int64_t> feature_cols,
-                std::vector<int64_t> target_cols, int64_t lookback, int64_t horizon, int64_t stride);
+                std::vector<int64_t> target_cols, int64_t lookback, int64_t horizon, int64_t stride,
+                std::vector<uint8_t> known_future = {});
 
   int64_t size() const { return size_; }  // number of windows
   bool empty() const { return size_ == 0; }
@@ -31,11 +36,13 @@ class WindowDataset {
   int64_t stride() const { return stride_; }
   int64_t n_features() const { return static_cast<int64_t>(features_.size()); }
   int64_t n_targets() const { return static_cast<int64_t>(targets_.size()); }
-  int64_t x_size() const { return lookback_ * n_features(); }  // floats per window of x
+  int64_t future_steps() const { return future_steps_; }  // horizon with known-future features, else 0
+  int64_t steps() const { return lookback_ + future_steps_; }  // rows of x per window
+  int64_t x_size() const { return steps() * n_features(); }   // floats per window of x
   int64_t y_size() const { return horizon_ * n_targets(); }    // floats per window of y
 
   // Writes the windows `indices` (each in [0, size())) as a batch:
-  //   x: [B, lookback, n_features], y: [B, horizon * n_targets] time-major
+  //   x: [B, steps(), n_features], y: [B, horizon * n_targets] time-major
   //   (y[b][h * n_targets + t] = target t at step h). Either pointer may be null to skip it.
   void fill_batch(std::span<const int64_t> indices, float* x, float* y) const;
   // Windows begin, begin + 1, ..., begin + count - 1.
@@ -48,7 +55,8 @@ class WindowDataset {
   RowRange rows_;
   std::vector<int64_t> features_;
   std::vector<int64_t> targets_;
-  int64_t lookback_ = 1, horizon_ = 1, stride_ = 1;
+  std::vector<uint8_t> known_future_;
+  int64_t lookback_ = 1, horizon_ = 1, stride_ = 1, future_steps_ = 0;
   int64_t size_ = 0;
 };
 

@@ -1,10 +1,15 @@
 // Forecaster: RNN over the window -> output at the last time step -> dropout -> Linear to
-// horizon*targets (+ the window's own baseline with model.residual_to: models/residual_baseline.h). Mirrors python/seqtrain_torch/models.py::Forecaster (names rnn.*, head.*).
+// horizon*targets (+ the window's own baseline with model.residual_to: models/residual_baseline.h).
+// With known-future features (spec.future_steps: x's rows after the lookback) the RNN reads the
+// lookback only and future_head, a Linear without bias over those rows flattened, adds to the
+// head's output: together one Linear over [last output, known future]. Mirrors python/seqtrain_torch/models.py::Forecaster (names rnn.*, head.*).
 // runtime.precision (ModelEnv::precision) applies to the RNN layers only; the head stays fp32: it
 // is one [N, H*D] x [H*D, out] product a step (out = horizon*targets, a few columns), well under
 // 1% of the step, so bf16 would gain nothing there, while it would round the very values the
 // loss and the forecasts are read from (the bf16 tolerance tests compare them to fp32's).
 #pragma once
+#include <optional>
+
 #include "models/model.h"
 #include "models/quantile_output.h"
 #include "models/residual_baseline.h"
@@ -27,6 +32,7 @@ class Forecaster : public Model {
   RnnStack rnn_;
   Dropout drop_;
   Linear head_;
+  std::optional<Linear> future_head_;
   ResidualBaseline residual_;
   QuantileOutput quantiles_;
   Shape top_shape_;  // [T, N, H*D] of the last forward

@@ -5,7 +5,7 @@ namespace seqtrain {
 MlpForecaster::MlpForecaster(const ModelSpec& spec, const ModelEnv& env)
     : Model(spec, env), head_(params_, "head", spec.hidden, spec.output_size), residual_(spec, params_.backend()),
       quantiles_(spec, params_.backend()) {
-  const int64_t flat = spec.lookback * spec.input_size;
+  const int64_t flat = (spec.lookback + spec.future_steps) * spec.input_size;  // the known future's rows too
   body_.reserve(spec.layers);
   for (int64_t k = 0; k < spec.layers; ++k) {
     body_.emplace_back(params_, "body." + std::to_string(3 * k), k == 0 ? flat : spec.hidden, spec.hidden);
@@ -23,8 +23,9 @@ void MlpForecaster::init_params(Rng& rng) {
 Tensor MlpForecaster::forward(const Batch& batch, StepContext& ctx) {
   const Tensor& x = batch.inputs;
   Arena& arena = ctx.arena;
-  ST_CHECK(x.shape.size() == 3 && x.shape[1] * x.shape[2] == spec_.lookback * spec_.input_size,
-           "MLP input must be [batch, {}, {}], got {}", spec_.lookback, spec_.input_size, shape_str(x.shape));
+  const int64_t steps = spec_.lookback + spec_.future_steps;
+  ST_CHECK(x.shape.size() == 3 && x.shape[1] * x.shape[2] == steps * spec_.input_size,
+           "MLP input must be [batch, {}, {}], got {}", steps, spec_.input_size, shape_str(x.shape));
   Tensor h = x.reshape({x.shape[0], x.shape[1] * x.shape[2]});
   for (size_t k = 0; k < body_.size(); ++k) {
     h = relus_[k].forward(body_[k].forward(h, arena), arena);

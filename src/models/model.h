@@ -60,6 +60,9 @@ struct ModelSpec {
   // train.loss quantile: forecasts per target and step (the innermost of the outputs), made
   // monotone so they never cross (Backend::monotone_quantiles_forward); 1 = one point forecast.
   int64_t quantile_levels = 1;
+  // data.future_features: rows of x after the lookback holding the known future (the horizon),
+  // read by the window forecasters' future_head; 0 = none.
+  int64_t future_steps = 0;
   bool operator==(const ModelSpec&) const = default;
 };
 

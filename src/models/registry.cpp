@@ -22,7 +22,8 @@ std::string join_or(const std::vector<std::string>& v) {
 // Forecasters and classifiers: windows of `features` values over `steps` in, `outputs` out.
 void fit_windows(ModelSpec& s, const DataShape& d) {
   s.input_size = d.features;
-  s.lookback = d.steps;
+  s.lookback = d.steps - d.future_steps;  // x's rows after the lookback are the known future
+  s.future_steps = d.future_steps;
   s.output_size = d.outputs;
 }
 
@@ -188,6 +189,7 @@ void visit_spec(M& s, V&& v) {
   v("residual_period", s.residual_period);
   v("residual_inputs", s.residual_inputs);
   v("quantile_levels", s.quantile_levels);
+  v("future_steps", s.future_steps);
 }
 }  // namespace
 

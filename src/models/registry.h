@@ -29,6 +29,7 @@ struct DataShape {
   int64_t outputs = 0;   // model outputs per sample
   int64_t vocab = 0;     // > 0: the inputs are token ids of a vocabulary this size (text)
   int64_t classes = 0;   // > 0: the targets are labels of this many classes
+  int64_t future_steps = 0;  // windowed series: x's rows after the lookback (data.future_features)
   std::vector<int64_t> target_inputs = {};  // windowed series: each target's feature index (model.residual_to)
 };
 

@@ -19,7 +19,7 @@ ResidualBaseline::ResidualBaseline(const ModelSpec& spec, Backend& backend) : ba
   ST_CHECK(m >= 1 && m <= L, "model.residual_to {}: the period {} does not fit in the lookback of {} steps",
            spec.residual_to, m, L);
   const int64_t H = spec.output_size / (T * Q);
-  in_ = L * F;
+  in_ = (L + spec.future_steps) * F;  // the known future's rows (if any) select nothing
   out_ = spec.output_size;
   std::vector<float> s(static_cast<size_t>(in_ * out_), 0.f);
   for (int64_t h = 0; h < H; ++h)

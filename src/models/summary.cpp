@@ -47,16 +47,22 @@ std::string thousands(int64_t n) {
 }  // namespace
 
 std::vector<LayerRow> rnn_forecaster_layers(const ModelSpec& s) {
-  std::vector<LayerRow> rows{{"input", "window", {B, s.lookback, s.input_size}}};
+  std::vector<LayerRow> rows{{"input", s.future_steps ? fmt::format("window + {} known-future steps", s.future_steps)
+                                                     : "window",
+                               {B, s.lookback + s.future_steps, s.input_size}}};
   rnn_rows(s, s.input_size, rows);
   const int64_t width = (s.bidirectional ? 2 : 1) * s.hidden;
   rows.push_back({"last step", s.dropout > 0 ? fmt::format("dropout {}", s.dropout) : "", {B, width}});
   rows.push_back({"head", fmt::format("Linear {} -> {}", width, s.output_size), {B, s.output_size}, "head"});
+  if (s.future_steps)
+    rows.push_back({"future_head", fmt::format("Linear {} -> {}, no bias, added", s.future_steps * s.input_size,
+                                               s.output_size),
+                    {B, s.output_size}, "future_head"});
   return rows;
 }
 
 std::vector<LayerRow> mlp_layers(const ModelSpec& s) {
-  const int64_t flat = s.lookback * s.input_size;
+  const int64_t flat = (s.lookback + s.future_steps) * s.input_size;
   std::vector<LayerRow> rows{{"input", "window, flattened", {B, flat}}};
   for (int64_t k = 0; k < s.layers; ++k)
     rows.push_back({fmt::format("body.{}", 3 * k), fmt::format("Linear {} -> {}, ReLU", k == 0 ? flat : s.hidden, s.hidden),

@@ -83,10 +83,16 @@ Tensor transpose01(Backend& backend, const Tensor& x, Arena& arena) {
 Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
   ST_CHECK(x.shape.size() == 3 && x.shape[2] == layers_[0].in,
            "RNN input must be [batch, time, {}], got {}", layers_[0].in, shape_str(x.shape));
-  const int64_t N = x.shape[0], T = x.shape[1];
   // The layers work time-major (and oneDNN 2.6's backward mishandles batch-first input), so
   // the batch is transposed once here.
-  Tensor in = transpose01(params_.backend(), x, arena);
+  return forward_time_major(transpose01(params_.backend(), x, arena), arena, training, seed);
+}
+
+Tensor RnnStack::forward_time_major(const Tensor& xt, Arena& arena, bool training, uint64_t seed) {
+  ST_CHECK(xt.shape.size() == 3 && xt.shape[2] == layers_[0].in && xt.contiguous(),
+           "RNN input must be a contiguous [time, batch, {}], got {}", layers_[0].in, shape_str(xt.shape));
+  const int64_t T = xt.shape[0], N = xt.shape[1];
+  Tensor in = xt;
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& l = layers_[k];
     Tensor out = arena.tensor({T, N, hidden_ * dirs_});

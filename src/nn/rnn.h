@@ -35,6 +35,8 @@ class RnnStack {
   // x: [N, T, C] (batch first). Returns the top layer's output, [T, N, H*D] (time major),
   // so the last time step is the contiguous block out[T-1].
   Tensor forward(const Tensor& x, Arena& arena, bool training, uint64_t seed);
+  // The same over time-major input xt [time, batch, features] (no transpose).
+  Tensor forward_time_major(const Tensor& xt, Arena& arena, bool training, uint64_t seed);
   // dy: [T, N, H*D]. Accumulates parameter gradients. Returns dx [N, T, C] when want_dx.
   Tensor backward(const Tensor& dy, Arena& arena, bool want_dx);
 

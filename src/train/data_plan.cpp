@@ -155,7 +155,7 @@ DataPlan plan_windows(const Config& config) {
   p.train = std::make_shared<WindowSource>(data->train);
   if (!data->val.empty()) p.val = std::make_shared<WindowSource>(data->val);
   if (!data->test.empty()) p.test = std::make_shared<WindowSource>(data->test);
-  p.steps = data->train.lookback();
+  p.steps = data->train.steps();  // the lookback, then the known future's rows (data.future_features)
   p.features = data->n_features();
   p.outputs = data->train.y_size() * quantile_levels(config.train);
   p.normalizer = data->normalizer.to_json();

@@ -21,6 +21,7 @@ ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>
   s.quantiles = quantiles;
   s.targets = d.targets;
   s.lookback = d.train.lookback();
+  s.x_steps = d.train.steps();
   s.horizon = d.train.horizon();
   s.features = d.n_features();
   const int64_t longest = seasons.empty() ? 0 : *std::max_element(seasons.begin(), seasons.end());
@@ -53,6 +54,7 @@ ForecastScoring ForecastScoring::of_npy(int64_t lookback, int64_t features, int6
   s.unit_shift.assign(targets, 0.0);
   s.unit_scale.assign(targets, 1.0);
   s.lookback = lookback;
+  s.x_steps = lookback;
   s.features = features;
   s.horizon = horizon;
   return s;
@@ -75,7 +77,7 @@ void ForecastScorer::add(int64_t n, const float* x, const float* y, const float*
   };
   for (int64_t i = 0; i < n; ++i)
     for (int64_t t = 0; t < T; ++t) {
-      const float* xs = x ? x + i * L * F : nullptr;
+      const float* xs = x ? x + i * s_.x_steps * F : nullptr;
       for (int64_t h = 0; h < H; ++h) {
         const int64_t k = i * H * T + h * T + t;
         const float actual = units(y[k], s_.unit_scale[t], s_.unit_shift[t]);

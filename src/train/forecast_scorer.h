@@ -27,6 +27,7 @@ struct ForecastScoring {
   std::vector<int64_t> target_in_x;
   std::vector<double> x_shift, x_scale;  // per target: how its x feature maps back to units
   int64_t lookback = 0, horizon = 0, features = 0;
+  int64_t x_steps = 0;              // rows of x per window: the lookback, then any known future
   int64_t season = 0;               // the seasonal naive's period (<= lookback); 0 = none
   int64_t mase_lag = 1;             // MASE's naive lag: the longest season, else 1
   std::vector<double> mase_scale;   // per target; empty = no MASE (npy)

@@ -69,15 +69,19 @@ void route_stop_signals() {
   }).detach();
 }
 
-ModelSpec model_spec(const Config& c, const Dataset& data) {
-  return spec_from_config(c, DataShape{data.n_features(), c.data.lookback,
-                                       c.data.horizon * data.n_targets() * quantile_levels(c.train), 0, 0,
-                                       data.target_feature_indices()});
+DataShape window_shape(const Config& c, const Dataset& data) {
+  return DataShape{.features = data.n_features(),
+                   .steps = data.train.steps(),
+                   .outputs = c.data.horizon * data.n_targets() * quantile_levels(c.train),
+                   .future_steps = data.train.future_steps(),
+                   .target_inputs = data.target_feature_indices()};
 }
 
+ModelSpec model_spec(const Config& c, const Dataset& data) { return spec_from_config(c, window_shape(c, data)); }
+
 ModelSpec model_spec(const Config& c, const DataPlan& plan) {
-  return spec_from_config(c, DataShape{plan.features, plan.steps, plan.outputs, plan.vocab, plan.classes,
-                                       plan.windows ? plan.windows->target_feature_indices() : std::vector<int64_t>{}});
+  if (plan.windows) return model_spec(c, *plan.windows);
+  return spec_from_config(c, DataShape{plan.features, plan.steps, plan.outputs, plan.vocab, plan.classes});
 }
 
 ModelSpec model_spec(const Config& c, int64_t input_size, int64_t lookback, int64_t output_size) {
@@ -91,7 +95,7 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
   o.huber_delta = static_cast<float>(huber_delta);
   o.backend = &model.params().backend();
   const auto objective = make_objective(parse_loss(loss), o, ObjectiveTask::forecast);
-  return evaluate(model, WindowSource(split), split.lookback(), split.n_features(), *objective, batch_size);
+  return evaluate(model, WindowSource(split), split.steps(), split.n_features(), *objective, batch_size);
 }
 
 void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,

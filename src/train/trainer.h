@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "data/dataset.h"
 #include "models/model.h"
+#include "models/registry.h"
 #include "train/data_plan.h"
 #include "train/objective.h"
 
@@ -73,6 +74,9 @@ StopToken& signal_stop_token();
 // value: the bar a forecaster must clear to be worth anything (0 when a target is no input).
 double last_value_baseline(const Dataset& data, const WindowDataset& split);
 
+// What a csv/synthetic dataset gives a model: x [steps (lookback + known future), features],
+// horizon x targets x quantile levels outputs, the targets' places among the inputs.
+DataShape window_shape(const Config& config, const Dataset& data);
 // Model shape for a config and a dataset (csv/synthetic) or a data plan (any source).
 ModelSpec model_spec(const Config& config, const Dataset& data);
 ModelSpec model_spec(const Config& config, const DataPlan& plan);
