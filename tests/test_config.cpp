@@ -378,8 +378,8 @@ TEST(ConfigYaml, RoundTripGivesEqualConfig) {
 TEST(ConfigYaml, WritesEveryKeyOnce) {
   std::string text = to_yaml(Config{});
   const auto keys = config_keys();
-  EXPECT_EQ(keys.size(), 98u);  // 98 since data.seasons, time_column, calendar, future_features, model.residual_to,
-                                // train.monitor, quantiles
+  EXPECT_EQ(keys.size(), 99u);  // 99 since data.seasons, time_column, calendar, future_features,
+                                // npy.target_features, model.residual_to, train.monitor, quantiles
   int64_t leaf_lines = 0;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)

@@ -213,7 +213,8 @@ TEST(Monitor, BestCheckpointIsTheLowestValMaeAndResumeKeepsIt) {
 
 // Every val and test record of a csv run carries the errors in units beside the baselines; eval
 // of the test split prints the test record's figures; an npy regression run's records carry
-// the errors without baselines or MASE (no series to take them from).
+// the errors, and the last-value baseline and MASE once data.npy.target_features says where
+// each target's past is in X.
 TEST(ForecastRecords, CsvAndNpyRunsReportErrorsInUnits) {
   TempDir dir;
   const std::string run = dir / "run";
@@ -237,10 +238,15 @@ TEST(ForecastRecords, CsvAndNpyRunsReportErrorsInUnits) {
   EXPECT_CONTAINS(r.out, "lag-12 (seasonal) naive");
 
   Rng rng(4);
-  for (const char* split : {"train", "val"}) {
-    const int64_t n = split[0] == 't' ? 64 : 32;
-    write_npy(dir / (std::string(split) + "_x.npy"), randn(rng, n * 10 * 2), {n, 10, 2});
-    write_npy(dir / (std::string(split) + "_y.npy"), randn(rng, n * 3), {n, 3});
+  std::vector<float> npy[2][2];  // [train, val][x, y]
+  for (int s = 0; s < 2; ++s) {
+    const std::string split = s == 0 ? "train" : "val";
+    const int64_t n = s == 0 ? 64 : 32;
+    npy[s][0] = randn(rng, n * 10 * 2);
+    npy[s][1] = randn(rng, n * 3);
+    for (float& v : npy[s][0]) v = 5 + 2 * v;  // units far from z-scores, so a missed inversion shows
+    write_npy(dir / (split + "_x.npy"), npy[s][0], {n, 10, 2});
+    write_npy(dir / (split + "_y.npy"), npy[s][1], {n, 3});
   }
   const std::string cfg = write_file(dir, "npy.yaml",
                                      "data:\n  source: npy\n  npy:\n    train_x: train_x.npy\n    train_y: train_y.npy\n"
@@ -260,7 +266,29 @@ TEST(ForecastRecords, CsvAndNpyRunsReportErrorsInUnits) {
   r = run_seqtrain("eval " + (dir / "npy_run") + " --split val");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_CONTAINS(r.out, "rmse: ");
-  EXPECT_CONTAINS(r.out, "mase: n/a");
+  EXPECT_CONTAINS(r.out, "mase: n/a (set data.npy.target_features");
+
+  // data.npy.target_features: X's feature 1 is the target's past, so the last-value baseline and
+  // MASE are there, equal to a direct computation on the arrays.
+  r = run_seqtrain("train " + cfg + " --quiet --set data.npy.target_features=[1] --out " + (dir / "npy_base"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  double scale = 0, base_err = 0;
+  for (int64_t i = 0; i < 64; ++i)
+    for (int64_t t = 1; t < 10; ++t) scale += std::abs(double(npy[0][0][(i * 10 + t) * 2 + 1]) - npy[0][0][(i * 10 + t - 1) * 2 + 1]);
+  scale /= 64 * 9;
+  for (int64_t i = 0; i < 32; ++i)
+    for (int64_t h = 0; h < 3; ++h) base_err += std::abs(double(npy[1][0][(i * 10 + 9) * 2 + 1]) - npy[1][1][i * 3 + h]);
+  base_err /= 32 * 3;
+  nlohmann::json last;
+  for (const auto& rec : cli::read_metrics(dir / "npy_base/metrics.jsonl"))
+    if (rec["split"] == "val") last = rec;
+  ASSERT_TRUE(last.contains("baseline")) << last.dump();
+  EXPECT_NEAR(last["baseline"]["last_value"]["mae"].get<double>(), base_err, 1e-5 * base_err);
+  EXPECT_NEAR(last["baseline"]["last_value"]["mase"].get<double>(), base_err / scale, 1e-5 * base_err / scale);
+  EXPECT_NEAR(last["mase"].get<double>(), last["mae"].get<double>() / scale, 1e-5 * last["mae"].get<double>() / scale);
+  r = run_seqtrain("train " + cfg + " --quiet --set data.npy.target_features=[2] --out " + (dir / "npy_bad"));
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_CONTAINS(r.out, "data.npy.target_features' names feature 2, but X");
 }
 
 // The new keys' errors name the key and the fix; nothing is trained.

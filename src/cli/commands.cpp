@@ -154,7 +154,8 @@ void print_forecast_report(const nlohmann::json& r, const ForecastScoring& s, co
               "mape: %.4f (percent; actual values of 0 skipped)\nsmape: %.4f (percent)\n",
               num(r, "mae"), targets.c_str(), num(r, "rmse"), num(r, "mape"), num(r, "smape"));
   if (s.mase_scale.empty())
-    std::printf("mase: n/a (npy data has no series to scale by)\n");
+    std::printf("mase: n/a (%s)\n", s.baselines() ? "new data without the training split to scale by"
+                                                  : "set data.npy.target_features to each target's X feature");
   else
     std::printf("mase: %.6f (each target's MAE over its %s MAE on the %s, averaged over targets)\n", num(r, "mase"),
                 naive.c_str(), scale_rows.c_str());
@@ -178,11 +179,14 @@ void print_forecast_report(const nlohmann::json& r, const ForecastScoring& s, co
 
 // An npy regression run's scoring (y [H] or [H, targets] per sample, in its own units); none for
 // classifiers and language models.
-std::optional<ForecastScoring> npy_scoring(const TrainConfig& train, int64_t steps, int64_t features, int64_t classes,
-                                           int64_t vocab, const std::vector<int64_t>& y_shape) {
+// The baselines need data.npy.target_features and X's statistics (state.json's normalizer);
+// MASE also the training split (`train`, when the plan was rebuilt).
+std::optional<ForecastScoring> npy_scoring(const Config& config, int64_t steps, int64_t features, int64_t classes,
+                                           int64_t vocab, const std::vector<int64_t>& y_shape,
+                                           const Normalizer& x_stats, const BatchSource* train) {
   if (classes > 0 || vocab > 0 || y_shape.empty()) return std::nullopt;
   return ForecastScoring::of_npy(steps, features, y_shape[0], y_shape.size() > 1 ? y_shape[1] : 1,
-                                 forecast_quantiles(train));
+                                 forecast_quantiles(config.train), config.data.npy.target_features, &x_stats, train);
 }
 
 // Labels must be whole numbers of a class the model has; the file is named when one is not.
@@ -219,7 +223,8 @@ int eval_npy_input(const CheckpointRef& ck, const EvalArgs& a) {
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
   const auto objective = make_objective(config.train, classes, y_size);
   double accuracy = 0;
-  const auto scoring = npy_scoring(config.train, steps, features, classes, 0, io.value("y_shape", std::vector<int64_t>{}));
+  const auto scoring = npy_scoring(config, steps, features, classes, 0, io.value("y_shape", std::vector<int64_t>{}),
+                                     Normalizer::from_json(ck.state.at("normalizer")), nullptr);
   std::optional<ForecastScorer> scorer;
   if (scoring) scorer.emplace(*scoring);
   const double loss = evaluate(*model, input, steps, features, *objective, config.train.batch_size, &accuracy,
@@ -276,7 +281,8 @@ int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = shape}).model;
   double accuracy = 0;
   const auto objective = make_objective(config, plan);
-  const auto scoring = npy_scoring(config.train, plan.steps, plan.features, plan.classes, plan.vocab, plan.y_shape);
+  const auto scoring = npy_scoring(config, plan.steps, plan.features, plan.classes, plan.vocab, plan.y_shape,
+                                     Normalizer::from_json(plan.normalizer), plan.train.get());
   std::optional<ForecastScorer> scorer;
   if (scoring) scorer.emplace(*scoring);
   const double loss = evaluate(*model, *split, plan.steps, plan.features, *objective, config.train.batch_size,

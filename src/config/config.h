@@ -38,6 +38,9 @@ struct NpyConfig {
   std::string val_x, val_y;      // optional: empty = no validation
   std::string test_x, test_y;    // optional: empty = no test split
   int64_t classes = 0;           // >= 0; label y: logits per sample; 0 = largest label + 1
+  // Regression y: each target's feature index in X (one per target), when the targets' pasts
+  // are among the inputs: enables the last-value baseline and MASE in the metrics. Empty = none.
+  std::vector<int64_t> target_features;
   bool operator==(const NpyConfig&) const = default;
 };
 

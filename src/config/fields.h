@@ -113,6 +113,7 @@ void visit_fields(C& c, V&& v) {
   v.field("data.npy.test_x", d.npy.test_x, PathTag{});
   v.field("data.npy.test_y", d.npy.test_y, PathTag{});
   v.field("data.npy.classes", d.npy.classes, at_least(0));
+  v.field("data.npy.target_features", d.npy.target_features, at_least(0));
 
   auto& m = c.model;
   v.field("model.type", m.type, model_type_names());  // the registry's (models/registry.h)

@@ -120,6 +120,15 @@ DataPlan plan_npy(const Config& config) {
              shape_of(ref.y_tail));
     p.outputs = train->y_size() * quantile_levels(config.train);  // one forecast per level and target
     p.y_shape = ref.y_tail;
+    const int64_t targets = p.y_shape.size() > 1 ? p.y_shape[1] : 1;
+    const auto& tf = n.target_features;
+    ST_CHECK(tf.empty() || static_cast<int64_t>(tf.size()) == targets,
+             "config key 'data.npy.target_features' lists {} feature(s), but y ({}) has {} target(s) a sample; give one "
+             "X feature index per target", tf.size(), ref.y_file, targets);
+    for (int64_t f : tf)
+      ST_CHECK(f < p.features, "config key 'data.npy.target_features' names feature {}, but X ({}) has {} features "
+               "(0 to {}); fix the index", f, ref.x_file, p.features, p.features - 1);
+    p.target_inputs = tf;
   }
   Normalizer stats;
   if (config.data.normalize == "zscore") {

@@ -26,6 +26,7 @@ struct DataPlan {
   int64_t classes = 0;              // > 0: y holds class labels (cross-entropy), one per y value
   int64_t vocab = 0;                // text: token ids (the char LM predicts one per step)
   std::vector<int64_t> y_shape;     // npy regression: a sample's y shape ([H] or [H, targets])
+  std::vector<int64_t> target_inputs;  // npy regression: data.npy.target_features, checked
   nlohmann::json vocab_json;        // text: the vocabulary, saved in state.json
   std::shared_ptr<const Dataset> windows;  // csv/synthetic only: columns, normalizer, baseline
   nlohmann::json normalizer;        // the statistics state.json keeps (compared on resume)

@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "data/dataset.h"
+#include "data/loader.h"
+#include "data/normalizer.h"
 
 namespace seqtrain {
 
@@ -47,9 +49,36 @@ ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>
 }
 
 ForecastScoring ForecastScoring::of_npy(int64_t lookback, int64_t features, int64_t horizon, int64_t targets,
-                                        const std::vector<double>& quantiles) {
+                                        const std::vector<double>& quantiles, const std::vector<int64_t>& target_in_x,
+                                        const Normalizer* x_stats, const BatchSource* train) {
   ForecastScoring s;
   s.quantiles = quantiles;
+  if (!target_in_x.empty() && x_stats) {
+    s.target_in_x = target_in_x;
+    for (int64_t f : target_in_x) {
+      s.x_shift.push_back(x_stats->shift.at(f));
+      s.x_scale.push_back(x_stats->scale.at(f));
+    }
+    if (train && train->size() > 0) {
+      // sum |x[t] - x[t-1]| of each target feature over every training sample, in units (the
+      // shift cancels in a difference), read a chunk of samples at a time.
+      const int64_t chunk = 256, T = lookback, F = features;
+      std::vector<double> sum(target_in_x.size(), 0.0);
+      std::vector<float> x(static_cast<size_t>(chunk * train->x_size()));
+      std::vector<int64_t> idx(chunk);
+      for (int64_t b = 0; b < train->size(); b += chunk) {
+        const int64_t n = std::min(chunk, train->size() - b);
+        for (int64_t i = 0; i < n; ++i) idx[i] = b + i;
+        train->fill(std::span<const int64_t>(idx.data(), n), 0, x.data(), nullptr);
+        for (int64_t i = 0; i < n; ++i)
+          for (size_t k = 0; k < target_in_x.size(); ++k)
+            for (int64_t t = 1; t < T; ++t)
+              sum[k] += std::abs(double(x[(i * T + t) * F + target_in_x[k]]) - x[(i * T + t - 1) * F + target_in_x[k]]);
+      }
+      for (size_t k = 0; k < target_in_x.size(); ++k)
+        s.mase_scale.push_back(T > 1 ? sum[k] * s.x_scale[k] / static_cast<double>(train->size() * (T - 1)) : 0.0);
+    }
+  }
   for (int64_t t = 0; t < targets; ++t) s.targets.push_back(targets == 1 ? "y" : "y" + std::to_string(t));
   s.unit_shift.assign(targets, 0.0);
   s.unit_scale.assign(targets, 1.0);

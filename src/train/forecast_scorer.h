@@ -15,7 +15,9 @@
 
 namespace seqtrain {
 
+struct BatchSource;
 struct Dataset;
+struct Normalizer;
 
 struct ForecastScoring {
   std::vector<std::string> targets;
@@ -42,9 +44,12 @@ struct ForecastScoring {
   // A csv/synthetic run: scales from the training rows of `data`; `seasons` is data.seasons.
   static ForecastScoring of(const Dataset& data, const std::vector<int64_t>& seasons,
                             const std::vector<double>& quantiles = {});
-  // An npy regression run: y [horizon, targets] in its own units, no baselines, no MASE.
+  // An npy regression run: y [horizon, targets] in its own units. With target_in_x
+  // (data.npy.target_features) and x's statistics, the last-value baseline; with the training
+  // split too, MASE (the lag-1 naive's MAE over the training samples' target features).
   static ForecastScoring of_npy(int64_t lookback, int64_t features, int64_t horizon, int64_t targets,
-                                const std::vector<double>& quantiles = {});
+                                const std::vector<double>& quantiles = {}, const std::vector<int64_t>& target_in_x = {},
+                                const Normalizer* x_stats = nullptr, const BatchSource* train = nullptr);
 };
 
 class ForecastScorer {

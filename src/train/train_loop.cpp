@@ -193,8 +193,10 @@ void TrainLoop::resume_or_start() {
     summary_.baseline_val = last_value_baseline(*plan_.windows, plan_.windows->val);
     scoring_ = ForecastScoring::of(*plan_.windows, config_.data.seasons, forecast_quantiles(config_.train));
   } else if (plan_.classes == 0 && plan_.vocab == 0 && !plan_.y_shape.empty()) {
+    const Normalizer x_stats = Normalizer::from_json(plan_.normalizer);
     scoring_ = ForecastScoring::of_npy(plan_.steps, plan_.features, plan_.y_shape[0],
-                                       plan_.y_shape.size() > 1 ? plan_.y_shape[1] : 1, forecast_quantiles(config_.train));
+                                       plan_.y_shape.size() > 1 ? plan_.y_shape[1] : 1, forecast_quantiles(config_.train),
+                                       plan_.target_inputs, &x_stats, plan_.train.get());
   }
   start_ = log_start_ = Clock::now();
 }
