@@ -124,6 +124,11 @@ TEST(TimeColumn, ForecastWritesTheNextTimesAndSeasonsArePhasedByTime) {
   r = run_seqtrain("forecast " + (dir / "run") + " --input " + history + " --output " + (dir / "cut_out.csv"));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(slurp(dir / "cut_out.csv"), whole) << "the last day is " << last_day;
+  // data export keeps the time column first, in its own form.
+  r = run_seqtrain("data export " + config + " --out " + (dir / "export.csv"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::string exported = slurp(dir / "export.csv");
+  EXPECT_EQ(exported.substr(0, exported.find('\n') + 12), "day,load\n" + format_timestamp(first, TimeKind::date) + ",");
   // predict: each window's row starts with its origin, the time of its last observed row.
   r = run_seqtrain("predict " + (dir / "run") + " --input " + data + " --output " + (dir / "pred.csv"));
   ASSERT_EQ(r.rc, 0) << r.out;

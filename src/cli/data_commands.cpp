@@ -49,11 +49,14 @@ int run_data_export(const DataExportArgs& a) {
   ST_CHECK(ends_with_text(a.out, ".csv"),
            "--out {}: data export writes a CSV; give a path ending in .csv", a.out);
   const Series s = load_series(config.data);
-  std::string csv;
-  for (int64_t c = 0; c < s.cols(); ++c) csv += (c ? "," : "") + s.columns[c];
+  // data.time_column first, in its own form, so the export reads back with the same config.
+  const bool timed = !s.times.empty();
+  std::string csv = timed ? config.data.time_column : "";
+  for (int64_t c = 0; c < s.cols(); ++c) csv += (c || timed ? "," : "") + s.columns[c];
   csv += "\n";
   for (int64_t r = 0; r < s.rows; ++r) {
-    for (int64_t c = 0; c < s.cols(); ++c) csv += fmt::format("{}{:.9g}", c ? "," : "", s.at(r, c));
+    if (timed) csv += format_timestamp(s.times[r], s.time_kind);
+    for (int64_t c = 0; c < s.cols(); ++c) csv += fmt::format("{}{:.9g}", c || timed ? "," : "", s.at(r, c));
     csv += "\n";
   }
   write_file_atomic(a.out, csv);  // all of it or nothing
