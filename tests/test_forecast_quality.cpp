@@ -621,3 +621,39 @@ TEST(FutureFeatures, ForecastWithTheKnownFutureEqualsPredictsLastWindow) {
 
 }  // namespace
 }  // namespace seqtrain::testing
+
+namespace seqtrain::testing {
+namespace {
+
+// An npy run under the quantile loss: predict writes the levels as y's innermost axis (.npy
+// [N, H, levels]) and as named CSV columns, the same numbers, never crossing.
+TEST(QuantileLoss, NpyPredictWritesTheLevelsInnermost) {
+  TempDir dir;
+  Rng rng(8);
+  for (const char* split : {"train", "val"}) {
+    const int64_t n = split[0] == 't' ? 48 : 16;
+    write_npy(dir / (std::string(split) + "_x.npy"), randn(rng, n * 10 * 2), {n, 10, 2});
+    write_npy(dir / (std::string(split) + "_y.npy"), randn(rng, n * 3), {n, 3});
+  }
+  const std::string cfg = write_file(dir, "q.yaml",
+                                     "data:\n  source: npy\n  npy:\n    train_x: train_x.npy\n    train_y: train_y.npy\n"
+                                     "    val_x: val_x.npy\n    val_y: val_y.npy\nmodel:\n  hidden: 8\n"
+                                     "train:\n  epochs: 1\n  loss: quantile\n  quantiles: [0.25, 0.75]\nruntime:\n  threads: 1\n");
+  Result r = run_seqtrain("train " + cfg + " --quiet --out " + (dir / "run"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run_seqtrain("predict " + (dir / "run") + " --input " + (dir / "val_x.npy") + " --output " + (dir / "p.npy"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run_seqtrain("predict " + (dir / "run") + " --input " + (dir / "val_x.npy") + " --output " + (dir / "p.csv"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::vector<int64_t> shape;
+  const std::vector<double> p = read_npy(dir / "p.npy", &shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{16, 3, 2}));
+  for (size_t i = 0; i + 1 < p.size(); i += 2) EXPECT_LE(p[i], p[i + 1]) << "levels cross at " << i;
+  const std::string csv = slurp(dir / "p.csv");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "y_0_q0.25,y_0_q0.75,y_1_q0.25,y_1_q0.75,y_2_q0.25,y_2_q0.75");
+  const std::string first = csv.substr(csv.find('\n') + 1, csv.find('\n', csv.find('\n') + 1) - csv.find('\n') - 1);
+  EXPECT_NEAR(std::stod(first.substr(first.rfind(',') + 1)), p[5], 1e-5) << "the CSV's last column is y_2_q0.75";
+}
+
+}  // namespace
+}  // namespace seqtrain::testing

@@ -375,15 +375,22 @@ OutputFiles classifier_files(const std::vector<float>& logits, int64_t N, int64_
 
 // A regression's predict file from its outputs [N, outputs]: a CSV of y_<j> columns, or a .npy
 // of shape [N, *y_shape].
+// With quantile levels (train.loss quantile) they are the innermost axis: .npy [N, *y_shape,
+// levels], .csv columns y_<j>_q<level>.
 OutputFiles regression_files(const std::vector<float>& out, int64_t N, int64_t outputs,
-                             const std::vector<int64_t>& y_shape, const std::string& output) {
+                             const std::vector<int64_t>& y_shape, const std::vector<double>& quantiles,
+                             const std::string& output) {
   if (!ends_with_text(output, ".csv")) {
     std::vector<int64_t> shape{N};
     shape.insert(shape.end(), y_shape.begin(), y_shape.end());
+    if (!quantiles.empty()) shape.push_back(static_cast<int64_t>(quantiles.size()));
     return {{output, npy_bytes_f32(shape, out.data(), output)}};
   }
+  const int64_t Q = quantiles.empty() ? 1 : static_cast<int64_t>(quantiles.size());
   std::string text;
-  for (int64_t j = 0; j < outputs; ++j) text += fmt::format("{}y_{}", j ? "," : "", j);
+  for (int64_t j = 0; j < outputs; ++j)
+    text += quantiles.empty() ? fmt::format("{}y_{}", j ? "," : "", j)
+                              : fmt::format("{}y_{}_q{}", j ? "," : "", j / Q, quantiles[j % Q]);
   text += "\n";
   for (int64_t i = 0; i < N; ++i) {
     for (int64_t j = 0; j < outputs; ++j) text += fmt::format("{}{:.7g}", j ? "," : "", out[i * outputs + j]);
@@ -429,7 +436,8 @@ int predict_npy(const CheckpointRef& ck, const PredictArgs& a) {
                   });
   const std::vector<std::pair<std::string, std::string>> files =
       classes > 0 ? classifier_files(out, N, classes, a.output)
-                  : regression_files(out, N, outputs, y_shape, a.output);  // (path, bytes), made before any is written
+                  : regression_files(out, N, outputs, y_shape, forecast_quantiles(config.train),
+                                     a.output);  // (path, bytes), made before any is written
   std::string names;
   for (const auto& [path, bytes] : files) {
     write_file_atomic(path, bytes);
