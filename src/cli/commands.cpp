@@ -178,9 +178,9 @@ void print_forecast_report(const nlohmann::json& r, const ForecastScoring& s, co
 }
 
 // An npy regression run's scoring (y [H] or [H, targets] per sample, in its own units); none for
-// classifiers and language models.
-// The baselines need data.npy.target_features and X's statistics (state.json's normalizer);
-// MASE also the training split (`train`, when the plan was rebuilt).
+// classifiers and language models. The baselines need data.npy.target_features and X's
+// statistics (state.json's normalizer); MASE also the training split (`train`, when the plan
+// was rebuilt).
 std::optional<ForecastScoring> npy_scoring(const Config& config, int64_t steps, int64_t features, int64_t classes,
                                            int64_t vocab, const std::vector<int64_t>& y_shape,
                                            const Normalizer& x_stats, const BatchSource* train) {
@@ -228,10 +228,7 @@ int eval_npy_input(const CheckpointRef& ck, const EvalArgs& a) {
   std::optional<ForecastScorer> scorer;
   if (scoring) scorer.emplace(*scoring);
   const double loss = evaluate(*model, input, steps, features, *objective, config.train.batch_size, &accuracy,
-                               scorer ? EvalHook([&](int64_t n, const float* x, const float* y, const float* p) {
-                                 scorer->add(n, x, y, p);
-                               })
-                                      : EvalHook());
+                               scorer_hook(scorer));
   print_checkpoint(ck);
   std::printf("input: %s with labels %s\nsamples: %ld\nloss: %.6f (%s)\n", a.input.c_str(), a.labels.c_str(),
               (long)input.size(), loss, loss_units(config, false).c_str());
@@ -286,10 +283,7 @@ int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
   std::optional<ForecastScorer> scorer;
   if (scoring) scorer.emplace(*scoring);
   const double loss = evaluate(*model, *split, plan.steps, plan.features, *objective, config.train.batch_size,
-                               &accuracy, scorer ? EvalHook([&](int64_t n, const float* x, const float* y, const float* p) {
-                                 scorer->add(n, x, y, p);
-                               })
-                                                 : EvalHook());
+                               &accuracy, scorer_hook(scorer));
   print_checkpoint(ck);
   // The training log's val records score only the first train.eval_iters batches when it is set.
   const int64_t capped = config.train.eval_iters * config.train.batch_size;
@@ -389,8 +383,7 @@ OutputFiles regression_files(const std::vector<float>& out, int64_t N, int64_t o
   const int64_t Q = quantiles.empty() ? 1 : static_cast<int64_t>(quantiles.size());
   std::string text;
   for (int64_t j = 0; j < outputs; ++j)
-    text += quantiles.empty() ? fmt::format("{}y_{}", j ? "," : "", j)
-                              : fmt::format("{}y_{}_q{}", j ? "," : "", j / Q, quantiles[j % Q]);
+    text += fmt::format("{}y_{}{}", j ? "," : "", j / Q, level_suffix(quantiles, j % Q));
   text += "\n";
   for (int64_t i = 0; i < N; ++i) {
     for (int64_t j = 0; j < outputs; ++j) text += fmt::format("{}{:.7g}", j ? "," : "", out[i * outputs + j]);
@@ -468,8 +461,7 @@ int run_predict(const PredictArgs& a) {
   for (int64_t h = 0; h < split.horizon(); ++h)
     for (const auto& t : l.data.targets)
       for (int64_t q = 0; q < levels; ++q)
-        csv += (csv.empty() ? "" : ",") + t + "_t+" + std::to_string(h + 1) +
-               (quantiles.empty() ? "" : fmt::format("_q{}", quantiles[q]));
+        csv += (csv.empty() ? "" : ",") + t + "_t+" + std::to_string(h + 1) + level_suffix(quantiles, q);
   csv += "\n";
   int64_t window = 0;
   forecast_windows(l, split, [&](int64_t n, const float* p) {

@@ -24,11 +24,7 @@ namespace {
 // The known future's raw columns (data.future_features that are data columns, not season or
 // calendar phases, which are computed for the future rows like for the history's).
 std::vector<std::string> raw_future_columns(const DataConfig& d) {
-  std::vector<std::string> derived;
-  for (int64_t m : d.seasons)
-    for (const char* part : {"_sin", "_cos"}) derived.push_back("season" + std::to_string(m) + part);
-  for (const std::string& c : d.calendar)
-    for (const char* part : {"_sin", "_cos"}) derived.push_back("cal_" + c + part);
+  const std::vector<std::string> derived = time_feature_names(d);
   std::vector<std::string> out;
   for (const std::string& f : d.future_features)
     if (std::find(derived.begin(), derived.end(), f) == derived.end()) out.push_back(f);
@@ -109,8 +105,7 @@ int run_forecast(const ForecastArgs& a) {
   const Batch batch = device_batch(batch_of(Tensor(x.data(), {1, L + Hf, F})), arena, backend);
   std::vector<float> p(H * T * Q);
   read_floats(backend, model->forward(batch, ctx), p.data());
-  for (int64_t t = 0; t < T; ++t)  // [H, T, Q]: each target's levels back to its units
-    for (int64_t q = 0; q < Q; ++q) norm.invert(norm.index_of(targets[t]), p.data() + t * Q + q, H, T * Q);
+  norm.invert_rows(targets, p.data(), H, Q);  // [H, T, Q] back to the targets' units
   // The future steps' times (data.time_column: the last time plus whole steps of the history's
   // spacing), else `step`, which continues the history's row numbering (its rows are 0 .. N-1).
   const bool timed = !history.times.empty();
@@ -118,7 +113,7 @@ int run_forecast(const ForecastArgs& a) {
   const int64_t spacing = timed ? time_step(past_times) : 1;
   std::string csv = timed ? config.data.time_column : "step";
   for (const auto& t : targets)
-    for (int64_t q = 0; q < Q; ++q) csv += "," + t + (quantiles.empty() ? "" : fmt::format("_q{}", quantiles[q]));
+    for (int64_t q = 0; q < Q; ++q) csv += "," + t + level_suffix(quantiles, q);
   csv += "\n";
   for (int64_t h = 0; h < H; ++h) {
     // With --future its times are the steps' (they may be irregular); else whole steps ahead.

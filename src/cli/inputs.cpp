@@ -1,11 +1,16 @@
 // The inference commands' input checks. See inputs.h.
 #include "cli/inputs.h"
 
+#include <fmt/format.h>
 #include <fstream>
 
 #include "core/error.h"
 
 namespace seqtrain {
+
+std::string level_suffix(const std::vector<double>& quantiles, int64_t q) {
+  return quantiles.empty() ? std::string() : fmt::format("_q{}", quantiles[q]);
+}
 
 bool ends_with_text(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

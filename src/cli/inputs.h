@@ -1,11 +1,17 @@
-// What the inference commands (eval, predict, forecast) share about their inputs: which runs
-// read windows of a table, and a check that --input is the kind of file the run reads.
+// What the inference commands (eval, predict, forecast) share about their inputs and outputs:
+// which runs read windows of a table, a check that --input is the kind of file the run reads,
+// and how a quantile level is named in the files they write.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 
 namespace seqtrain {
+
+// A forecast column's level suffix under train.loss quantile ("_q0.1"); "" for point forecasts.
+std::string level_suffix(const std::vector<double>& quantiles, int64_t q);
 
 // csv and synthetic runs: windows cut from a table (eval/predict/forecast take a CSV).
 inline bool windowed(const Config& config) { return config.data.source == "csv" || config.data.source == "synthetic"; }

@@ -477,9 +477,15 @@ class Loader {
   Config config;
 
  private:
-  // data.seasons, model.residual_to and train.monitor: each needs the task and data it speaks of.
+  // The forecasting keys: each needs the task and data it speaks of.
   void check_forecasting(const Config& c, bool has_val) const {
-    const auto& d = c.data;
+    check_time_inputs(c.data);
+    check_residual(c);
+    check_monitor(c, has_val);
+  }
+
+  // data.time_column, data.calendar, data.future_features, data.seasons.
+  void check_time_inputs(const DataConfig& d) const {
     const bool windowed = d.source == "csv" || d.source == "synthetic";
     if (!d.time_column.empty()) {
       if (d.source != "csv")
@@ -518,6 +524,12 @@ class Loader {
     if (!d.seasons.empty() && !windowed)
       fail("{}: config key 'data.seasons' adds phase inputs to the rows of a series; data.source {} has no rows in "
            "time order (csv or synthetic do): remove data.seasons", origin("data.seasons"), d.source);
+  }
+
+  // model.residual_to: the window must hold each target's past, and a whole season of it.
+  void check_residual(const Config& c) const {
+    const auto& d = c.data;
+    const bool windowed = d.source == "csv" || d.source == "synthetic";
     const std::string& r = c.model.residual_to;
     if (r != "none") {
       if (!windowed || (c.model.type != "lstm" && c.model.type != "gru" && c.model.type != "mlp"))
@@ -541,9 +553,12 @@ class Loader {
              "holds no whole period for model.residual_to: seasonal_naive to repeat: raise data.lookback to at "
              "least {} or use residual_to: last_value", origin("data.seasons"), m, d.lookback, m);
     }
-    if (c.train.loss == "quantile" && d.source == "text")
-      fail("{}: config key 'train.loss' is quantile, which forecasts levels of numeric targets, but data.source text "
-           "trains next-token prediction; set train.loss: cross_entropy", origin("train.loss"));
+  }
+
+  // train.monitor: a metric the run's task reports, on a validation split it has.
+  void check_monitor(const Config& c, bool has_val) const {
+    const auto& d = c.data;
+    const bool windowed = d.source == "csv" || d.source == "synthetic";
     const std::string& mon = c.train.monitor;
     if (mon == "val_loss") return;
     if (!has_val)

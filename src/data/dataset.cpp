@@ -63,6 +63,15 @@ Series load_series(const DataConfig& d) {
   return select_columns(all, used_columns(d.features.empty() ? all.columns : d.features, d.targets), d);
 }
 
+std::vector<std::string> time_feature_names(const DataConfig& d) {
+  std::vector<std::string> out;
+  for (int64_t m : d.seasons)
+    for (const char* part : {"_sin", "_cos"}) out.push_back("season" + std::to_string(m) + part);
+  for (const std::string& c : d.calendar)
+    for (const char* part : {"_sin", "_cos"}) out.push_back("cal_" + c + part);
+  return out;
+}
+
 void add_time_features(Series& s, const DataConfig& d, std::vector<std::string>* features) {
   if (d.seasons.empty() && d.calendar.empty()) return;
   const bool timed = !s.times.empty();
@@ -72,49 +81,40 @@ void add_time_features(Series& s, const DataConfig& d, std::vector<std::string>*
   // A season's phase: the row's place in the period, by time when there is a time column (so
   // every file agrees), else by row from the table's first row.
   const int64_t step = timed ? time_step(s.times) : 1;
-  std::vector<std::string> names;
+  const std::vector<std::string> names = time_feature_names(d);  // a sine and a cosine per phase below
   std::vector<std::function<double(int64_t)>> phase;  // row -> fraction of the cycle in [0, 1)
   for (int64_t m : d.seasons) {
-    names.push_back("season" + std::to_string(m));
     phase.push_back([&s, timed, step, m](int64_t r) {
       // Whole steps since 1970 (floored: times before 1970 are negative), or rows since row 0.
       const int64_t t = timed ? s.times[r] : r, k = timed ? (t >= 0 ? t / step : -((-t + step - 1) / step)) : r;
       return static_cast<double>(((k % m) + m) % m) / static_cast<double>(m);
     });
   }
-  for (const std::string& part : d.calendar) {
-    names.push_back("cal_" + part);
+  for (const std::string& part : d.calendar)
     phase.push_back([&s, part](int64_t r) { return *calendar_fraction(part, s.times[r]); });
-  }
-  const int64_t old_cols = s.cols(), added = 2 * static_cast<int64_t>(names.size()), cols = old_cols + added;
+  const int64_t old_cols = s.cols(), cols = old_cols + static_cast<int64_t>(names.size());
   for (const std::string& n : names)
-    for (const char* part : {"_sin", "_cos"})
-      ST_CHECK(s.column_index(n + part) < 0,
-               "config key 'data.{}' adds the input column '{}', but the data already has a column of that name: "
-               "rename that column", n.rfind("cal_", 0) == 0 ? "calendar" : "seasons", n + part);
+    ST_CHECK(s.column_index(n) < 0,
+             "config key 'data.{}' adds the input column '{}', but the data already has a column of that name: "
+             "rename that column", n.rfind("cal_", 0) == 0 ? "calendar" : "seasons", n);
   std::vector<float> values(static_cast<size_t>(s.rows * cols));
   for (int64_t r = 0; r < s.rows; ++r) {
     std::copy_n(s.values.begin() + r * old_cols, old_cols, values.begin() + r * cols);
-    for (size_t k = 0; k < names.size(); ++k) {
+    for (size_t k = 0; k < phase.size(); ++k) {
       const double angle = 2 * 3.14159265358979323846 * phase[k](r);
       values[r * cols + old_cols + 2 * k] = static_cast<float>(std::sin(angle));
       values[r * cols + old_cols + 2 * k + 1] = static_cast<float>(std::cos(angle));
     }
   }
   s.values = std::move(values);
-  for (const std::string& n : names)
-    for (const char* part : {"_sin", "_cos"}) {
-      s.columns.push_back(n + part);
-      if (features) features->push_back(n + part);
-    }
+  for (const std::string& n : names) {
+    s.columns.push_back(n);
+    if (features) features->push_back(n);
+  }
 }
 
 void Dataset::denormalize_targets(float* y, int64_t batch, int64_t levels) const {
-  if (levels == 1) return normalizer.invert_rows(targets, y, batch * train.horizon());
-  const int64_t T = n_targets();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t q = 0; q < levels; ++q)
-      normalizer.invert(normalizer.index_of(targets[t]), y + t * levels + q, batch * train.horizon(), T * levels);
+  normalizer.invert_rows(targets, y, batch * train.horizon(), levels);
 }
 
 std::vector<int64_t> Dataset::target_feature_indices() const {

@@ -46,6 +46,9 @@ Series load_series(const DataConfig& data);
 // agrees; without, by row from the table's first row (a history given to eval/predict/forecast
 // is then phased from its own first row).
 void add_time_features(Series& s, const DataConfig& d, std::vector<std::string>* features);
+// The names of the columns add_time_features adds, in order (season<m>_sin, season<m>_cos, ...,
+// cal_<part>_sin, cal_<part>_cos).
+std::vector<std::string> time_feature_names(const DataConfig& d);
 
 // When `stats` is given (e.g. from a checkpoint's state.json) it is used instead of fitting,
 // so evaluation scales data exactly as training did. Throws Error naming the config key or

@@ -70,9 +70,11 @@ void Normalizer::invert(int64_t col, float* values, int64_t n, int64_t stride) c
   for (int64_t i = 0; i < n; ++i) values[i * stride] = invert(col, values[i * stride]);
 }
 
-void Normalizer::invert_rows(const std::vector<std::string>& names, float* values, int64_t rows) const {
+void Normalizer::invert_rows(const std::vector<std::string>& names, float* values, int64_t rows,
+                             int64_t levels) const {
   const int64_t n = static_cast<int64_t>(names.size());
-  for (int64_t t = 0; t < n; ++t) invert(index_of(names[t]), values + t, rows, n);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t q = 0; q < levels; ++q) invert(index_of(names[t]), values + t * levels + q, rows, n * levels);
 }
 
 nlohmann::json Normalizer::to_json() const {

@@ -32,9 +32,9 @@ struct Normalizer {
   float invert(int64_t col, float z) const { return static_cast<float>(z * scale[col] + shift[col]); }
   // In place over n values spaced `stride` floats apart, e.g. one target in a batch of outputs.
   void invert(int64_t col, float* values, int64_t n, int64_t stride = 1) const;
-  // In place over `rows` rows of the columns `names`, laid out [rows, names.size()] (a forecast's
-  // steps of its targets).
-  void invert_rows(const std::vector<std::string>& names, float* values, int64_t rows) const;
+  // In place over `rows` rows of the columns `names`, laid out [rows, names.size(), levels] (a
+  // forecast's steps of its targets, with `levels` quantile forecasts of each innermost).
+  void invert_rows(const std::vector<std::string>& names, float* values, int64_t rows, int64_t levels = 1) const;
 
   // Index of `name` in columns; throws Error listing the known columns when absent.
   int64_t index_of(const std::string& name) const;

@@ -146,8 +146,6 @@ ForecastMetrics ForecastScorer::pooled(const std::vector<ErrorSums>& e) const {
   return m;
 }
 
-ForecastMetrics ForecastScorer::model() const { return pooled(model_); }
-
 namespace {
 nlohmann::json to_json(const ForecastMetrics& m) {
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };

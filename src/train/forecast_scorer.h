@@ -63,7 +63,6 @@ class ForecastScorer {
   //  quantiles also "pinball" (the mean pinball loss in units over every level) and "coverage"
   //  (the share of actual values inside the outermost levels' interval, "interval").
   nlohmann::json report() const;
-  ForecastMetrics model() const;  // the model's pooled metrics
 
  private:
   ForecastMetrics pooled(const std::vector<ErrorSums>& e) const;

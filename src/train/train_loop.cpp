@@ -433,10 +433,7 @@ double TrainLoop::evaluate_split(const BatchSource& split, double* accuracy, nlo
   std::optional<ForecastScorer> scorer;
   if (scoring_) scorer.emplace(*scoring_);
   const double loss = evaluate(*model_, split, plan_.steps, plan_.features, *objective_, config_.train.batch_size,
-                               accuracy, scorer ? EvalHook([&](int64_t n, const float* x, const float* y, const float* p) {
-                                 scorer->add(n, x, y, p);
-                               })
-                                                : EvalHook());
+                               accuracy, scorer_hook(scorer));
   if (scorer) *forecast = scorer->report();
   return loss;
 }

@@ -135,6 +135,11 @@ ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, int64_t steps,
   return total;
 }
 
+EvalHook scorer_hook(std::optional<ForecastScorer>& scorer) {
+  if (!scorer) return {};
+  return [&scorer](int64_t n, const float* x, const float* y, const float* p) { scorer->add(n, x, y, p); };
+}
+
 double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, const Objective& objective,
                 int64_t batch_size, double* accuracy, const EvalHook& hook) {
   const ObjectiveSum total = evaluate_sum(model, split, steps, features, objective, batch_size, hook);

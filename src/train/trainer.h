@@ -17,6 +17,7 @@
 #include "models/model.h"
 #include "models/registry.h"
 #include "train/data_plan.h"
+#include "train/forecast_scorer.h"
 #include "train/objective.h"
 
 namespace seqtrain {
@@ -98,6 +99,8 @@ void forward_batches(Model& model, const BatchSource& source, int64_t steps, int
 // What an evaluation also hands each batch to, beside the objective: its size, host x and y,
 // and the model's outputs copied to the host (a ForecastScorer's add).
 using EvalHook = std::function<void(int64_t n, const float* x, const float* y, const float* pred)>;
+// The hook that feeds `scorer` each batch (ForecastScorer::add); none without a scorer.
+EvalHook scorer_hook(std::optional<ForecastScorer>& scorer);
 
 // The objective's loss sum, count and metrics over every sample of `split` (x [steps,
 // features] per sample), in index order; each batch also goes to `hook` when given.
