@@ -1,5 +1,7 @@
 #include "train/step.h"
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -122,6 +124,20 @@ double TrainStep::take_loss(int64_t* count) {
   if (held[0] != 0 || held[1] != 0) be.fill(sums_.data(), 4, 0.f);  // the two doubles' bits
   loss_count_ = 0;
   return mean;
+}
+
+double TrainStep::loss_sum(int64_t* count) {
+  double held = 0;
+  read_sums(0, &held, 1);
+  *count = loss_count_;
+  return held;
+}
+
+void TrainStep::restore_loss(double sum, int64_t count) {
+  float bits[2];
+  std::memcpy(bits, &sum, sizeof sum);  // sums_ holds doubles in f32-sized slots
+  sums_.upload(std::span<const float>(bits, 2), 0);
+  loss_count_ = count;
 }
 
 double TrainStep::grad_norm() {

@@ -70,6 +70,11 @@ class TrainStep {
   // Mean loss per counted target since the last call: the loss sums over the counts (and the
   // count, so callers can combine intervals as mean * count).
   double take_loss(int64_t* count = nullptr);
+  // The loss sum and count since take_loss(), left in place (a checkpoint's snapshot of them).
+  double loss_sum(int64_t* count);
+  // Starts the sums at such a snapshot (a resumed run), so the losses that follow add onto it in
+  // the order an uninterrupted run adds them: its logged means are then the same bit for bit.
+  void restore_loss(double sum, int64_t count);
   // The pre-clip gradient norm of the last optimizer step (NaN before the first; one host read).
   double grad_norm();
   const Objective& objective() const { return *objective_; }

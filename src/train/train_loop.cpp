@@ -188,7 +188,10 @@ void TrainLoop::resume_or_start() {
                                                    .layout = sample_layout(plan_)});
   x_.resize(config_.train.batch_size * feed_.source->x_size());
   y_.resize(config_.train.batch_size * feed_.source->y_size());
-  if (resuming_) replay_partial_accumulation();
+  if (resuming_) {
+    replay_partial_accumulation();
+    step_->restore_loss(state_.pending_loss_sum, state_.pending_loss_count);  // the losses before the checkpoint
+  }
   if (plan_.windows) {
     summary_.baseline_val = last_value_baseline(*plan_.windows, plan_.windows->val);
     scoring_ = ForecastScoring::of(*plan_.windows, config_.data.seasons, forecast_quantiles(config_.train));
@@ -518,18 +521,13 @@ RunState TrainLoop::state_at(const std::string& tag, int64_t next_epoch, int64_t
 }
 
 // Moves the step's unlogged train losses into the pending ones, so a checkpoint carries them.
-void TrainLoop::hold_losses() {
-  int64_t count = 0;
-  const double mean = step_->take_loss(&count);
-  state_.pending_loss_sum += mean * static_cast<double>(count);
-  state_.pending_loss_count += count;
-}
+// The train losses since the previous record, as a checkpoint keeps them (the step's sums go on).
+void TrainLoop::hold_losses() { state_.pending_loss_sum = step_->loss_sum(&state_.pending_loss_count); }
 
-// The mean train loss since the previous train record.
+// The mean train loss since the previous train record: one sum over its batches, in their order,
+// whether or not the run was resumed in between (resume_or_start restores the sums).
 double TrainLoop::take_logged_loss() {
-  hold_losses();
-  const double mean = state_.pending_loss_count > 0
-                          ? state_.pending_loss_sum / static_cast<double>(state_.pending_loss_count) : 0.0;
+  const double mean = step_->take_loss();
   state_.pending_loss_sum = 0;
   state_.pending_loss_count = 0;
   return mean;
