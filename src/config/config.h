@@ -103,6 +103,12 @@ struct ModelConfig {
   // none | last_value | seasonal_naive (data.seasons' longest period): lstm/gru/mlp forecasters
   // predict the correction to that baseline's forecast, so training starts from the baseline.
   std::string residual_to = "none";
+  // Encoders (the transformer family; pooling also lstm/gru): how positions enter (auto |
+  // learned | sinusoidal | none; none for sets; auto = the family's own), how a sample's steps become one vector (last | mean | max |
+  // cls; last = the last valid step), and steps per token (transformer: a patch of P steps).
+  std::string positions = "auto";
+  std::string pooling = "last";
+  int64_t patch_size = 1;      // >= 1
   bool operator==(const ModelConfig&) const = default;
 };
 
@@ -142,6 +148,9 @@ struct TrainConfig {
   int64_t batch_size = 64;        // >= 1; windows per micro-batch
   bool shuffle = true;            // permute training windows each epoch (see epoch_order)
   std::string loss = "mse";       // mse | mae | huber | quantile | cross_entropy (npy labels, text)
+  // auto | forecast | classify | regress | next_token: what the run predicts; auto infers it from
+  // the data as before (labels: classify; text: next_token; otherwise forecast).
+  std::string task = "auto";
   // loss quantile: the levels forecast (each in (0, 1), increasing); the model gives one forecast
   // per level, never crossing, and the pinball loss trains them.
   std::vector<double> quantiles = {0.1, 0.5, 0.9};

@@ -129,12 +129,16 @@ void visit_fields(C& c, V&& v) {
   v.field("model.init_from_skip", m.init_from_skip, NameList{});
   v.field("model.init_from_strict", m.init_from_strict);
   v.field("model.residual_to", m.residual_to, Choices{"none", "last_value", "seasonal_naive"});
+  v.field("model.positions", m.positions, Choices{"auto", "learned", "sinusoidal", "none"});
+  v.field("model.pooling", m.pooling, Choices{"last", "mean", "max", "cls"});
+  v.field("model.patch_size", m.patch_size, at_least(1));
 
   auto& t = c.train;
   v.field("train.epochs", t.epochs, at_least(1));
   v.field("train.max_steps", t.max_steps, at_least(0));
   v.field("train.batch_size", t.batch_size, at_least(1));
   v.field("train.shuffle", t.shuffle);
+  v.field("train.task", t.task, Choices{"auto", "forecast", "classify", "regress", "next_token"});
   v.field("train.loss", t.loss, Choices{"mse", "mae", "huber", "quantile", "cross_entropy"});
   v.field("train.quantiles", t.quantiles, unit_open());
   v.field("train.huber_delta", t.huber_delta, positive());

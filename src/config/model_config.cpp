@@ -16,6 +16,10 @@ std::optional<ConfigProblem> check_model_config(const Config& c) {
     settings.hidden = c.model.hidden;
     settings.heads = c.model.heads;
     settings.layers = c.model.layers;
+    settings.positions = c.model.positions;
+    settings.pooling = c.model.pooling;
+    settings.patch_size = c.model.patch_size;
+    settings.bidirectional = c.model.bidirectional;
     if (auto p = f.check_settings(settings)) return ConfigProblem{p->first, p->second};
   }
   if (c.data.source != "text" || f.reads_text()) return std::nullopt;
@@ -46,6 +50,9 @@ ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
     s.residual_period = *std::max_element(c.data.seasons.begin(), c.data.seasons.end());
   if (s.residual_to != "none") s.residual_inputs = shape.target_inputs;
   s.quantile_levels = quantile_levels(c.train);
+  s.positions = c.model.positions;
+  s.pooling = c.model.pooling;
+  s.patch_size = c.model.patch_size;
   return refit_spec(s, shape);
 }
 

@@ -63,6 +63,12 @@ struct ModelSpec {
   // data.future_features: rows of x after the lookback holding the known future (the horizon),
   // read by the window forecasters' future_head; 0 = none.
   int64_t future_steps = 0;
+  // Encoders: model.positions (transformer: auto = learned | sinusoidal | none), model.pooling (last |
+  // mean | max | cls; transformer, lstm, gru: how a sample's valid steps become one vector) and
+  // model.patch_size (transformer: steps per token).
+  std::string positions = "auto";
+  std::string pooling = "last";
+  int64_t patch_size = 1;
   bool operator==(const ModelSpec&) const = default;
 };
 

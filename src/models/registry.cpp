@@ -190,6 +190,9 @@ void visit_spec(M& s, V&& v) {
   v("residual_inputs", s.residual_inputs);
   v("quantile_levels", s.quantile_levels);
   v("future_steps", s.future_steps);
+  v("positions", s.positions);
+  v("pooling", s.pooling);
+  v("patch_size", s.patch_size);
 }
 }  // namespace
 
