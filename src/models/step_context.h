@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "core/arena.h"
 #include "core/batch.h"
@@ -31,5 +32,15 @@ struct StepContext {
 
   void note_scratch(size_t bytes) { scratch_bytes = std::max(scratch_bytes, bytes); }
 };
+
+// Each sample's valid steps ([B], 1..T) as the host holds them, for layers that plan their work
+// by length (the RNN kernels stop each sample there, attention builds its token mask): the host
+// batch's when the context has it, else the batch's own (a host-accessible backend's). Empty when
+// every sample runs the whole T.
+inline std::span<const int64_t> host_lengths(const Batch& batch, const StepContext& ctx) {
+  const Tensor& l = ctx.host_batch ? ctx.host_batch->lengths : batch.lengths;
+  if (l.numel() == 0) return {};
+  return {static_cast<const int64_t*>(l.ptr), static_cast<size_t>(l.numel())};
+}
 
 }  // namespace seqtrain
