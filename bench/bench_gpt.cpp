@@ -318,9 +318,9 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
     Tensor logits = arena.tensor({B, T, V});
     head.forward(hin, ps.param(wte.weight).f32(), nullptr, V, logits.f32(), arena);
     f[HEAD] += tick(t0);
-    const ObjectiveSum sum = objective->forward(logits, d.yt);
+    const ObjectiveSum sum = objective->forward(logits, batch_of_targets(d.yt));
     Tensor dlogits = arena.tensor(logits.shape);
-    objective->backward(logits, d.yt, dlogits, 1.0 / static_cast<double>(sum.count));
+    objective->backward(logits, batch_of_targets(d.yt), dlogits, 1.0 / static_cast<double>(sum.count));
     f[LOSS] += tick(t0);
     // backward
     Tensor dx = arena.tensor({B, T, C});

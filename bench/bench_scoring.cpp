@@ -90,11 +90,11 @@ int main(int argc, char** argv) {
   double checksum = 0;
   for (int r = 0; r <= a.repeats; ++r) {  // repeat 0 warms up
     t0 = bench::Clock::now();
-    checksum += evaluate(*model, val, ds.val.steps(), ds.n_features(), *objective, c.train.batch_size);
+    checksum += evaluate(*model, val, window_layout(ds.val), *objective, c.train.batch_size);
     const double p = bench::ms_since(t0);
     ForecastScorer scorer(scoring);
     t0 = bench::Clock::now();
-    checksum += evaluate(*model, val, ds.val.steps(), ds.n_features(), *objective, c.train.batch_size, nullptr,
+    checksum += evaluate(*model, val, window_layout(ds.val), *objective, c.train.batch_size, nullptr,
                          [&](int64_t n, const float* x, const float* y, const float* pr) { scorer.add(n, x, y, pr); });
     checksum += scorer.report()["mae"].get<double>();
     const double s = bench::ms_since(t0);

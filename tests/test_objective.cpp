@@ -43,7 +43,7 @@ TEST(Objective, RegressionSumsEveryElement) {
   const std::pair<LossKind, double> cases[] = {{LossKind::mse, sq}, {LossKind::mae, ab}, {LossKind::huber, hu}};
   for (const auto& [kind, want] : cases) {
     auto obj = make_objective(kind, huber(1.f), ObjectiveTask::forecast);
-    const ObjectiveSum s = obj->forward(pred, target);
+    const ObjectiveSum s = obj->forward(pred, batch_of_targets(target));
     EXPECT_NEAR(s.loss, want, 1e-12) << obj->name();
     EXPECT_EQ(s.count, 6) << obj->name();  // B * outputs elements, as torch's mean divides by
     EXPECT_EQ(s.correct, 0);
@@ -66,32 +66,35 @@ TEST(Objective, ClassificationCountsLabelsAndCorrectOnes) {
   std::vector<float> z = {3, 1, 0, 0, 1, 2, -1, 5, 4, 0, 9, 1};
   std::vector<int64_t> t = {0, 1, 1, -100};
   auto obj = make_objective(LossKind::cross_entropy, {}, ObjectiveTask::classify);
-  const ObjectiveSum s = obj->forward(Tensor(z.data(), {4, 3}), Tensor(t.data(), {4}, DType::i64));
+  const ObjectiveSum s = obj->forward(Tensor(z.data(), {4, 3}), batch_of_targets(Tensor(t.data(), {4}, DType::i64)));
   EXPECT_EQ(s.count, 3);
   EXPECT_EQ(s.correct, 2);
   EXPECT_NEAR(s.loss, ce_row(&z[0], 3, 0) + ce_row(&z[3], 3, 1) + ce_row(&z[6], 3, 1), 1e-9);
   EXPECT_DOUBLE_EQ(s.accuracy(), 2.0 / 3.0);
   EXPECT_TRUE(obj->has_accuracy());
-
-  // target(): float labels as a BatchSource fills them become int64 [n].
-  std::vector<float> yf = {2, 0, 1};
-  std::vector<int64_t> labels(3);
-  Tensor lt = obj->target(yf.data(), 3, 1, labels);
-  EXPECT_EQ(lt.shape, (Shape{3}));
-  EXPECT_EQ(lt.dtype, DType::i64);
-  EXPECT_EQ(labels, (std::vector<int64_t>{2, 0, 1}));
+  // Labels are int64, one per sample: float values or a [B, T] shape are refused, not cast.
+  std::vector<float> yf = {2, 0, 1, 1};
+  EXPECT_CONTAINS(error_of([&] { obj->forward(Tensor(z.data(), {4, 3}), batch_of_targets(Tensor(yf.data(), {4}))); }),
+                  "not int64 class labels");
+  EXPECT_CONTAINS(error_of([&] {
+                    obj->forward(Tensor(z.data(), {4, 3}), batch_of_targets(Tensor(t.data(), {2, 2}, DType::i64)));
+                  }),
+                  "one label per sample");
+  // A batch without targets, or with a loss mask no objective here reads, is refused by name.
+  EXPECT_CONTAINS(error_of([&] { obj->forward(Tensor(z.data(), {4, 3}), Batch{}); }), "holds no targets");
+  Batch masked = batch_of_targets(Tensor(t.data(), {4}, DType::i64));
+  masked.loss_mask = Tensor(yf.data(), {4});
+  EXPECT_CONTAINS(error_of([&] { obj->forward(Tensor(z.data(), {4, 3}), masked); }), "loss mask");
 }
 
 TEST(Objective, NextTokenCountsEveryPosition) {
   const int64_t B = 2, T = 3, V = 4;
   Rng rng(3);
   auto z = randn(rng, B * T * V);
-  std::vector<float> yf = {1, 3, 0, 2, 2, 1};
-  std::vector<int64_t> labels(B * T);
+  std::vector<int64_t> labels = {1, 3, 0, 2, 2, 1};
   auto obj = make_objective(LossKind::cross_entropy, {}, ObjectiveTask::next_token);
-  Tensor target = obj->target(yf.data(), B, T, labels);
-  EXPECT_EQ(target.shape, (Shape{B, T}));
-  const ObjectiveSum s = obj->forward(Tensor(z.data(), {B, T, V}), target);
+  const Tensor target(labels.data(), {B, T}, DType::i64);
+  const ObjectiveSum s = obj->forward(Tensor(z.data(), {B, T, V}), batch_of_targets(target));
   EXPECT_EQ(s.count, B * T);
   double want = 0;
   int64_t correct = 0;
@@ -122,12 +125,12 @@ TEST(Objective, FactoryRefusesALossTheTaskCannotTake) {
 void expect_gradient_of_sum(const Objective& obj, std::vector<float> p, const Shape& shape, const Tensor& target) {
   const double scale = 0.75;
   std::vector<float> g(p.size(), 123.f);
-  obj.backward(Tensor(p.data(), shape), target, Tensor(g.data(), shape), scale);
+  obj.backward(Tensor(p.data(), shape), batch_of_targets(target), Tensor(g.data(), shape), scale);
   std::vector<double> pd(p.begin(), p.end());
   std::vector<float> pf(p.size());
   auto f = [&] {
     for (size_t i = 0; i < pd.size(); ++i) pf[i] = static_cast<float>(pd[i]);
-    return scale * obj.forward(Tensor(pf.data(), shape), target).loss;
+    return scale * obj.forward(Tensor(pf.data(), shape), batch_of_targets(target)).loss;
   };
   const auto num = numgrad(pd, f, 1e-2);
   EXPECT_LT(rel_err(g, num), 2e-3) << obj.name();

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/dnnl_context.h"
 #include "config/config.h"
+#include "config/scalar.h"
 #include "data/npy.h"
 #include "data/zscore_source.h"
 #include "io/atomic_dir.h"
@@ -58,20 +59,13 @@ Loaded load_for_inference(const CheckpointRef& ck, const std::string& input) {
 // quantile levels innermost).
 void forecast_windows(Loaded& l, const WindowDataset& split,
                       const std::function<void(int64_t n, const float* p)>& use) {
-  Backend& backend = l.model->params().backend();
-  Arena arena(backend);
-  const int64_t B = l.config.train.batch_size, levels = quantile_levels(l.config.train);
-  std::vector<float> x(B * split.x_size()), p(B * split.y_size() * levels);
-  for (int64_t b = 0; b < split.size(); b += B) {
-    const int64_t n = std::min(B, split.size() - b);
-    split.fill_batch(b, n, x.data(), nullptr);
-    arena.reset();
-    StepContext ctx(arena);
-    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, split.steps(), split.n_features()})), arena, backend);
-    read_floats(backend, l.model->forward(batch, ctx), p.data());
-    l.data.denormalize_targets(p.data(), n, levels);
-    use(n, p.data());
-  }
+  const int64_t levels = quantile_levels(l.config.train);
+  std::vector<float> p(static_cast<size_t>(l.config.train.batch_size * split.y_size() * levels));
+  forward_batches(*l.model, WindowSource(split), window_layout(split), l.config.train.batch_size, [&](int64_t, const Batch& host, const Batch&, const Tensor& pred, Arena&) {
+                    read_floats(l.model->params().backend(), pred, p.data());
+                    l.data.denormalize_targets(p.data(), host.count, levels);
+                    use(host.count, p.data());
+                  });
 }
 
 }  // namespace
@@ -190,6 +184,23 @@ std::optional<ForecastScoring> npy_scoring(const Config& config, int64_t steps, 
 }
 
 // Labels must be whole numbers of a class the model has; the file is named when one is not.
+// An X .npy's sample lengths as the run was trained to read them: --lengths (a run trained on
+// data.npy.train_len files needs it), or the run's data.npy.pad_value.
+void attach_lengths(NpySource& x, const Config& config, const std::string& lengths, const std::string& input) {
+  const NpyConfig& n = config.data.npy;
+  if (!lengths.empty()) {
+    ST_CHECK(!n.train_len.empty(), "--lengths {}: this run was trained without sample lengths files (data.npy."
+             "train_len){}; leave --lengths out", lengths,
+             n.pad_value != "none" ? " and finds each sample's length from data.npy.pad_value " + n.pad_value : "");
+    x.read_lengths(lengths);
+  } else if (!n.train_len.empty()) {
+    fail("--input {}: this run was trained on samples of varying length (data.npy.train_len); give each sample's "
+         "length with --lengths L.npy ([N] integers)", input);
+  } else if (n.pad_value != "none") {
+    x.lengths_from_padding(*parse_double(n.pad_value));
+  }
+}
+
 void check_labels(const NpyArray& y, int64_t classes) {
   std::vector<float> v(static_cast<size_t>(y.count));
   y.read_floats(0, y.count, v.data());
@@ -219,6 +230,7 @@ int eval_npy_input(const CheckpointRef& ck, const EvalArgs& a) {
            "--labels {}: {} values per sample, but this run's y has {} ({})", a.labels, y_size, classes > 0 ? 1 : outputs,
            classes > 0 ? "one class label per sample, shape [N]" : "targets of shape [N, ...] as in training");
   if (classes > 0) check_labels(*src->y(), classes);
+  attach_lengths(*src, config, a.lengths, a.input);
   ZscoreSource input(src, Normalizer::from_json(ck.state.at("normalizer")), features);
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
   const auto objective = make_objective(config.train, classes, y_size);
@@ -227,8 +239,8 @@ int eval_npy_input(const CheckpointRef& ck, const EvalArgs& a) {
                                      Normalizer::from_json(ck.state.at("normalizer")), nullptr);
   std::optional<ForecastScorer> scorer;
   if (scoring) scorer.emplace(*scoring);
-  const double loss = evaluate(*model, input, steps, features, *objective, config.train.batch_size, &accuracy,
-                               scorer_hook(scorer));
+  const double loss = evaluate(*model, input, sample_layout(steps, features, false, classes > 0, y_size), *objective,
+                               config.train.batch_size, &accuracy, scorer_hook(scorer));
   print_checkpoint(ck);
   std::printf("input: %s with labels %s\nsamples: %ld\nloss: %.6f (%s)\n", a.input.c_str(), a.labels.c_str(),
               (long)input.size(), loss, loss_units(config, false).c_str());
@@ -282,8 +294,8 @@ int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
                                      Normalizer::from_json(plan.normalizer), plan.train.get());
   std::optional<ForecastScorer> scorer;
   if (scoring) scorer.emplace(*scoring);
-  const double loss = evaluate(*model, *split, plan.steps, plan.features, *objective, config.train.batch_size,
-                               &accuracy, scorer_hook(scorer));
+  const double loss = evaluate(*model, *split, sample_layout(plan), *objective, config.train.batch_size, &accuracy,
+                               scorer_hook(scorer));
   print_checkpoint(ck);
   // The training log's val records score only the first train.eval_iters batches when it is set.
   const int64_t capped = config.train.eval_iters * config.train.batch_size;
@@ -318,7 +330,7 @@ int run_eval(const EvalArgs& a) {
   const ForecastScoring scoring = ForecastScoring::of(l.data, l.config.data.seasons, forecast_quantiles(l.config.train));
   ForecastScorer scorer(scoring);
   const auto objective = make_objective(l.config.train, 0, split.y_size());
-  const double loss = evaluate(*l.model, WindowSource(split), split.steps(), split.n_features(), *objective,
+  const double loss = evaluate(*l.model, WindowSource(split), window_layout(split), *objective,
                                l.config.train.batch_size, nullptr,
                                [&](int64_t n, const float* x, const float* y, const float* p) { scorer.add(n, x, y, p); });
   print_checkpoint(ck);
@@ -418,11 +430,13 @@ int predict_npy(const CheckpointRef& ck, const PredictArgs& a) {
            "--input {}: samples of {} steps x {} features, but the run was trained on {} x {} (X of shape [N, {}, {}])",
            a.input, x->steps(), x->features(), steps, features, steps, features);
   const int64_t N = x->size();
+  attach_lengths(*x, config, a.lengths, a.input);
   ZscoreSource input(x, Normalizer::from_json(ck.state.at("normalizer")), features);
   std::unique_ptr<Model> model = load_model(ck.dir, {.shape = DataShape{features, steps, outputs, 0, classes}}).model;
   std::vector<float> out(N * outputs);
-  forward_batches(*model, input, steps, features, config.train.batch_size,
-                  [&](int64_t first, int64_t n, const Tensor& pred, const float*, float*, Arena&) {
+  forward_batches(*model, input, sample_layout(steps, features, false, false, outputs), config.train.batch_size,
+                  [&](int64_t first, const Batch& host, const Batch&, const Tensor& pred, Arena&) {
+                    const int64_t n = host.count;
                     ST_CHECK(pred.numel() == n * outputs, "predict: the model gave {} outputs for {} samples of {}",
                              pred.numel(), n, outputs);
                     read_floats(model->params().backend(), pred, out.data() + first * outputs);

@@ -12,8 +12,8 @@ struct TrainArgs {
   int threads = -1;
 };
 // input: a CSV (csv/synthetic runs), or an X .npy with `labels` its y .npy (npy runs).
-struct EvalArgs { std::string checkpoint, input, labels, split = "test"; };
-struct PredictArgs { std::string checkpoint, input, output; };
+struct EvalArgs { std::string checkpoint, input, labels, lengths, split = "test"; };
+struct PredictArgs { std::string checkpoint, input, output, lengths; };
 struct ForecastArgs { std::string checkpoint, input, future, output; };
 struct DataCacheArgs {
   std::string config;

@@ -67,6 +67,8 @@ void add_inference_commands(CLI::App& app, std::vector<Command>& out) {
                      "labelled data to evaluate on instead of the run's split: a CSV (csv/synthetic runs) or an X .npy "
                      "(npy runs, with --labels)");
         c.add_option("--labels", a.labels, "the y .npy of --input's X .npy (npy runs): labels [N] or targets");
+        c.add_option("--lengths", a.lengths, "each sample's valid steps [N] for --input's X .npy (runs trained with "
+                     "data.npy.train_len)");
         c.add_option("--split", a.split, "the run's split to evaluate: test (default) or val")
             ->check(CLI::IsMember({"test", "val"}));
       }));
@@ -77,6 +79,8 @@ void add_inference_commands(CLI::App& app, std::vector<Command>& out) {
       run_predict, [&](CLI::App& c, PredictArgs& a) {
         c.add_option("checkpoint", a.checkpoint, checkpoint)->required();
         c.add_option("--input", a.input, "input CSV with the training columns, or X .npy [N, T, F]")->required();
+        c.add_option("--lengths", a.lengths, "each sample's valid steps [N] for an X .npy --input (runs trained with "
+                     "data.npy.train_len)");
         c.add_option("--output", a.output,
                      "output .csv (csv runs: columns <target>_t+<h>; npy classifiers: label, prob_<c>, logit_<c>) or "
                      ".npy (npy runs: outputs or logits, and for classifiers <stem>.probs.npy and <stem>.labels.npy "

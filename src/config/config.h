@@ -41,6 +41,11 @@ struct NpyConfig {
   // Regression y: each target's feature index in X (one per target), when the targets' pasts
   // are among the inputs: enables the last-value baseline and MASE in the metrics. Empty = none.
   std::vector<int64_t> target_features;
+  // Variable length (a set is a sequence without order): each sample's valid steps as an integer
+  // file [N] per X file (glob-paired like X), or the value whose trailing all-features steps are
+  // padding ("none" = off). Steps past a sample's length never reach an output or a gradient.
+  std::string train_len, val_len, test_len;
+  std::string pad_value = "none";  // a number, or none
   bool operator==(const NpyConfig&) const = default;
 };
 

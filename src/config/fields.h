@@ -50,6 +50,7 @@ using Choices = std::vector<std::string>;
 //   field(key, std::string&, PathTag)      a file path (empty allowed)
 //   field(key, std::string&, ColumnTag)    one column name (empty allowed)
 //   field(key, std::string&, FrequencyTag) N, Nu or Ne
+//   field(key, std::string&, NumberOrNone) a finite number or none
 //   field(key, std::vector<std::string>&)  list of column names
 //   field(key, std::vector<int64_t>&, Range)  list of distinct integers, each in the range
 //   field(key, std::vector<double>&, Range)   list of increasing numbers, each in the range
@@ -61,6 +62,8 @@ struct PathTag {};
 struct ColumnTag {};
 // A count that may also be the word auto (data.workers): kept as text, validated on load.
 struct CountOrAuto {};
+// A number, or the word none (data.npy.pad_value): kept as text, validated on load.
+struct NumberOrNone {};
 // How often, in updates or epochs (config/frequency.h): kept as text, validated on load.
 struct FrequencyTag {};
 // A list of "from=to" prefix pairs (model.init_from_map); a file may also write it as a
@@ -114,6 +117,10 @@ void visit_fields(C& c, V&& v) {
   v.field("data.npy.test_y", d.npy.test_y, PathTag{});
   v.field("data.npy.classes", d.npy.classes, at_least(0));
   v.field("data.npy.target_features", d.npy.target_features, at_least(0));
+  v.field("data.npy.train_len", d.npy.train_len, PathTag{});
+  v.field("data.npy.val_len", d.npy.val_len, PathTag{});
+  v.field("data.npy.test_len", d.npy.test_len, PathTag{});
+  v.field("data.npy.pad_value", d.npy.pad_value, NumberOrNone{});
 
   auto& m = c.model;
   v.field("model.type", m.type, model_type_names());  // the registry's (models/registry.h)

@@ -180,6 +180,15 @@ class Assign {
     }
     x = v;
   }
+  void field(const char* key, std::string& x, NumberOrNone) {
+    if (!match(key)) return;
+    std::string v = scalar("a number or none");
+    if (v != "none") {
+      auto d = parse_double(v);
+      if (!d || !std::isfinite(*d)) fail("{}: config key '{}' expects a finite number or none, got '{}'", where_, key_, v);
+    }
+    x = v;
+  }
   void field(const char* key, std::string& x, FrequencyTag) {
     if (!match(key)) return;
     const char* expected = "a frequency: N or Nu (every N optimizer updates) or Ne (every N epochs), e.g. 500u or 1e";
@@ -436,6 +445,7 @@ class Loader {
       fail("{}: config key 'train.loss' is {} but data.source text trains next-token prediction; set "
            "train.loss: cross_entropy", origin("train.loss"), t.loss);
     check_sampling(d);
+    check_task(c);
     if (text) {
       const auto& a = d.augment;
       const char* on = a.jitter_sigma > 0 ? "data.augment.jitter_sigma" : a.scale_sigma > 0 ? "data.augment.scale_sigma"
@@ -589,6 +599,19 @@ class Loader {
            d.samples_per_epoch, d.sampling);
   }
 
+  // train.task against the data source; what needs the data itself (labels or float y) is
+  // checked when the data is read (train/objective.h's resolve_task).
+  void check_task(const Config& c) const {
+    const std::string& t = c.train.task;
+    const std::string& src = c.data.source;
+    const char* fix = nullptr;
+    if (t == "next_token" && src != "text") fix = "next_token predicts the next token of a text: set data.source text";
+    if ((t == "classify" || t == "regress") && src != "npy")
+      fix = "classify and regress read one target per sample from npy arrays: set data.source npy with data.npy.train_y";
+    if (t == "forecast" && src == "text") fix = "data.source text trains next-token prediction: set train.task: next_token or auto";
+    if (fix) fail("{}: config key 'train.task' is {} but data.source is {}; {}", origin("train.task"), t, src, fix);
+  }
+
   // data.source npy: the train arrays are required, a split's y goes with its X, and only
   // normalizations that work per feature over [N, T, F] apply.
   void check_npy(const Config& c) const {
@@ -609,6 +632,24 @@ class Loader {
         fail("{}: config key '{}' is set but '{}' is empty; a split needs both X and y (or neither)",
              origin(set.first), set.first, unset.first);
       }
+    // Lengths: one way (files or a padding value), and files for every split once the train
+    // split has them (a model trained on lengths scores samples with theirs).
+    const std::pair<const char*, const std::string*> lens[3] = {
+        {"data.npy.train_len", &n.train_len}, {"data.npy.val_len", &n.val_len}, {"data.npy.test_len", &n.test_len}};
+    const std::string* xs[3] = {&n.train_x, &n.val_x, &n.test_x};
+    for (int i = 0; i < 3; ++i) {
+      const auto& [key, value] = lens[i];
+      if (!value->empty() && n.pad_value != "none")
+        fail("{}: config key '{}' is set and so is data.npy.pad_value; give the lengths one way: lengths files, or "
+             "pad_value none", origin(key), key);
+      if (!value->empty() && xs[i]->empty())
+        fail("{}: config key '{}' is set but its split has no X; set data.npy.{}_x or drop it", origin(key), key,
+             i == 1 ? "val" : "test");
+      if (i > 0 && !xs[i]->empty() && value->empty() != n.train_len.empty())
+        fail("{}: config key '{}' is {} but data.npy.train_len is {}; every split needs its lengths files once the "
+             "train split has them (or none do)", origin(value->empty() ? "data.npy.train_len" : key), key,
+             value->empty() ? "empty" : "set", n.train_len.empty() ? "empty" : "set");
+    }
     if (c.data.normalize == "minmax")
       fail("{}: config key 'data.normalize' is minmax, which data.source npy does not support; use zscore (fitted "
            "per feature on the training X) or none", origin("data.normalize"));

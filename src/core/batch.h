@@ -35,4 +35,12 @@ inline Batch batch_of(const Tensor& inputs) {
   return b;
 }
 
+// A batch of targets alone, for an Objective called outside a step (tests, benchmarks).
+inline Batch batch_of_targets(const Tensor& targets) {
+  Batch b;
+  b.targets = targets;
+  b.count = targets.shape.empty() ? 0 : targets.shape[0];
+  return b;
+}
+
 }  // namespace seqtrain

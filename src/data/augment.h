@@ -47,6 +47,8 @@ class AugmentedSource final : public BatchSource {
   int64_t x_size() const override { return base_.x_size(); }
   int64_t y_size() const override { return base_.y_size(); }
   void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const override;
+  bool has_lengths() const override { return base_.has_lengths(); }
+  void fill_lengths(std::span<const int64_t> idx, int64_t* lengths) const override { base_.fill_lengths(idx, lengths); }
   const AugmentOptions& options() const { return opt_; }
 
  private:

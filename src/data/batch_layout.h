@@ -1,7 +1,9 @@
-// How the loader turns a source's floats into a Batch's typed tensors (core/batch.h). Sources
-// fill floats (an npy file, a window of a series, a text's ids); the loader turns them into the
-// typed tensors on its worker threads, as SampleLayout says, so the step never converts
-// anything and class labels no longer travel as floats to the loss.
+// How a batch is built from a source's samples (core/batch.h): the one function every path that
+// makes a batch calls (the Loader's workers, evaluation, eval/predict, the resume replay), so a
+// field is added once. Sources fill floats (an npy file, a window of a series, a text's ids) and
+// their lengths; fill_batch types them as SampleLayout says (so the step never converts anything
+// and class labels do not travel as floats to the loss) and turns lengths into the key-padding
+// mask, on whichever thread fills the batch.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -9,6 +11,7 @@
 
 #include "core/batch.h"
 #include "core/tensor.h"
+#include "data/batch_source.h"
 
 namespace seqtrain {
 
@@ -22,10 +25,30 @@ struct SampleLayout {
 };
 
 
-// Sets batch.inputs / batch.targets over x and y (count samples) as `layout` says, converting
-// ids into xi / yi (resized here). Throws Error naming the sample when an id or label is not
-// a whole number >= 0.
-void make_batch_tensors(const SampleLayout& layout, int64_t x_size, int64_t y_size, Batch& batch,
-                        std::vector<int64_t>& xi, std::vector<int64_t>& yi);
+// The host memory of one batch, reused from batch to batch. x and y are where the source writes
+// ([rows, x_size], [rows, y_size]): the loader points them at its slots (pinned memory on a GPU);
+// other callers call reserve(), which points them at the vectors here.
+struct BatchBuffers {
+  float* x = nullptr;
+  float* y = nullptr;
+  std::vector<float> x_store, y_store;
+  std::vector<int64_t> x_ids, y_ids;  // int64 copies when the layout says ids
+  std::vector<int64_t> lengths;       // [rows] of a variable-length source
+  std::vector<uint8_t> padding;       // [rows, steps]: 1 where a step is padding
+  void reserve(const BatchSource& source, int64_t rows);
+};
+
+// Fills `batch` with samples idx of `source` for `epoch` (idx must outlive the batch: it becomes
+// batch.samples): x and y, the typed inputs and targets (layout), and, when the source has
+// lengths, batch.lengths [count] and batch.key_padding_mask [count, steps]. Throws Error naming
+// the sample when an id or label is not a whole number >= 0.
+void fill_batch(const BatchSource& source, const SampleLayout& layout, std::span<const int64_t> idx, int64_t epoch,
+                BatchBuffers& buffers, Batch& batch);
+
+// The layout of samples of `steps` x `features` float values (or `steps` token ids) with y_size
+// float targets, or labels (one per sample, or one per step with y_size > 1).
+SampleLayout sample_layout(int64_t steps, int64_t features, bool token_ids, bool labels, int64_t y_size);
+// A window's: x [steps, features], y its horizon's targets.
+SampleLayout window_layout(const WindowDataset& split);
 
 }  // namespace seqtrain

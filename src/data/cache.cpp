@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kMagic[9] = "STCACHE1";
+// Version 2 added the lengths section; a version 1 file is rebuilt (its reason logged).
+constexpr char kMagic[9] = "STCACHE2";
+constexpr char kMagicV1[9] = "STCACHE1";
 constexpr char kEnd[9] = "STCEND01";
 constexpr int64_t kHeader = 64, kTrailer = 16;
 
@@ -35,7 +37,7 @@ uint64_t fnv1a(uint64_t h, const void* p, size_t n) {
 
 struct Header {
   uint64_t key;
-  int64_t n, xs, ys, epochs;
+  int64_t n, xs, ys, epochs, lengths;  // lengths: 1 when the samples' lengths follow the floats
 };
 
 std::string cache_path(const std::string& dir, uint64_t key) {
@@ -51,9 +53,12 @@ bool check(const MappedFile& m, uint64_t key, Header* h) {
   std::memcpy(&h->xs, m.data + 24, 8);
   std::memcpy(&h->ys, m.data + 32, 8);
   std::memcpy(&h->epochs, m.data + 40, 8);
-  if ((key != 0 && h->key != key) || h->n < 0 || h->xs < 0 || h->ys < 0 || h->epochs < 1) return false;
+  std::memcpy(&h->lengths, m.data + 48, 8);
+  if ((key != 0 && h->key != key) || h->n < 0 || h->xs < 0 || h->ys < 0 || h->epochs < 1 ||
+      (h->lengths != 0 && h->lengths != 1))
+    return false;
   const int64_t floats = h->epochs * h->n * (h->xs + h->ys);
-  if (static_cast<int64_t>(m.size) != kHeader + floats * 4 + kTrailer) return false;
+  if (static_cast<int64_t>(m.size) != kHeader + floats * 4 + h->lengths * h->n * 8 + kTrailer) return false;
   const unsigned char* t = m.data + m.size - kTrailer;
   uint64_t tkey;
   std::memcpy(&tkey, t + 8, 8);
@@ -80,7 +85,8 @@ void build(const BatchSource& base, const std::string& tmp, uint64_t key, int64_
            std::strerror(errno));
   struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
   unsigned char header[kHeader] = {};
-  const int64_t fields[5] = {static_cast<int64_t>(key), base.size(), base.x_size(), base.y_size(), epochs};
+  const int64_t fields[6] = {static_cast<int64_t>(key), base.size(), base.x_size(), base.y_size(), epochs,
+                             base.has_lengths() ? 1 : 0};
   std::memcpy(header, kMagic, 8);
   std::memcpy(header + 8, fields, sizeof(fields));
   write_all(fd, header, kHeader, tmp);
@@ -103,6 +109,12 @@ void build(const BatchSource& base, const std::string& tmp, uint64_t key, int64_
       loader.release(b);
       write_all(fd, rows.data(), rows.size() * sizeof(float), tmp);
     }
+  }
+  if (base.has_lengths()) {  // once: a length does not depend on the epoch
+    std::vector<int64_t> idx(static_cast<size_t>(base.size())), len(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i);
+    base.fill_lengths(idx, len.data());
+    write_all(fd, len.data(), len.size() * sizeof(int64_t), tmp);
   }
   unsigned char trailer[kTrailer];
   std::memcpy(trailer, kEnd, 8);
@@ -147,9 +159,11 @@ std::shared_ptr<CachedSource> CachedSource::open_or_build(const BatchSource& bas
     auto m = MappedFile::open(path);
     Header h{};
     if (check(*m, key, &h) && h.n == base.size() && h.xs == base.x_size() && h.ys == base.y_size() &&
-        h.epochs == epochs) {
+        h.epochs == epochs && (h.lengths == 1) == base.has_lengths()) {
       out->map_ = std::move(m);
       hit = true;
+    } else if (m->size >= 8 && std::memcmp(m->data, kMagicV1, 8) == 0) {
+      note = " (the existing file has the older format 1, without sample lengths: rebuilt)";
     } else {
       note = " (the existing file was incomplete or did not match, rebuilt)";
     }
@@ -177,6 +191,8 @@ std::shared_ptr<CachedSource> CachedSource::open_or_build(const BatchSource& bas
   out->ys_ = base.y_size();
   out->epochs_ = epochs;
   out->data_ = out->map_->data + kHeader;
+  if (base.has_lengths())
+    out->lengths_ = out->data_ + out->epochs_ * out->n_ * (out->xs_ + out->ys_) * 4;
   if (info) {
     info->hit = hit;
     info->path = path;
@@ -196,6 +212,14 @@ void CachedSource::fill(std::span<const int64_t> idx, int64_t epoch, float* x, f
     const unsigned char* p = data_ + ((e * n_ + idx[b]) * row) * 4;
     if (x) std::memcpy(x + static_cast<int64_t>(b) * xs_, p, static_cast<size_t>(xs_) * 4);
     if (y && ys_ > 0) std::memcpy(y + static_cast<int64_t>(b) * ys_, p + xs_ * 4, static_cast<size_t>(ys_) * 4);
+  }
+}
+
+void CachedSource::fill_lengths(std::span<const int64_t> idx, int64_t* lengths) const {
+  ST_CHECK(lengths_ != nullptr, "internal error: the data cache holds no sample lengths");
+  for (size_t b = 0; b < idx.size(); ++b) {
+    ST_CHECK(0 <= idx[b] && idx[b] < n_, "data cache: sample {} out of range: there are {}", idx[b], n_);
+    std::memcpy(lengths + b, lengths_ + idx[b] * 8, sizeof(int64_t));
   }
 }
 

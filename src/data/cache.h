@@ -4,9 +4,10 @@
 // augmentation repeats every K epochs (documented trade-off for speed).
 //
 // File DIR/<key>.stcache, little-endian:
-//   [0, 64)   header: magic "STCACHE1", u64 key, i64 n, i64 x_size, i64 y_size, i64 epochs,
-//             16 bytes zero
+//   [0, 64)   header: magic "STCACHE2", u64 key, i64 n, i64 x_size, i64 y_size, i64 epochs,
+//             i64 lengths (1: a lengths section follows the data), 8 bytes zero
 //   [64, ..)  float32 data [epochs][n][x_size + y_size]  (x then y per sample)
+//   then      int64 lengths [n], when the source has them (variable-length samples)
 //   last 16   trailer: magic "STCEND01", u64 key
 // The key hashes the source files' content, every data setting and the shape, so a changed
 // input or setting selects a different file. The file is written to DIR/<key>.stcache.tmp.<pid>,
@@ -50,11 +51,14 @@ class CachedSource final : public BatchSource {
   int64_t y_size() const override { return ys_; }
   int64_t epochs() const { return epochs_; }
   void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const override;
+  bool has_lengths() const override { return lengths_ != nullptr; }
+  void fill_lengths(std::span<const int64_t> idx, int64_t* lengths) const override;
 
  private:
   std::shared_ptr<MappedFile> map_;
   int64_t n_ = 0, xs_ = 0, ys_ = 0, epochs_ = 1;
   const unsigned char* data_ = nullptr;
+  const unsigned char* lengths_ = nullptr;  // int64 [n] in the mapping, possibly 4-byte aligned: read by memcpy
 };
 
 // One cache file of a directory, for `seqtrain data info`.

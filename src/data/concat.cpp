@@ -34,11 +34,16 @@ ConcatSource::ConcatSource(std::vector<std::shared_ptr<const BatchSource>> parts
              "{}: samples of {} x values and {} y values, but {} has {} and {}; every file of a split needs the same "
              "sample shape", name(), parts_[p]->x_size(), parts_[p]->y_size(),
              names.empty() ? "part 0" : names[0], parts_[0]->x_size(), parts_[0]->y_size());
+    ST_CHECK(parts_[p]->has_lengths() == parts_[0]->has_lengths(),
+             "{} {} sample lengths but {} {}; give every file of a split its lengths (or none)", name(),
+             parts_[p]->has_lengths() ? "has" : "has no", names.empty() ? "part 0" : names[0],
+             parts_[0]->has_lengths() ? "has" : "has none");
     offsets_.push_back(offsets_.back() + parts_[p]->size());
   }
 }
 
-void ConcatSource::fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const {
+template <typename F>
+void ConcatSource::for_runs(std::span<const int64_t> idx, F&& f) const {
   std::vector<int64_t> local;
   size_t b = 0;
   while (b < idx.size()) {
@@ -47,9 +52,20 @@ void ConcatSource::fill(std::span<const int64_t> idx, int64_t epoch, float* x, f
     local.clear();
     const size_t start = b;
     while (b < idx.size() && idx[b] >= offsets_[p] && idx[b] < offsets_[p + 1]) local.push_back(idx[b++] - offsets_[p]);
-    parts_[p]->fill(local, epoch, x ? x + static_cast<int64_t>(start) * x_size() : nullptr,
-                    y ? y + static_cast<int64_t>(start) * y_size() : nullptr);
+    f(*parts_[p], std::span<const int64_t>(local), static_cast<int64_t>(start));
   }
+}
+
+void ConcatSource::fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const {
+  for_runs(idx, [&](const BatchSource& part, std::span<const int64_t> local, int64_t start) {
+    part.fill(local, epoch, x ? x + start * x_size() : nullptr, y ? y + start * y_size() : nullptr);
+  });
+}
+
+void ConcatSource::fill_lengths(std::span<const int64_t> idx, int64_t* lengths) const {
+  for_runs(idx, [&](const BatchSource& part, std::span<const int64_t> local, int64_t start) {
+    part.fill_lengths(local, lengths + start);
+  });
 }
 
 }  // namespace seqtrain

@@ -26,8 +26,13 @@ class ConcatSource final : public BatchSource {
   // Splits idx into runs of consecutive positions that fall in the same part and fills each
   // run with one call to that part.
   void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const override;
+  bool has_lengths() const override { return parts_.front()->has_lengths(); }
+  void fill_lengths(std::span<const int64_t> idx, int64_t* lengths) const override;
 
  private:
+  // f(part, its local indices, position of the run's first row in idx) per run of idx in one part.
+  template <typename F>
+  void for_runs(std::span<const int64_t> idx, F&& f) const;
   std::vector<std::shared_ptr<const BatchSource>> parts_;
   std::vector<int64_t> offsets_;  // offsets_[p] = first global index of part p; back() = total
 };

@@ -14,6 +14,10 @@
 
 namespace seqtrain {
 
+void BatchSource::fill_lengths(std::span<const int64_t>, int64_t*) const {
+  fail("internal error: fill_lengths() on a data source whose samples have no lengths");
+}
+
 Loader::Loader(const BatchSource& source, LoaderOptions opt) : src_(source), opt_(opt) {
   ST_CHECK(opt_.batch_size >= 1, "data.batch_size must be at least 1, got {}", opt_.batch_size);
   ST_CHECK(opt_.workers >= 0 && opt_.workers <= 256,
@@ -31,21 +35,18 @@ Loader::Loader(const BatchSource& source, LoaderOptions opt) : src_(source), opt
   for (auto& s : slots_) {
     if (opt_.allocator) {
       try {
-        s.x = opt_.allocator->allocate(nx);
-        s.y = opt_.allocator->allocate(ny);
+        s.buf.x = opt_.allocator->allocate(nx);
+        s.buf.y = opt_.allocator->allocate(ny);
       } catch (...) {
         // The destructor will not run: give back what was already allocated.
         for (auto& t : slots_) {
-          if (t.x) opt_.allocator->deallocate(t.x, nx);
-          if (t.y) opt_.allocator->deallocate(t.y, ny);
+          if (t.buf.x) opt_.allocator->deallocate(t.buf.x, nx);
+          if (t.buf.y) opt_.allocator->deallocate(t.buf.y, ny);
         }
         throw;
       }
     } else {
-      s.x_store.resize(nx);
-      s.y_store.resize(ny);
-      s.x = s.x_store.data();
-      s.y = s.y_store.data();
+      s.buf.reserve(src_, opt_.batch_size);
     }
     s.idx.reserve(static_cast<size_t>(opt_.batch_size));
   }
@@ -62,8 +63,8 @@ Loader::~Loader() {
   for (auto& t : threads_) t.join();
   if (opt_.allocator) {
     for (auto& s : slots_) {
-      opt_.allocator->deallocate(s.x, static_cast<size_t>(opt_.batch_size * src_.x_size()));
-      opt_.allocator->deallocate(s.y, static_cast<size_t>(opt_.batch_size * src_.y_size()));
+      opt_.allocator->deallocate(s.buf.x, static_cast<size_t>(opt_.batch_size * src_.x_size()));
+      opt_.allocator->deallocate(s.buf.y, static_cast<size_t>(opt_.batch_size * src_.y_size()));
     }
   }
 }
@@ -114,15 +115,11 @@ void Loader::claim(Slot& s) {
   s.batch.epoch = epoch_;
   s.batch.index = b;
   s.batch.count = count;
-  s.batch.samples = std::span<const int64_t>(s.idx.data(), s.idx.size());
-  s.batch.x = s.x;
-  s.batch.y = src_.y_size() > 0 ? s.y : nullptr;
 }
 
 void Loader::fill_slot(Slot& s) {
   try {
-    src_.fill(s.batch.samples, s.batch.epoch, s.x, src_.y_size() > 0 ? s.y : nullptr);
-    make_batch_tensors(opt_.layout, src_.x_size(), src_.y_size(), s.batch, s.x_ids, s.y_ids);
+    fill_batch(src_, opt_.layout, s.idx, s.batch.epoch, s.buf, s.batch);
   } catch (...) {
     s.error = std::current_exception();
   }

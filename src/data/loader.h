@@ -19,34 +19,9 @@
 
 #include "core/host_allocator.h"
 #include "data/batch_layout.h"
-#include "data/window_dataset.h"
+#include "data/batch_source.h"
 
 namespace seqtrain {
-
-// A random-access set of samples of fixed size. fill() is called concurrently from several
-// worker threads, so it must be const-safe (no shared mutable state) and must depend only on
-// its arguments: that is what makes batches independent of the worker count.
-struct BatchSource {
-  virtual ~BatchSource() = default;
-  virtual int64_t size() const = 0;    // number of samples
-  virtual int64_t x_size() const = 0;  // floats per sample of x
-  virtual int64_t y_size() const = 0;  // floats per sample of y (0 = no targets)
-  // Writes samples idx[0..] as rows of x ([B, x_size]) and y ([B, y_size]); y may be null.
-  virtual void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const = 0;
-};
-
-// Adapter: a WindowDataset (which must outlive it) as a BatchSource. The epoch is ignored.
-class WindowSource final : public BatchSource {
- public:
-  explicit WindowSource(const WindowDataset& ds) : ds_(ds) {}
-  int64_t size() const override { return ds_.size(); }
-  int64_t x_size() const override { return ds_.x_size(); }
-  int64_t y_size() const override { return ds_.y_size(); }
-  void fill(std::span<const int64_t> idx, int64_t, float* x, float* y) const override { ds_.fill_batch(idx, x, y); }
-
- private:
-  const WindowDataset& ds_;
-};
 
 // Rows [first, second) of a global batch of `rows` that rank `rank` of `world` takes.
 inline std::pair<int64_t, int64_t> shard_rows(int64_t rows, int rank, int world) {
@@ -101,11 +76,8 @@ class Loader {
 
  private:
   struct Slot {
-    std::vector<float> x_store, y_store;  // used when no allocator is given
-    float* x = nullptr;
-    float* y = nullptr;
+    BatchBuffers buf;  // x, y from the allocator when one is given
     std::vector<int64_t> idx;
-    std::vector<int64_t> x_ids, y_ids;  // int64 copies when the layout says ids
     Batch batch;
     enum State { Free, Filling, Ready, Held } state = Free;
     uint64_t generation = 0;  // epoch generation the content belongs to

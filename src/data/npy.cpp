@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -319,6 +321,48 @@ void NpySource::fill(std::span<const int64_t> idx, int64_t, float* x, float* y) 
     ST_CHECK(0 <= i && i < n_, "{}: sample {} out of range: the file has {} samples", x_.path, i, n_);
     if (x) x_.read_floats(i * xs, xs, x + static_cast<int64_t>(b) * xs);
     if (y && y_) y_->read_floats(i * y_stride_, y_stride_, y + static_cast<int64_t>(b) * y_stride_);
+  }
+}
+
+void NpySource::fill_lengths(std::span<const int64_t> idx, int64_t* lengths) const {
+  ST_CHECK(!lengths_.empty(), "internal error: {} has no sample lengths", x_.path);
+  for (size_t b = 0; b < idx.size(); ++b) {
+    ST_CHECK(0 <= idx[b] && idx[b] < n_, "{}: sample {} out of range: the file has {} samples", x_.path, idx[b], n_);
+    lengths[b] = lengths_[static_cast<size_t>(idx[b])];
+  }
+}
+
+void NpySource::read_lengths(const std::string& path) {
+  const NpyArray l = open_npy(path);
+  ST_CHECK(l.ndim() == 1 && l.shape[0] == n_,
+           "{}: sample lengths must have shape [N] = ({},) to match {} (X {}), got {}; save one length per sample "
+           "of X", path, n_, x_.path, x_.shape_str(), l.shape_str());
+  std::vector<float> v(static_cast<size_t>(n_));
+  l.read_floats(0, n_, v.data());
+  lengths_.resize(static_cast<size_t>(n_));
+  for (int64_t i = 0; i < n_; ++i) {
+    const float f = v[static_cast<size_t>(i)];
+    ST_CHECK(std::floor(f) == f && f >= 1 && f <= static_cast<float>(steps_),
+             "{}: length {} of sample {} is not a whole number of steps between 1 and {} (X {} has T = {}); a "
+             "sample needs at least one valid step and at most T", path, f, i, steps_, x_.path, steps_);
+    lengths_[static_cast<size_t>(i)] = static_cast<int64_t>(f);
+  }
+}
+
+void NpySource::lengths_from_padding(double pad) {
+  const int64_t xs = x_size();
+  std::vector<float> row(static_cast<size_t>(xs));
+  const float p = static_cast<float>(pad);
+  lengths_.resize(static_cast<size_t>(n_));
+  for (int64_t i = 0; i < n_; ++i) {
+    x_.read_floats(i * xs, xs, row.data());
+    int64_t len = steps_;
+    while (len > 0 && std::all_of(row.begin() + (len - 1) * features_, row.begin() + len * features_,
+                                  [p](float v) { return v == p; }))
+      --len;
+    ST_CHECK(len > 0, "{}: every step of sample {} equals data.npy.pad_value {}, which leaves it empty; drop the "
+             "sample or choose a pad_value no real step has", x_.path, i, pad);
+    lengths_[static_cast<size_t>(i)] = len;
   }
 }
 

@@ -76,7 +76,8 @@ std::string npy_bytes_i64(const std::vector<int64_t>& shape, const int64_t* data
 // Samples from X of shape [N, T, F] (or [N, T], read as F = 1) and optional y of shape [N]
 // (a label per sample, y_size 1), [N, H] or [N, H, targets] (y_size H * targets), each sample
 // laid out C-order exactly as in the file. Throws Error naming both files when the sample
-// counts differ. fill() is thread-safe (read-only mapping) and ignores the epoch.
+// counts differ. fill() is thread-safe (read-only mapping) and ignores the epoch. With lengths,
+// the steps after a sample's length are padding (kept as the file has them).
 class NpySource final : public BatchSource {
  public:
   NpySource(NpyArray x, std::optional<NpyArray> y = std::nullopt);
@@ -87,6 +88,15 @@ class NpySource final : public BatchSource {
   int64_t x_size() const override { return steps_ * features_; }
   int64_t y_size() const override { return y_ ? y_stride_ : 0; }
   void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const override;
+  bool has_lengths() const override { return !lengths_.empty(); }
+  void fill_lengths(std::span<const int64_t> idx, int64_t* lengths) const override;
+
+  // Variable length (data.npy.*_len): each sample's valid steps from an integer file of shape [N],
+  // or (data.npy.pad_value) the steps before each sample's trailing run of steps whose every
+  // feature equals `pad`. Error naming the file, the sample and the fix for a length outside
+  // 1..steps, another N than X's, or a sample left empty.
+  void read_lengths(const std::string& path);
+  void lengths_from_padding(double pad);
 
   int64_t steps() const { return steps_; }
   int64_t features() const { return features_; }
@@ -97,6 +107,7 @@ class NpySource final : public BatchSource {
   NpyArray x_;
   std::optional<NpyArray> y_;
   int64_t n_ = 0, steps_ = 0, features_ = 0, y_stride_ = 0;
+  std::vector<int64_t> lengths_;  // [n_] when the samples have lengths, else empty
 };
 
 }  // namespace seqtrain

@@ -1,5 +1,5 @@
 // Per-feature z-score for sources whose samples are [steps, features] windows (data.source
-// npy): the statistics are fitted over every time step of every training sample, one mean and
+// npy): the statistics are fitted over every valid time step of every training sample, one mean and
 // population std (ddof 0) per feature, and applied to x as batches are filled, so the mapped
 // files are never copied. y passes through unchanged.
 #pragma once
@@ -21,6 +21,8 @@ class ZscoreSource final : public BatchSource {
   int64_t x_size() const override { return base_->x_size(); }
   int64_t y_size() const override { return base_->y_size(); }
   void fill(std::span<const int64_t> idx, int64_t epoch, float* x, float* y) const override;
+  bool has_lengths() const override { return base_->has_lengths(); }
+  void fill_lengths(std::span<const int64_t> idx, int64_t* lengths) const override { base_->fill_lengths(idx, lengths); }
 
  private:
   std::shared_ptr<const BatchSource> base_;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "config/scalar.h"
 #include "core/rng.h"
 #include "data/concat.h"
 #include "data/npy.h"
@@ -45,21 +46,33 @@ std::string shape_of(const std::vector<int64_t>& tail) {
   return s + "]";
 }
 
-// The samples of one npy split: X and y files matched in sorted order, checked against `ref`
-// (set from the first file seen), labels checked and their maximum kept in *max_label.
-std::shared_ptr<const BatchSource> open_npy_split(const std::string& split, const std::string& x_glob,
-                                                  const std::string& y_glob, NpyShape& ref,
-                                                  std::vector<std::string>& files, int64_t* max_label,
-                                                  int64_t classes) {
-  const std::string xk = "data.npy." + split + "_x", yk = "data.npy." + split + "_y";
+// The samples of one npy split: X, y (and lengths) files matched in sorted order, checked against
+// `ref` (set from the first file seen), labels checked and their maximum kept in *max_label.
+std::shared_ptr<const BatchSource> open_npy_split(const std::string& split, const NpyConfig& n, NpyShape& ref,
+                                                  std::vector<std::string>& files, int64_t* max_label) {
+  const std::string xk = "data.npy." + split + "_x", yk = "data.npy." + split + "_y", lk = "data.npy." + split + "_len";
+  const std::string& x_glob = split == "train" ? n.train_x : split == "val" ? n.val_x : n.test_x;
+  const std::string& y_glob = split == "train" ? n.train_y : split == "val" ? n.val_y : n.test_y;
+  const std::string& l_glob = split == "train" ? n.train_len : split == "val" ? n.val_len : n.test_len;
+  const int64_t classes = n.classes;
   const auto xs = glob_files(x_glob, xk), ys = glob_files(y_glob, yk);
+  const auto ls = l_glob.empty() ? std::vector<std::string>{} : glob_files(l_glob, lk);
   ST_CHECK(xs.size() == ys.size(),
            "{} matches {} file(s) ('{}') but {} matches {} ('{}'); each X file needs one y file, paired in sorted "
            "order", xk, xs.size(), x_glob, yk, ys.size(), y_glob);
+  ST_CHECK(ls.empty() || ls.size() == xs.size(),
+           "{} matches {} file(s) ('{}') but {} matches {} ('{}'); each X file needs one lengths file, paired in "
+           "sorted order", lk, ls.size(), l_glob, xk, xs.size(), x_glob);
   std::vector<std::shared_ptr<const BatchSource>> parts;
   std::vector<std::string> names;
   for (size_t i = 0; i < xs.size(); ++i) {
     auto src = with_key(xk + " / " + yk, [&] { return std::make_shared<NpySource>(NpySource::open(xs[i], ys[i])); });
+    if (!ls.empty()) {
+      with_key(lk, [&] { src->read_lengths(ls[i]); });
+      files.push_back(ls[i]);
+    } else if (n.pad_value != "none") {
+      with_key("data.npy.pad_value", [&] { src->lengths_from_padding(*parse_double(n.pad_value)); });
+    }
     const NpyArray& y = *src->y();
     const std::vector<int64_t> tail(y.shape.begin() + 1, y.shape.end());
     if (!ref.known) {
@@ -98,13 +111,20 @@ DataPlan plan_npy(const Config& config) {
   DataPlan p;
   NpyShape ref;
   int64_t max_label = -1;
-  auto train = open_npy_split("train", n.train_x, n.train_y, ref, p.files, &max_label, n.classes);
+  auto train = open_npy_split("train", n, ref, p.files, &max_label);
   std::shared_ptr<const BatchSource> val, test;
-  if (!n.val_x.empty()) val = open_npy_split("val", n.val_x, n.val_y, ref, p.files, &max_label, n.classes);
-  if (!n.test_x.empty()) test = open_npy_split("test", n.test_x, n.test_y, ref, p.files, &max_label, n.classes);
+  if (!n.val_x.empty()) val = open_npy_split("val", n, ref, p.files, &max_label);
+  if (!n.test_x.empty()) test = open_npy_split("test", n, ref, p.files, &max_label);
   p.steps = ref.steps;
   p.features = ref.features;
   const bool labels = ref.y_tail.empty();
+  if (!labels && config.train.task == "classify")
+    fail("config key 'train.task' is classify, but data.npy.train_y ({}) holds float targets of shape {}, not class "
+         "labels; save integer labels of shape [N], or set train.task: regress (or forecast)", ref.y_file,
+         shape_of(ref.y_tail));
+  if (labels && (config.train.task == "regress" || config.train.task == "forecast"))
+    fail("config key 'train.task' is {}, but data.npy.train_y ({}) holds class labels (shape [N]); save y as [N, "
+         "targets] floats, or set train.task: classify", config.train.task, ref.y_file);
   if (labels) {
     ST_CHECK(config.train.loss == "cross_entropy",
              "data.npy.train_y: {} holds class labels (shape [N]), which need train.loss: cross_entropy (got {}); for "
@@ -300,13 +320,7 @@ TrainFeed training_feed(const DataPlan& plan, const Config& config, int64_t work
 }
 
 SampleLayout sample_layout(const DataPlan& plan) {
-  SampleLayout l;
-  const int64_t ys = plan.train->y_size();
-  l.x_ids = plan.vocab > 0;
-  l.x = l.x_ids ? Shape{plan.steps} : Shape{plan.steps, plan.features};
-  l.y_ids = plan.classes > 0;
-  l.y = l.y_ids && ys == 1 ? Shape{} : Shape{ys};
-  return l;
+  return sample_layout(plan.steps, plan.features, plan.vocab > 0, plan.classes > 0, plan.train->y_size());
 }
 
 }  // namespace seqtrain

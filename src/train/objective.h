@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/batch.h"
 #include "core/tensor.h"
 #include "nn/loss.h"
 
@@ -41,11 +42,16 @@ struct ObjectiveSum {
 };
 
 enum class ObjectiveTask : uint8_t {
-  forecast,    // regression on [B, outputs] f32 targets (mse, mae, huber)
+  forecast,    // regression on [B, outputs] f32 targets (mse, mae, huber, quantile): a window's future
   classify,    // one class label per sample: logits [B, C], labels [B]
+  regress,     // one vector per sample: [B, targets] f32 (npy y [N, targets]), the same losses as forecast
   next_token,  // one label per position: logits [B, T, V], labels [B, T]
 };
+const char* task_name(ObjectiveTask task);
 
+// Like Marian's criterion, an objective sees the whole batch beside the model's prediction: its
+// targets (typed by the loader: f32 values or int64 labels) and whatever says which of them count
+// (lengths, the loss mask). Every method reads batch.targets; a batch without targets is an error.
 class Objective {
  public:
   virtual ~Objective() = default;
@@ -54,35 +60,36 @@ class Objective {
   // Whether ObjectiveSum::correct means anything (classification tasks).
   virtual bool has_accuracy() const { return false; }
 
-  // The y of n samples, y_size floats each as a BatchSource fills them, as the target tensor
-  // forward()/backward() take: a [n, y_size] f32 view of y, or int64 labels written into
-  // `labels` (which must hold n * y_size).
-  virtual Tensor target(float* y, int64_t n, int64_t y_size, std::vector<int64_t>& labels) const = 0;
   // Loss sum, count and metrics of one batch.
-  virtual ObjectiveSum forward(const Tensor& pred, const Tensor& target) const = 0;
+  virtual ObjectiveSum forward(const Tensor& pred, const Batch& batch) const = 0;
   // Writes scale * d(loss sum)/d(pred) into dpred (overwrites it; dpred is shaped like pred).
   // targets_checked: count() has checked these targets on the host (a device then reads no
   // check back).
-  virtual void backward(const Tensor& pred, const Tensor& target, Tensor dpred, double scale,
+  virtual void backward(const Tensor& pred, const Batch& batch, Tensor dpred, double scale,
                         bool targets_checked = false) const = 0;
 
   // The training step's path, which reads nothing back per batch (TrainStep): count() is
-  // forward()'s count from the batch's targets while the host still holds them (checking them
-  // as forward would), accumulate() adds forward()'s loss sum into acc[0] and its correct count
-  // into acc[1], doubles in the model's backend memory, read once per log interval. Call count()
-  // first: accumulate() relies on its check of the targets and does not read one back.
-  virtual int64_t count(const Tensor& pred, const Tensor& host_target) const = 0;
-  virtual void accumulate(const Tensor& pred, const Tensor& target, double* acc) const = 0;
+  // forward()'s count from the batch as the host still holds it (checking its targets as forward
+  // would), accumulate() adds forward()'s loss sum into acc[0] and its correct count into acc[1],
+  // doubles in the model's backend memory, read once per log interval. Call count() first:
+  // accumulate() relies on its check of the targets and does not read one back.
+  virtual int64_t count(const Tensor& pred, const Batch& host_batch) const = 0;
+  virtual void accumulate(const Tensor& pred, const Batch& batch, double* acc) const = 0;
 };
 
 // The objective of a loss and a task. Refuses a regression loss for a classification task and
-// cross_entropy for forecasting, naming train.loss.
+// cross_entropy for forecasting or regression, naming train.loss.
 std::unique_ptr<Objective> make_objective(LossKind loss, const LossOptions& options, ObjectiveTask task);
-// From the config (train.loss, train.huber_delta) and what the data holds: class labels
-// (plan.classes > 0) one per sample, or per position for a language model (plan.vocab > 0).
+// The task a run trains: train.task, or (auto) what the data holds: class labels (plan.classes >
+// 0) one per sample, next tokens for a language model (plan.vocab > 0), else forecast. Error
+// naming train.task when the data cannot serve the one asked for (classify with float y, regress
+// with labels or windows, next_token without text, forecast with labels).
+ObjectiveTask resolve_task(const Config& config, const DataPlan& plan);
+// From the config (train.loss, train.huber_delta, train.quantiles) and resolve_task().
 std::unique_ptr<Objective> make_objective(const Config& config, const DataPlan& plan);
-// The same from the parts evaluate() and the CLI have: the train section (loss, huber_delta,
-// quantiles); classes > 0 means labels; with y_size > 1 labels they are next-token targets.
+// The same from the parts evaluate() and the CLI have: the train section and the data's facts
+// (classes > 0 means labels; with y_size > 1 labels they are next-token targets), for a run whose
+// train.task is resolved the same way.
 std::unique_ptr<Objective> make_objective(const TrainConfig& train, int64_t classes, int64_t y_size);
 // The loss's options from the train section: train.huber_delta, train.quantiles.
 LossOptions loss_options(const TrainConfig& train);

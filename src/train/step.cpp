@@ -61,9 +61,8 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   StepContext ctx(arena_, /*training=*/true, seed);
   ctx.host_batch = &host_batch;
   Tensor pred = model_.forward(batch, ctx);
-  const Tensor& y = batch.targets;
-  const int64_t count = objective_->count(pred, host_batch.targets);
-  objective_->accumulate(pred, y, sums());
+  const int64_t count = objective_->count(pred, host_batch);
+  objective_->accumulate(pred, batch, sums());
   loss_count_ += count;
   accum_count_ += count;
   grow_reference(count);
@@ -72,7 +71,7 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   // scaler.scale(loss / k) in a PyTorch loop.
   Tensor dpred = arena_.tensor(pred.shape);
   const double scale = options_.scaler ? options_.scaler->scale() : 1.0;
-  objective_->backward(pred, y, dpred, reference_ > 0 ? scale / reference_ : 0.0, /*targets_checked=*/true);
+  objective_->backward(pred, batch, dpred, reference_ > 0 ? scale / reference_ : 0.0, /*targets_checked=*/true);
   ctx.output_grad = dpred;
   model_.backward(ctx);
   scratch_bytes_ = ctx.scratch_bytes;

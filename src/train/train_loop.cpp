@@ -186,8 +186,7 @@ void TrainLoop::resume_or_start() {
                                                    .allocator = model_->params().backend().pinned_allocator(),
                                                    .rank = comm_->rank(), .world = comm_->world(),
                                                    .layout = sample_layout(plan_)});
-  x_.resize(config_.train.batch_size * feed_.source->x_size());
-  y_.resize(config_.train.batch_size * feed_.source->y_size());
+  replay_buffers_.reserve(*feed_.source, config_.train.batch_size);
   if (resuming_) {
     replay_partial_accumulation();
     step_->restore_loss(state_.pending_loss_sum, state_.pending_loss_count);  // the losses before the checkpoint
@@ -288,14 +287,10 @@ void TrainLoop::replay_partial_accumulation() {
     const auto order = epoch_order(feed_.source->size(), config_.train.shuffle, config_.seed, e);
     const int64_t begin = b * B;
     const auto [lo, hi] = shard_rows(std::min(B, feed_.source->size() - begin), comm_->rank(), comm_->world());
-    const int64_t n = hi - lo;
     Batch batch;
-    batch.count = n;
-    batch.samples = std::span<const int64_t>(order.data() + begin + lo, n);
-    feed_.source->fill(batch.samples, e, x_.data(), y_.data());
-    batch.x = x_.data();
-    batch.y = y_.empty() ? nullptr : y_.data();
-    make_batch_tensors(sample_layout(plan_), feed_.source->x_size(), feed_.source->y_size(), batch, x_ids_, y_ids_);
+    batch.index = b;
+    fill_batch(*feed_.source, sample_layout(plan_), std::span<const int64_t>(order.data() + begin + lo, hi - lo), e,
+               replay_buffers_, batch);
     ST_CHECK(!run_batch(batch, state_.micro_steps - m + i).updated,
              "internal error: replaying a partial gradient accumulation completed an optimizer step");
   }
@@ -435,8 +430,8 @@ EvalEvent TrainLoop::eval_event(const std::string& split, double loss) const {
 double TrainLoop::evaluate_split(const BatchSource& split, double* accuracy, nlohmann::json* forecast) {
   std::optional<ForecastScorer> scorer;
   if (scoring_) scorer.emplace(*scoring_);
-  const double loss = evaluate(*model_, split, plan_.steps, plan_.features, *objective_, config_.train.batch_size,
-                               accuracy, scorer_hook(scorer));
+  const double loss = evaluate(*model_, split, sample_layout(plan_), *objective_, config_.train.batch_size, accuracy,
+                               scorer_hook(scorer));
   if (scorer) *forecast = scorer->report();
   return loss;
 }

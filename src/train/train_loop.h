@@ -127,8 +127,7 @@ class TrainLoop {
   double evaluate_split(const BatchSource& split, double* accuracy, nlohmann::json* forecast);
   // train.monitor's value of a validation, signed so that lower is better (val_accuracy negated).
   double monitored(double loss, double accuracy, const nlohmann::json& forecast) const;
-  std::vector<float> x_, y_;      // one micro-batch outside the loader (the resume replay)
-  std::vector<int64_t> x_ids_, y_ids_;
+  BatchBuffers replay_buffers_;  // one micro-batch outside the loader (the resume replay)
 };
 
 }  // namespace seqtrain

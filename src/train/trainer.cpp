@@ -95,43 +95,45 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
   o.huber_delta = static_cast<float>(huber_delta);
   o.backend = &model.params().backend();
   const auto objective = make_objective(parse_loss(loss), o, ObjectiveTask::forecast);
-  return evaluate(model, WindowSource(split), split.steps(), split.n_features(), *objective, batch_size);
+  return evaluate(model, WindowSource(split), window_layout(split), *objective, batch_size);
 }
 
-void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
+void forward_batches(Model& model, const BatchSource& source, const SampleLayout& layout, int64_t batch_size,
                      const BatchUse& use) {
   Backend& backend = model.params().backend();
   Arena arena(backend);
-  std::vector<float> x(batch_size * source.x_size()), y(batch_size * source.y_size());
-  std::vector<int64_t> idx(batch_size);
+  BatchBuffers buf;
+  buf.reserve(source, batch_size);
+  std::vector<int64_t> idx(static_cast<size_t>(batch_size));
+  Batch host;
   for (int64_t b = 0; b < source.size(); b += batch_size) {
     const int64_t n = std::min(batch_size, source.size() - b);
     for (int64_t i = 0; i < n; ++i) idx[i] = b + i;
-    source.fill(std::span<const int64_t>(idx.data(), n), 0, x.data(), y.empty() ? nullptr : y.data());
+    fill_batch(source, layout, std::span<const int64_t>(idx.data(), n), 0, buf, host);
+    host.index = b / batch_size;
     arena.reset();
     StepContext ctx(arena);
-    const Batch batch = device_batch(batch_of(Tensor(x.data(), {n, steps, features})), arena, backend);
+    ctx.host_batch = &host;
+    const Batch batch = device_batch(host, arena, backend);
     Tensor pred = model.forward(batch, ctx);
-    use(b, n, pred, x.data(), y.empty() ? nullptr : y.data(), arena);
+    use(b, host, batch, pred, arena);
   }
 }
 
-ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, int64_t steps, int64_t features,
+ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, const SampleLayout& layout,
                           const Objective& objective, int64_t batch_size, const EvalHook& hook) {
-  std::vector<int64_t> labels(batch_size * split.y_size());
   std::vector<float> host_pred;
   ObjectiveSum total;
   Backend& backend = model.params().backend();
-  forward_batches(model, split, steps, features, batch_size,
-                  [&](int64_t, int64_t n, const Tensor& pred, const float* x, float* y, Arena& arena) {
-                    if (hook) {  // before the objective, which may reuse the outputs' memory
-                      host_pred.resize(static_cast<size_t>(pred.numel()));
-                      read_floats(backend, pred, host_pred.data());
-                      hook(n, x, y, host_pred.data());
-                    }
-                    const Tensor target = objective.target(y, n, split.y_size(), labels);
-                    total += objective.forward(pred, device_tensor(target, arena, backend));
-                  });
+  forward_batches(model, split, layout, batch_size,
+                  [&](int64_t, const Batch& host, const Batch& device, const Tensor& pred, Arena&) {
+    if (hook) {  // before the objective, which may reuse the outputs' memory
+      host_pred.resize(static_cast<size_t>(pred.numel()));
+      read_floats(backend, pred, host_pred.data());
+      hook(host.count, host.x, host.y, host_pred.data());
+    }
+    total += objective.forward(pred, device);
+  });
   return total;
 }
 
@@ -140,9 +142,9 @@ EvalHook scorer_hook(std::optional<ForecastScorer>& scorer) {
   return [&scorer](int64_t n, const float* x, const float* y, const float* p) { scorer->add(n, x, y, p); };
 }
 
-double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, const Objective& objective,
+double evaluate(Model& model, const BatchSource& split, const SampleLayout& layout, const Objective& objective,
                 int64_t batch_size, double* accuracy, const EvalHook& hook) {
-  const ObjectiveSum total = evaluate_sum(model, split, steps, features, objective, batch_size, hook);
+  const ObjectiveSum total = evaluate_sum(model, split, layout, objective, batch_size, hook);
   if (accuracy) *accuracy = total.accuracy();
   return total.mean();
 }

@@ -86,14 +86,15 @@ ModelSpec model_spec(const Config& config, int64_t input_size, int64_t lookback,
 // Mean loss (in the normalized units) over every window of `split`.
 double evaluate(Model& model, const WindowDataset& split, const std::string& loss, double huber_delta,
                 int64_t batch_size);
-// Runs `model` in inference mode over every sample of `source` (x [steps, features] each) in
-// index order, batch_size at a time, and hands each batch to `use`: the index of its first
-// sample, its size, the model's outputs, the samples' x and their y (null when the source has
-// none). The outputs are the model backend's memory, in `arena` (the batch's, for anything `use`
-// puts beside them: backend/device_batch.h); x and y are host memory.
-using BatchUse = std::function<void(int64_t first, int64_t n, const Tensor& pred, const float* x, float* y,
+// Runs `model` in inference mode over every sample of `source` in index order, batch_size at a
+// time, each batch built as `layout` says (data/batch_layout.h's fill_batch: lengths and the
+// padding mask included), and hands each to `use`: the index of its first sample, the batch as
+// the host holds it (x, y, count, lengths) and as the model read it (on its backend), and the
+// model's outputs, the backend's memory in `arena` (the batch's, for anything `use` puts beside
+// them: backend/device_batch.h).
+using BatchUse = std::function<void(int64_t first, const Batch& host, const Batch& device, const Tensor& pred,
                                     Arena& arena)>;
-void forward_batches(Model& model, const BatchSource& source, int64_t steps, int64_t features, int64_t batch_size,
+void forward_batches(Model& model, const BatchSource& source, const SampleLayout& layout, int64_t batch_size,
                      const BatchUse& use);
 
 // What an evaluation also hands each batch to, beside the objective: its size, host x and y,
@@ -102,13 +103,13 @@ using EvalHook = std::function<void(int64_t n, const float* x, const float* y, c
 // The hook that feeds `scorer` each batch (ForecastScorer::add); none without a scorer.
 EvalHook scorer_hook(std::optional<ForecastScorer>& scorer);
 
-// The objective's loss sum, count and metrics over every sample of `split` (x [steps,
-// features] per sample), in index order; each batch also goes to `hook` when given.
-ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, int64_t steps, int64_t features,
+// The objective's loss sum, count and metrics over every sample of `split`, in index order; each
+// batch also goes to `hook` when given.
+ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, const SampleLayout& layout,
                           const Objective& objective, int64_t batch_size, const EvalHook& hook = {});
 // Its mean loss per counted target; *accuracy (when given) receives the share of counted
 // labels whose largest logit is the label (0 for regression objectives).
-double evaluate(Model& model, const BatchSource& split, int64_t steps, int64_t features, const Objective& objective,
+double evaluate(Model& model, const BatchSource& split, const SampleLayout& layout, const Objective& objective,
                 int64_t batch_size, double* accuracy = nullptr, const EvalHook& hook = {});
 
 }  // namespace seqtrain
