@@ -254,7 +254,7 @@ int eval_npy_input(const CheckpointRef& ck, const EvalArgs& a) {
 // from the source files, so files that changed since training are refused, not silently used.
 int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
   const Config& config = ck.config;
-  const bool text = config.data.source == "text";
+  const bool text = is_text(config.data);
   ST_CHECK(a.labels.empty() || !a.input.empty(), "--labels {} belongs to an --input X .npy: give both", a.labels);
   if (!a.input.empty()) {
     ST_CHECK(!text,
@@ -457,7 +457,7 @@ int predict_npy(const CheckpointRef& ck, const PredictArgs& a) {
 
 int run_predict(const PredictArgs& a) {
   const CheckpointRef ck = open_checkpoint(a.checkpoint);
-  if (ck.config.data.source == "npy") return predict_npy(ck, a);
+  if (is_arrays(ck.config.data)) return predict_npy(ck, a);
   ST_CHECK(windowed(ck.config),
            "predict writes forecasts for the windows of a CSV or the samples of an X .npy, but this run reads "
            "data.source '{}': use `seqtrain eval` for its test split, and `seqtrain generate` to sample text",

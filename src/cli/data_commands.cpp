@@ -45,7 +45,7 @@ int run_data_export(const DataExportArgs& a) {
   ST_CHECK(windowed(config),
            "{}: data export writes a windowed source (data.source csv or synthetic) as a CSV; this config reads "
            "data.source '{}', whose files ({}) are already what a run reads",
-           a.config, config.data.source, config.data.source == "npy" ? "data.npy.*" : "data.path");
+           a.config, config.data.source, is_arrays(config.data) ? "data.npy.*" : "data.path");
   ST_CHECK(ends_with_text(a.out, ".csv"),
            "--out {}: data export writes a CSV; give a path ending in .csv", a.out);
   const Series s = load_series(config.data);

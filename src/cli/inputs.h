@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/sources.h"
 
 namespace seqtrain {
 
@@ -14,7 +15,7 @@ namespace seqtrain {
 std::string level_suffix(const std::vector<double>& quantiles, int64_t q);
 
 // csv and synthetic runs: windows cut from a table (eval/predict/forecast take a CSV).
-inline bool windowed(const Config& config) { return config.data.source == "csv" || config.data.source == "synthetic"; }
+inline bool windowed(const Config& config) { return is_series(config.data); }
 
 bool ends_with_text(const std::string& s, const std::string& suffix);
 

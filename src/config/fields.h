@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/sources.h"
 #include "models/registry.h"
 
 namespace seqtrain::config_detail {
@@ -77,7 +78,7 @@ void visit_fields(C& c, V&& v) {
   v.field("seed", c.seed);
 
   auto& d = c.data;
-  v.field("data.source", d.source, Choices{"csv", "synthetic", "npy", "text"});
+  v.field("data.source", d.source, data_source_names());  // the registry's (data/sources.h)
   v.field("data.path", d.path, PathTag{});
   v.field("data.features", d.features);
   v.field("data.targets", d.targets);

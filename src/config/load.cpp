@@ -429,15 +429,16 @@ class Loader {
       fail("{}: config key 'data.split' gives the train split a fraction of 0; training needs a "
            "positive first fraction, e.g. [0.8, 0.1, 0.1]",
            origin("data.split"));
-    if ((d.source == "csv" || d.source == "text") && d.path.empty())
+    const DataSource& source = data_source(d);
+    if (!source.path_holds.empty() && d.path.empty())
       fail("{}: config key 'data.path' is empty but data.source is '{}'; set data.path to the {} file",
-           origin("data.path"), d.source, d.source == "csv" ? "CSV" : "UTF-8 text");
+           origin("data.path"), d.source, source.path_holds);
     if (d.targets.empty())
       fail("{}: config key 'data.targets' is empty; name at least one column to predict", origin("data.targets"));
     const auto& t = c.train;
-    const bool npy = d.source == "npy";
+    const bool npy = source.kind == SourceKind::arrays;
     if (npy) check_npy(c);
-    const bool text = d.source == "text";
+    const bool text = source.kind == SourceKind::text;
     if (!npy && !text && t.loss == "cross_entropy")
       fail("{}: config key 'train.loss' is cross_entropy, which needs class labels: use data.source npy with a "
            "label y of shape [N] (data.npy.train_y), or a regression loss (mse, mae, huber)", origin("train.loss"));
@@ -496,9 +497,9 @@ class Loader {
 
   // data.time_column, data.calendar, data.future_features, data.seasons.
   void check_time_inputs(const DataConfig& d) const {
-    const bool windowed = d.source == "csv" || d.source == "synthetic";
+    const bool windowed = is_series(d);
     if (!d.time_column.empty()) {
-      if (d.source != "csv")
+      if (data_source(d).path_holds != "CSV")
         fail("{}: config key 'data.time_column' names a column of a CSV file, but data.source is {}: set data.source: "
              "csv or remove data.time_column", origin("data.time_column"), d.source);
       for (const auto* list : {&d.features, &d.targets})
@@ -539,7 +540,7 @@ class Loader {
   // model.residual_to: the window must hold each target's past, and a whole season of it.
   void check_residual(const Config& c) const {
     const auto& d = c.data;
-    const bool windowed = d.source == "csv" || d.source == "synthetic";
+    const bool windowed = is_series(d);
     const std::string& r = c.model.residual_to;
     if (r != "none") {
       if (!windowed || (c.model.type != "lstm" && c.model.type != "gru" && c.model.type != "mlp"))
@@ -568,19 +569,20 @@ class Loader {
   // train.monitor: a metric the run's task reports, on a validation split it has.
   void check_monitor(const Config& c, bool has_val) const {
     const auto& d = c.data;
-    const bool windowed = d.source == "csv" || d.source == "synthetic";
+    const bool windowed = is_series(d);
+    const bool text = is_text(d);
     const std::string& mon = c.train.monitor;
     if (mon == "val_loss") return;
     if (!has_val)
       fail("{}: config key 'train.monitor' is {}, a validation metric, but the run has no validation split; give "
            "validation a fraction of data.split (npy: data.npy.val_x) or monitor val_loss", origin("train.monitor"),
            mon);
-    const bool classifier = d.source == "npy" && c.train.loss == "cross_entropy";
-    const bool forecaster = windowed || (d.source == "npy" && !classifier);
-    if (mon == "val_accuracy" ? !classifier && d.source != "text" : !forecaster)
+    const bool classifier = is_arrays(d) && c.train.loss == "cross_entropy";
+    const bool forecaster = windowed || (is_arrays(d) && !classifier);
+    if (mon == "val_accuracy" ? !classifier && !text : !forecaster)
       fail("{}: config key 'train.monitor' is {}, which a {} run does not report; it reports {}: pick one of them",
-           origin("train.monitor"), mon, d.source == "text" ? "language model" : classifier ? "classifier" : "forecasting",
-           d.source == "text" || classifier ? "val_loss, val_accuracy" : "val_loss, val_mae, val_rmse, val_mape, val_smape, val_mase");
+           origin("train.monitor"), mon, text ? "language model" : classifier ? "classifier" : "forecasting",
+           text || classifier ? "val_loss, val_accuracy" : "val_loss, val_mae, val_rmse, val_mape, val_smape, val_mase");
     if (mon == "val_mase" && !windowed)
       fail("{}: config key 'train.monitor' is val_mase, which needs a series to scale by (csv or synthetic data); "
            "an npy run reports val_mae, val_rmse, val_mape and val_smape", origin("train.monitor"));
@@ -589,7 +591,7 @@ class Loader {
   // data.sampling random draws windows of a token stream: text only; its epoch length key
   // means nothing to the fixed windows, so setting it without random sampling is refused.
   void check_sampling(const DataConfig& d) const {
-    if (d.sampling == "random" && d.source != "text")
+    if (d.sampling == "random" && !is_text(d))
       fail("{}: config key 'data.sampling' is random, which draws data.block_size tokens at random offsets of a "
            "text and needs data.source: text (got {}); use data.sampling: windows for {} data",
            origin("data.sampling"), d.source, d.source);
@@ -603,13 +605,15 @@ class Loader {
   // checked when the data is read (train/objective.h's resolve_task).
   void check_task(const Config& c) const {
     const std::string& t = c.train.task;
-    const std::string& src = c.data.source;
+    const SourceKind kind = data_source(c.data).kind;
     const char* fix = nullptr;
-    if (t == "next_token" && src != "text") fix = "next_token predicts the next token of a text: set data.source text";
-    if ((t == "classify" || t == "regress") && src != "npy")
+    if (t == "next_token" && kind != SourceKind::text)
+      fix = "next_token predicts the next token of a text: set data.source text";
+    if ((t == "classify" || t == "regress") && kind != SourceKind::arrays)
       fix = "classify and regress read one target per sample from npy arrays: set data.source npy with data.npy.train_y";
-    if (t == "forecast" && src == "text") fix = "data.source text trains next-token prediction: set train.task: next_token or auto";
-    if (fix) fail("{}: config key 'train.task' is {} but data.source is {}; {}", origin("train.task"), t, src, fix);
+    if (t == "forecast" && kind == SourceKind::text)
+      fix = "data.source text trains next-token prediction: set train.task: next_token or auto";
+    if (fix) fail("{}: config key 'train.task' is {} but data.source is {}; {}", origin("train.task"), t, c.data.source, fix);
   }
 
   // data.source npy: the train arrays are required, a split's y goes with its X, and only

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backend/cuda_plugin.h"
+#include "data/sources.h"
 
 namespace seqtrain {
 
@@ -22,7 +23,7 @@ std::optional<ConfigProblem> check_model_config(const Config& c) {
     settings.bidirectional = c.model.bidirectional;
     if (auto p = f.check_settings(settings)) return ConfigProblem{p->first, p->second};
   }
-  if (c.data.source != "text" || f.reads_text()) return std::nullopt;
+  if (!is_text(c.data) || f.reads_text()) return std::nullopt;
   return ConfigProblem{"model.type",
                        fmt::format("config key 'model.type' is {}, but data.source text needs the char LM ({})",
                                    c.model.type, family_names_where([](const ModelFamily& m) { return m.text_becomes_lm; }))};

@@ -6,8 +6,7 @@
 
 #include "config/suggest.h"
 #include "core/error.h"
-#include "data/csv.h"
-#include "data/synthetic.h"
+#include "data/sources.h"
 
 namespace seqtrain {
 namespace {
@@ -32,7 +31,7 @@ Series select_columns(const Series& src, const std::vector<std::string>& names, 
     int64_t k = src.column_index(name);
     if (k < 0) {
       bool is_target = std::find(d.targets.begin(), d.targets.end(), name) != d.targets.end();
-      std::string source = d.source == "csv" ? "the CSV file '" + d.path + "'" : "the synthetic source";
+      const std::string source = data_source(d).describe(d);
       fail("config key 'data.{}' names column '{}'{}, which {} does not have; it has {}",
            is_target ? "targets" : "features", name, did_you_mean(name, src.columns), source,
            quoted_list(src.columns));
@@ -48,18 +47,15 @@ Series select_columns(const Series& src, const std::vector<std::string>& names, 
 }  // namespace
 
 Series load_series(const DataConfig& d) {
-  if (d.source == "csv") {
-    if (d.features.empty()) {
-      // Every column is a feature: read them all, then make sure the targets are among them.
-      Series all = read_csv(d.path, {}, d.nan_policy, d.time_column);
-      return select_columns(all, used_columns(all.columns, d.targets), d);
-    }
-    return read_csv(d.path, used_columns(d.features, d.targets), d.nan_policy, d.time_column);
-  }
-  ST_CHECK(d.source == "synthetic",
-           "config key 'data.source' is '{}', but windowed series (and so `seqtrain eval` and `predict`) read csv or "
-           "synthetic data; npy and text jobs are evaluated by `seqtrain train` on their test split", d.source);
-  Series all = make_synthetic(d.synthetic);
+  const DataSource& s = data_source(d);
+  ST_CHECK(s.kind == SourceKind::series,
+           "config key 'data.source' is '{}', but windowed series (and so `seqtrain eval` and `predict` over a CSV) "
+           "read {} data; npy and text jobs are evaluated by `seqtrain train` on their test split", d.source,
+           source_names_of(SourceKind::series));
+  // A source that can read only some columns does, when the features are named.
+  if (s.read_columns && !d.features.empty()) return s.read_columns(d, used_columns(d.features, d.targets));
+  // Every column is a feature: read them all, then make sure the targets are among them.
+  Series all = s.read_all(d);
   return select_columns(all, used_columns(d.features.empty() ? all.columns : d.features, d.targets), d);
 }
 
@@ -153,7 +149,7 @@ Dataset load_dataset(const Config& config, const Normalizer* stats) {
     ST_CHECK(it != ds.features.end(),
              "config key 'data.future_features' names '{}', which is not an input of this run ({}{}); the inputs are "
              "{}: add the column to the data and to data.features, or remove it from data.future_features", f,
-             d.source == "csv" ? "file " + d.path : "the synthetic source", did_you_mean(f, ds.features),
+             data_source(d).describe(d), did_you_mean(f, ds.features),
              quoted_list(ds.features));
     known[it - ds.features.begin()] = 1;
   }

@@ -12,6 +12,7 @@
 #include "data/concat.h"
 #include "data/npy.h"
 #include "data/random_text.h"
+#include "data/sources.h"
 #include "data/split.h"
 #include "data/text.h"
 #include "data/zscore_source.h"
@@ -188,9 +189,9 @@ DataPlan plan_windows(const Config& config) {
   p.features = data->n_features();
   p.outputs = data->train.y_size() * quantile_levels(config.train);
   p.normalizer = data->normalizer.to_json();
-  if (config.data.source == "csv") p.files.push_back(config.data.path);
-  p.source = config.data.source == "csv" ? "csv: " + config.data.path
-                                         : fmt::format("synthetic: {} rows", config.data.synthetic.rows);
+  if (!data_source(config.data).path_holds.empty()) p.files.push_back(config.data.path);
+  p.source = config.data.source + ": " + (config.data.path.empty() ? fmt::format("{} rows", data->table->rows)
+                                                                   : config.data.path);
   return p;
 }
 
@@ -243,8 +244,11 @@ nlohmann::json model_io_json(const DataPlan& plan) {
 }
 
 DataPlan plan_data(const Config& config) {
-  if (config.data.source == "npy") return plan_npy(config);
-  if (config.data.source == "text") return plan_text(config);
+  switch (data_source(config.data).kind) {
+    case SourceKind::arrays: return plan_npy(config);
+    case SourceKind::text: return plan_text(config);
+    case SourceKind::series: break;
+  }
   return plan_windows(config);
 }
 
