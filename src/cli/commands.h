@@ -20,6 +20,11 @@ struct DataCacheArgs {
   std::vector<std::string> overrides;
 };
 struct DataInfoArgs { std::string dir = "."; };
+struct DataSetsArgs {
+  std::string out;
+  int64_t samples = 2000;
+  uint64_t seed = 0;
+};
 struct DataExportArgs {
   std::string config, out;
   std::vector<std::string> overrides;
@@ -38,6 +43,9 @@ int run_forecast(const ForecastArgs& args);
 // split without training. `seqtrain data info`: lists the caches of a directory.
 int run_data_cache(const DataCacheArgs& args);
 int run_data_info(const DataInfoArgs& args);
+// `seqtrain data sets`: the synthetic set task (data/synthetic_sets.h) as npy train/val/test X, y
+// and lengths in a directory, for examples/set_encoder.yaml.
+int run_data_sets(const DataSetsArgs& args);
 // `seqtrain data export`: a csv or synthetic source as the CSV its run would read.
 int run_data_export(const DataExportArgs& args);
 // `seqtrain --version`: version, commit, build type, CPU kernel levels, the CUDA plugin.

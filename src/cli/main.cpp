@@ -126,6 +126,16 @@ void add_data_commands(CLI::App& app, std::vector<Command>& out) {
         c.add_option("--out", a.out, "CSV file to write (written whole or not at all)")->required();
         c.add_option("--set", a.overrides, "Override a config key (repeatable)");
       }));
+  out.push_back(command<DataSetsArgs>(
+      *data, "sets",
+      "Write the synthetic set-classification task (sets of 20-300 feature vectors labelled by which marker taxa "
+      "they hold) as npy {train,val,test}_{x,y,len}.npy",
+      run_data_sets, [](CLI::App& c, DataSetsArgs& a) {
+        c.add_option("--out", a.out, "directory to write the nine .npy files into (all of them or none)")->required();
+        c.add_option("--samples", a.samples, "training sets (validation and test get a fifth each)")
+            ->check(CLI::Range(int64_t{10}, int64_t{1000000}));
+        c.add_option("--seed", a.seed, "seed of the taxa and the draws");
+      }));
 }
 }  // namespace
 
