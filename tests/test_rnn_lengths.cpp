@@ -328,7 +328,7 @@ TEST(RnnLengthsOnednn, ExplicitOnednnRefusesLengths) {
   Arena arena;
   const std::string err = error_of([&] { m.rnn().forward_time_major(Tensor(x.data(), {T, N, C}), arena, true, 0, kLengths); });
   EXPECT_CONTAINS(err, "runtime.rnn_impl onednn");
-  EXPECT_CONTAINS(err, "use runtime.rnn_impl fused");
+  EXPECT_CONTAINS(err, "Use runtime.rnn_impl fused");
 }
 
 TEST(RnnLengthsOnednn, TheAutotunerLeavesOnednnOutOfARunWithLengths) {

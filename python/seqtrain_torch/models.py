@@ -149,7 +149,7 @@ class Forecaster(nn.Module):
 
     def forward(self, x, lengths=None):
         """x: [batch, lookback (+ future_steps), input_size] -> [batch, output_size]. lengths: None
-        (every sample runs all steps) or [batch] valid steps (int64, 1..T)."""
+        (every sample runs all steps) or a [batch] int64 tensor of valid steps (1..T)."""
         past = x[:, :self.lookback] if self.future_steps else x
         if lengths is None:
             out, _ = self.rnn(past)
@@ -160,13 +160,13 @@ class Forecaster(nn.Module):
             packed = nn.utils.rnn.pack_padded_sequence(past, lengths.cpu(), batch_first=True, enforce_sorted=False)
             out, _ = nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True,
                                                       total_length=past.shape[1])
-        valid = torch.arange(out.shape[1])[None, :] < lengths[:, None]  # [batch, T]
         if self.pooling == "last":
             pooled = out[torch.arange(out.shape[0]), lengths - 1]
         elif self.pooling == "mean":
             pooled = out.sum(1) / lengths[:, None].to(out.dtype)  # padded steps are zeros
         else:
-            pooled = out.masked_fill(~valid[:, :, None], float("-inf")).max(1).values
+            padding = torch.arange(out.shape[1])[None, :] >= lengths[:, None]  # [batch, T]
+            pooled = out.masked_fill(padding[:, :, None], float("-inf")).max(1).values
         y = self.head(self.dropout(pooled))
         if self.future_steps:
             y = y + self.future_head(x[:, self.lookback:].reshape(x.shape[0], -1))
