@@ -69,9 +69,9 @@ class GuardedRecurrentLayers final : public RecurrentLayers {
  public:
   GuardedRecurrentLayers(GuardedBackend& b, std::unique_ptr<RecurrentLayers> inner) : b_(b), inner_(std::move(inner)) {}
   void forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y, Arena& arena,
-               bool training) override {
+               bool training, std::span<const int64_t> lengths) override {
     GuardedBackend::Open open(b_);
-    inner_->forward(layer, w, x, y, arena, training);
+    inner_->forward(layer, w, x, y, arena, training, lengths);
   }
   Tensor backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx) override {
     GuardedBackend::Open open(b_);

@@ -24,14 +24,17 @@ inline DParams to_double(ParamStore& ps) {
 
 inline double sigm(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
-// x: [N, T, C] batch first. Returns the top layer's output [N, T, H*D].
+// x: [N, T, C] batch first. Returns the top layer's output [N, T, H*D]. With lengths ([N]) sample
+// n runs its first lengths[n] steps only (the reverse direction from its last valid one) and
+// outputs zeros after them, as PyTorch's packed sequences.
 inline std::vector<double> ref_rnn(bool lstm, const DParams& p, const std::vector<double>& x, int64_t N,
-                                   int64_t T, int64_t C, int64_t H, int64_t L, int64_t D) {
+                                   int64_t T, int64_t C, int64_t H, int64_t L, int64_t D,
+                                   const std::vector<int64_t>& lengths = {}) {
   const int64_t G = lstm ? 4 : 3;
   std::vector<double> in = x;
   int64_t cin = C;
   for (int64_t k = 0; k < L; ++k) {
-    std::vector<double> out(N * T * H * D);
+    std::vector<double> out(N * T * H * D, 0.0);
     for (int64_t d = 0; d < D; ++d) {
       const std::string sfx = "_l" + std::to_string(k) + (d ? "_reverse" : "");
       const auto& wih = p.at("rnn.weight_ih" + sfx);
@@ -40,8 +43,9 @@ inline std::vector<double> ref_rnn(bool lstm, const DParams& p, const std::vecto
       const auto& bhh = p.at("rnn.bias_hh" + sfx);
       for (int64_t n = 0; n < N; ++n) {
         std::vector<double> h(H, 0.0), c(H, 0.0), gi(G * H), gh(G * H);
-        for (int64_t s = 0; s < T; ++s) {
-          const int64_t t = d ? T - 1 - s : s;
+        const int64_t Tn = lengths.empty() ? T : lengths[n];
+        for (int64_t s = 0; s < Tn; ++s) {
+          const int64_t t = d ? Tn - 1 - s : s;
           const double* xt = &in[(n * T + t) * cin];
           for (int64_t r = 0; r < G * H; ++r) {
             double a = bih[r], b = bhh[r];

@@ -219,7 +219,7 @@ LayerRun run_layer(Backend& be, RnnCell cell, int64_t dirs, const std::vector<fl
   Arena arena;
   std::vector<float> xin = x;
   r.y.assign(T * N * H * dirs, 0.f);
-  layers->forward(0, w, Tensor(xin.data(), {T, N, C}), Tensor(r.y.data(), {T, N, H * dirs}), arena, true);
+  layers->forward(0, w, Tensor(xin.data(), {T, N, C}), Tensor(r.y.data(), {T, N, H * dirs}), arena, true, {});
   std::vector<float> dyc = dy;
   Tensor dx = layers->backward(0, w, Tensor(dyc.data(), {T, N, H * dirs}), arena, true);
   r.dx.assign(dx.f32(), dx.f32() + dx.numel());

@@ -2,7 +2,8 @@
 // reference backend's (PyTorch's equations, fp64 accumulation): LSTM and GRU, one and two
 // directions, a stack of two layers of different input widths (layer 1 reads layer 0's output,
 // as RnnStack runs them), forward y and backward dx, dW, db; gradients added on a second step;
-// the inference forward; the bf16 / fp16 layers to 16-bit rounding; the refusal of checkpointing. Every test needs a
+// the inference forward; per-sample lengths (cuDNN's padded layout); the bf16 / fp16 layers to
+// 16-bit rounding; the refusal of checkpointing. Every test needs a
 // GPU and skips without one.
 //
 // Tolerance: 1e-4 of each tensor's largest magnitude (test_backend.cpp's scaled error). cuDNN
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -86,7 +88,7 @@ Inputs random_inputs(const Stack& s, uint64_t seed) {
 }
 
 // The reference: host memory throughout.
-Results run_reference(const Stack& s, const Inputs& in) {
+Results run_reference(const Stack& s, const Inputs& in, std::span<const int64_t> lengths = {}) {
   auto layers = reference().make_recurrent(s.spec());
   Results r;
   Arena arena;
@@ -97,9 +99,9 @@ Results run_reference(const Stack& s, const Inputs& in) {
     r.y[k].assign(s.y_size(), 0.f);
   }
   layers->forward(0, s.weights(0, in.params[0].data(), r.grads[0].data()), Tensor(x.data(), {T, N, C}),
-                  Tensor(r.y[0].data(), y_shape), arena, true);
+                  Tensor(r.y[0].data(), y_shape), arena, true, lengths);
   layers->forward(1, s.weights(1, in.params[1].data(), r.grads[1].data()), Tensor(r.y[0].data(), y_shape),
-                  Tensor(r.y[1].data(), y_shape), arena, true);
+                  Tensor(r.y[1].data(), y_shape), arena, true, lengths);
   Tensor dx1 = layers->backward(1, s.weights(1, in.params[1].data(), r.grads[1].data()),
                                 Tensor(dy.data(), y_shape), arena, true);
   r.dx[1].assign(dx1.f32(), dx1.f32() + dx1.numel());
@@ -127,7 +129,8 @@ std::vector<float> read_back(Backend& gpu, const Tensor& t) {
 // The GPU: x, y, dy, parameters and gradients in device memory. `steps` forward + backward
 // passes of the same batch; dx of the bottom layer is asked for on the first only (RnnStack
 // asks for none there; the second pass runs that path).
-Results run_cuda(Backend& gpu, const Stack& s, const Inputs& in, int steps, const Precision& precision = {}) {
+Results run_cuda(Backend& gpu, const Stack& s, const Inputs& in, int steps, const Precision& precision = {},
+                 std::span<const int64_t> lengths = {}) {
   RecurrentSpec spec = s.spec();
   spec.options.precision = precision;
   auto layers = gpu.make_recurrent(spec);
@@ -141,8 +144,8 @@ Results run_cuda(Backend& gpu, const Stack& s, const Inputs& in, int steps, cons
   Arena arena;
   for (int step = 0; step < steps; ++step) {
     arena.reset();
-    layers->forward(0, w0, Tensor(x.get(), {T, N, C}), Tensor(y0.get(), y_shape), arena, true);
-    layers->forward(1, w1, Tensor(y0.get(), y_shape), Tensor(y1.get(), y_shape), arena, true);
+    layers->forward(0, w0, Tensor(x.get(), {T, N, C}), Tensor(y0.get(), y_shape), arena, true, lengths);
+    layers->forward(1, w1, Tensor(y0.get(), y_shape), Tensor(y1.get(), y_shape), arena, true, lengths);
     const Tensor dx1 = layers->backward(1, w1, Tensor(dy.get(), y_shape), arena, true);
     r.dx[1] = read_back(gpu, dx1);
     dy0.upload(r.dx[1]);  // wherever dx1 lives, layer 0's backward reads device memory
@@ -201,6 +204,27 @@ TEST_P(CudaRnnLayers, GradientsAreAddedAcrossSteps) {
   EXPECT_LT(scaled_error(got.dx[1], want.dx[1]), kTol);
 }
 
+// Per-sample lengths (all different, 1 and T among them): cuDNN's padded layout with each
+// sample's seqLengthArray runs PyTorch's packed sequences, as the reference does: y zero at
+// padded steps, the reverse direction from each sample's last valid step, dx zero at padding.
+TEST_P(CudaRnnLayers, LengthsAgreeWithTheReference) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  const Stack s = GetParam();
+  const std::vector<int64_t> lengths = {4, 1, 7, 6, 2};
+  ASSERT_EQ(static_cast<int64_t>(lengths.size()), N);
+  const Inputs in = random_inputs(s, 15);
+  const Results want = run_reference(s, in, lengths);
+  const Results got = run_cuda(gpu, s, in, 1, {}, lengths);
+  for (int k = 0; k < 2; ++k) {
+    SCOPED_TRACE(::testing::Message() << "layer " << k);
+    EXPECT_LT(scaled_error(got.y[k], want.y[k]), kTol);
+    EXPECT_LT(scaled_error(got.dx[k], want.dx[k]), kTol);
+    EXPECT_LT(scaled_error(got.grads[k], want.grads[k]), kTol);
+  }
+  // Lengths change the result (the comparison is not of two full-length runs).
+  EXPECT_GT(scaled_error(got.y[1], run_reference(s, in).y[1]), kTol);
+}
+
 INSTANTIATE_TEST_SUITE_P(CudaRnn, CudaRnnLayers,
                          ::testing::Values(Stack{RnnCell::lstm, 1}, Stack{RnnCell::lstm, 2}, Stack{RnnCell::gru, 1},
                                            Stack{RnnCell::gru, 2}),
@@ -223,8 +247,8 @@ TEST(CudaRnn, InferenceForwardEqualsTrainingForward) {
     DeviceArray<float> y_train(gpu, s.y_size()), y_infer(gpu, s.y_size()), dy(gpu, in.dy);
     const RecurrentWeights w0 = s.weights(0, p0.get(), g0.get());
     Arena arena;
-    layers->forward(0, w0, Tensor(x.get(), {T, N, C}), Tensor(y_train.get(), y_shape), arena, true);
-    layers->forward(0, w0, Tensor(x.get(), {T, N, C}), Tensor(y_infer.get(), y_shape), arena, false);
+    layers->forward(0, w0, Tensor(x.get(), {T, N, C}), Tensor(y_train.get(), y_shape), arena, true, {});
+    layers->forward(0, w0, Tensor(x.get(), {T, N, C}), Tensor(y_infer.get(), y_shape), arena, false, {});
     EXPECT_LT(scaled_error(y_infer.download(), y_train.download()), 1e-5);
     EXPECT_CONTAINS(error_of([&] { layers->backward(0, w0, Tensor(dy.get(), y_shape), arena, true); }),
                     "needs a training forward");

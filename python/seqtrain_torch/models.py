@@ -119,17 +119,21 @@ def pinball_loss(pred, target, quantiles):
 
 
 class Forecaster(nn.Module):
-    """LSTM/GRU stack + linear head on the last time step's output (+ the window's baseline with
-    residual_to: last_value | seasonal_naive, then `lookback` must be given)."""
+    """LSTM/GRU stack + linear head on the pooled outputs (+ the window's baseline with
+    residual_to: last_value | seasonal_naive, then `lookback` must be given). pooling (seqtrain's
+    model.pooling): last (the last valid step's output), mean or max over the valid steps; with
+    `lengths` the RNN runs on pack_padded_sequence, as seqtrain stops each sample at its length."""
 
     def __init__(self, cell, input_size, hidden, layers=1, bidirectional=False, dropout=0.0, output_size=1,
                  residual_to="none", residual_period=1, residual_inputs=(), lookback=1, quantile_levels=1,
-                 future_steps=0):
+                 future_steps=0, pooling="last"):
         super().__init__()
         cells = {"lstm": nn.LSTM, "gru": nn.GRU}
         if cell not in cells:
             raise ValueError(f"cell must be 'lstm' or 'gru', got {cell!r}")
-        self.cell = cell
+        if pooling not in ("last", "mean", "max"):
+            raise ValueError(f"pooling must be 'last', 'mean' or 'max' for an RNN, got {pooling!r}")
+        self.cell, self.pooling = cell, pooling
         # PyTorch applies RNN dropout only between layers (and warns when there is just one).
         self.rnn = cells[cell](input_size, hidden, num_layers=layers, batch_first=True,
                                dropout=dropout if layers > 1 else 0.0, bidirectional=bidirectional)
@@ -143,11 +147,27 @@ class Forecaster(nn.Module):
         if future_steps:
             self.future_head = nn.Linear(future_steps * input_size, output_size, bias=False)
 
-    def forward(self, x):
-        """x: [batch, lookback (+ future_steps), input_size] -> [batch, output_size]."""
+    def forward(self, x, lengths=None):
+        """x: [batch, lookback (+ future_steps), input_size] -> [batch, output_size]. lengths: None
+        (every sample runs all steps) or a [batch] int64 tensor of valid steps (1..T)."""
         past = x[:, :self.lookback] if self.future_steps else x
-        out, _ = self.rnn(past)
-        y = self.head(self.dropout(out[:, -1, :]))
+        if lengths is None:
+            out, _ = self.rnn(past)
+            lengths = torch.full((x.shape[0],), out.shape[1], dtype=torch.int64)
+        else:
+            if self.future_steps:
+                raise ValueError("lengths do not combine with future_steps")
+            packed = nn.utils.rnn.pack_padded_sequence(past, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            out, _ = nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True,
+                                                      total_length=past.shape[1])
+        if self.pooling == "last":
+            pooled = out[torch.arange(out.shape[0]), lengths - 1]
+        elif self.pooling == "mean":
+            pooled = out.sum(1) / lengths[:, None].to(out.dtype)  # padded steps are zeros
+        else:
+            padding = torch.arange(out.shape[1])[None, :] >= lengths[:, None]  # [batch, T]
+            pooled = out.masked_fill(padding[:, :, None], float("-inf")).max(1).values
+        y = self.head(self.dropout(pooled))
         if self.future_steps:
             y = y + self.future_head(x[:, self.lookback:].reshape(x.shape[0], -1))
         return monotone_quantiles(self.residual(x, y), self.quantile_levels)
@@ -216,7 +236,8 @@ def from_spec(spec):
                     quantile_levels=int(spec.get("quantile_levels", 1)), future_steps=int(spec.get("future_steps", 0)))
     if kind in ("lstm", "gru"):
         return Forecaster(kind, int(spec.get("input_size", 1)), bidirectional=bool(spec.get("bidirectional", False)),
-                          lookback=int(spec.get("lookback", 1)), **residual, **common)
+                          lookback=int(spec.get("lookback", 1)), pooling=spec.get("pooling", "last"), **residual,
+                          **common)
     if kind == "mlp":
         return MLPForecaster(int(spec.get("input_size", 1)), int(spec.get("lookback", 1)), **residual, **common)
     if kind in ("char_lstm", "char_gru"):

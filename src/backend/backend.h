@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,8 +106,12 @@ class RecurrentLayers {
   virtual ~RecurrentLayers() = default;
   // x: time-major [T, N, C_layer]; y: [T, N, H*dirs] (direction d writes columns [d*H, (d+1)*H)).
   // Saved state comes from `arena` (or from the backend's own memory) and must outlive backward.
+  // lengths: empty (every sample runs all T steps) or [N] host values in [1, T], checked by the
+  // caller, alive until this layer's backward: sample n runs steps [0, lengths[n]) only, as
+  // PyTorch's packed sequences do (the reverse direction starts at its last valid step); y is 0
+  // at the other steps, and neither x nor dy there reaches any output or gradient.
   virtual void forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y, Arena& arena,
-                       bool training) = 0;
+                       bool training, std::span<const int64_t> lengths) = 0;
   // dy: [T, N, H*dirs] of the last forward of this layer. Adds the weight gradients; returns dx
   // [T, N, C_layer] when want_dx (an empty Tensor otherwise).
   virtual Tensor backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx) = 0;
@@ -122,7 +127,7 @@ class RecurrentLayers {
 // SEQTRAIN_BACKEND_OPERATIONS below).
 #define SEQTRAIN_RECURRENT_LAYERS_PASSES                                                                        \
   void forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y, Arena& arena,         \
-               bool training) override;                                                                        \
+               bool training, std::span<const int64_t> lengths) override;                                      \
   Tensor backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx) override;
 
 // AdamW over params[0, n) (torch.optim.AdamW's arithmetic, optim/adamw.h), the hyperparameters

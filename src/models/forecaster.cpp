@@ -1,6 +1,7 @@
 #include "models/forecaster.h"
 
 #include "models/registry.h"
+#include "models/step_context.h"
 
 namespace seqtrain {
 
@@ -8,6 +9,7 @@ Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
     : Model(spec, env),
       rnn_(params_, "rnn", rnn_cell(spec.type), spec.input_size, spec.hidden,
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, env)),
+      pooling_(spec.pooling, params_.backend()),
       drop_(spec.dropout, &params_.backend()),
       head_(params_, "head", rnn_.output_size(), spec.output_size),
       residual_(spec, params_.backend()),
@@ -25,6 +27,11 @@ void Forecaster::init_params(Rng& rng) {
 
 Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
   Arena& arena = ctx.arena;
+  const std::span<const int64_t> lengths = host_lengths(batch, ctx);
+  // Both would need a rule for where a short window's known future and last value sit.
+  ST_CHECK(lengths.empty() || (!future_head_ && !residual_.active()),
+           "variable-length windows (a batch with lengths) do not combine with data.future_features or "
+           "model.residual_to: use fixed-length windows for those");
   Tensor top, future;
   if (future_head_) {
     // Time-major, the lookback is a prefix and the known future the rest: [L + H, B, F].
@@ -37,11 +44,10 @@ Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
     const Tensor ahead = transpose01(params_.backend(), xt.slice0(spec_.lookback, x.shape[1]), arena);
     future = ahead.reshape({x.shape[0], spec_.future_steps * spec_.input_size});
   } else {
-    top = rnn_.forward(batch.inputs, arena, ctx.training, ctx.dropout_seed);
+    top = rnn_.forward(batch.inputs, arena, ctx.training, ctx.dropout_seed, lengths);
   }
-  top_shape_ = top.shape;
-  Tensor last = top.slice0(top.shape[0] - 1, top.shape[0]).reshape({top.shape[1], top.shape[2]});
-  Tensor h = drop_.forward(last, arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));
+  Tensor pooled = pooling_.forward(top, lengths, arena);
+  Tensor h = drop_.forward(pooled, arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));
   Tensor out = head_.forward(h, arena);
   if (future_head_) {
     const Tensor f = future_head_->forward(future, arena);
@@ -55,12 +61,8 @@ void Forecaster::backward(StepContext& ctx) {
   Arena& arena = ctx.arena;
   const Tensor dout = quantiles_.backward(ctx.output_grad, arena);
   if (future_head_) future_head_->backward(dout, arena);  // its weight's gradient; the input is data
-  Tensor dlast = drop_.backward(head_.backward(dout, arena), arena);
-  // Only the last time step feeds the head; every earlier step's output gradient is zero.
-  Tensor dtop = arena.zeros(top_shape_);
-  const int64_t step = top_shape_[1] * top_shape_[2];
-  params_.backend().copy(dlast.f32(), dtop.f32() + (top_shape_[0] - 1) * step, static_cast<size_t>(step));
-  rnn_.backward(dtop, arena, false);
+  Tensor dpooled = drop_.backward(head_.backward(dout, arena), arena);
+  rnn_.backward(pooling_.backward(dpooled, arena), arena, false);
   ctx.note_scratch(rnn_.checkpoint_scratch_bytes());
 }
 

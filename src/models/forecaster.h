@@ -1,4 +1,6 @@
-// Forecaster: RNN over the window -> output at the last time step -> dropout -> Linear to
+// Forecaster: RNN over the window -> one vector per sample (model.pooling: models/rnn_pooling.h;
+// by default the output at the last time step, a sample's own last valid step when the batch
+// has lengths) -> dropout -> Linear to
 // horizon*targets (+ the window's own baseline with model.residual_to: models/residual_baseline.h).
 // With known-future features (spec.future_steps: x's rows after the lookback) the RNN reads the
 // lookback only and future_head, a Linear without bias over those rows flattened, adds to the
@@ -13,6 +15,7 @@
 #include "models/model.h"
 #include "models/quantile_output.h"
 #include "models/residual_baseline.h"
+#include "models/rnn_pooling.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
 #include "nn/rnn.h"
@@ -30,12 +33,12 @@ class Forecaster : public Model {
  private:
   void init_params(Rng& rng) override;
   RnnStack rnn_;
+  RnnPooling pooling_;
   Dropout drop_;
   Linear head_;
   std::optional<Linear> future_head_;
   ResidualBaseline residual_;
   QuantileOutput quantiles_;
-  Shape top_shape_;  // [T, N, H*D] of the last forward
 };
 
 }  // namespace seqtrain

@@ -80,23 +80,32 @@ Tensor transpose01(Backend& backend, const Tensor& x, Arena& arena) {
   return y;
 }
 
-Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
+Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed,
+                         std::span<const int64_t> lengths) {
   ST_CHECK(x.shape.size() == 3 && x.shape[2] == layers_[0].in,
            "RNN input must be [batch, time, {}], got {}", layers_[0].in, shape_str(x.shape));
   // The layers work time-major (and oneDNN 2.6's backward mishandles batch-first input), so
   // the batch is transposed once here.
-  return forward_time_major(transpose01(params_.backend(), x, arena), arena, training, seed);
+  return forward_time_major(transpose01(params_.backend(), x, arena), arena, training, seed, lengths);
 }
 
-Tensor RnnStack::forward_time_major(const Tensor& xt, Arena& arena, bool training, uint64_t seed) {
+Tensor RnnStack::forward_time_major(const Tensor& xt, Arena& arena, bool training, uint64_t seed,
+                                    std::span<const int64_t> lengths) {
   ST_CHECK(xt.shape.size() == 3 && xt.shape[2] == layers_[0].in && xt.contiguous(),
            "RNN input must be a contiguous [time, batch, {}], got {}", layers_[0].in, shape_str(xt.shape));
   const int64_t T = xt.shape[0], N = xt.shape[1];
+  ST_CHECK(lengths.empty() || static_cast<int64_t>(lengths.size()) == N,
+           "RNN lengths must give one length per sample ({}), got {}", N, lengths.size());
+  for (size_t n = 0; n < lengths.size(); ++n)
+    ST_CHECK(lengths[n] >= 1 && lengths[n] <= T, "RNN length of sample {} is {}: it must be in [1, {}]", n,
+             lengths[n], T);
+  // The layers read them again in backward, after the caller's span may be gone.
+  lengths_.assign(lengths.begin(), lengths.end());
   Tensor in = xt;
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& l = layers_[k];
     Tensor out = arena.tensor({T, N, hidden_ * dirs_});
-    impl_->forward(k, weights(l), in, out, arena, training);
+    impl_->forward(k, weights(l), in, out, arena, training, lengths_);
     in = l.drop.forward(out, arena, training, mix_seed(seed, k));
   }
   return in;

@@ -9,6 +9,7 @@
 // docs/ARCHITECTURE.md, "The RNN layers" and "Backends", has the details.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,15 @@ class RnnStack {
 
   // x: [N, T, C] (batch first). Returns the top layer's output, [T, N, H*D] (time major),
   // so the last time step is the contiguous block out[T-1].
-  Tensor forward(const Tensor& x, Arena& arena, bool training, uint64_t seed);
+  // lengths: empty (every sample runs all T steps) or each sample's valid steps [N], in [1, T]
+  // (host memory; a Batch's lengths through host_lengths()): sample n stops at step lengths[n],
+  // as PyTorch's pack_padded_sequence: its output there and after is 0, its reverse direction
+  // starts at its last valid step, and its padded inputs reach no output and no gradient. Its
+  // final state is its output at step lengths[n] - 1 (forward direction) and step 0 (reverse).
+  Tensor forward(const Tensor& x, Arena& arena, bool training, uint64_t seed, std::span<const int64_t> lengths = {});
   // The same over time-major input xt [time, batch, features] (no transpose).
-  Tensor forward_time_major(const Tensor& xt, Arena& arena, bool training, uint64_t seed);
+  Tensor forward_time_major(const Tensor& xt, Arena& arena, bool training, uint64_t seed,
+                            std::span<const int64_t> lengths = {});
   // dy: [T, N, H*D]. Accumulates parameter gradients. Returns dx [N, T, C] when want_dx.
   Tensor backward(const Tensor& dy, Arena& arena, bool want_dx);
 
@@ -65,6 +72,7 @@ class RnnStack {
   Precision precision_;
   bool ckpt_ = false;
   std::vector<Layer> layers_;
+  std::vector<int64_t> lengths_;  // the last forward's, which its layers read again in backward
   std::unique_ptr<RecurrentLayers> impl_;  // the backend's layers: kernels and saved state
 };
 

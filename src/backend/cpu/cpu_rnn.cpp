@@ -182,7 +182,8 @@ CpuRecurrentLayers::GateBlocks CpuRecurrentLayers::gate_blocks(int64_t N, int64_
 // steps in the private ckpt_arena_, reused block after block, and the backward recomputes
 // each block just before its turn (FusedRnnGrads::recompute). In 16-bit mode the gates are
 // saved in 16 bits (FusedRnnArgs::gates_half) and the fp32 gates are only a working block.
-void CpuRecurrentLayers::forward_fused(Layer& l, const RecurrentWeights& w, const Tensor& in, Arena& keep, bool ckpt) {
+void CpuRecurrentLayers::forward_fused(Layer& l, const RecurrentWeights& w, const Tensor& in, Arena& keep, bool ckpt,
+                                       std::span<const int64_t> lengths) {
   const int64_t T = in.shape[0], N = in.shape[1], G = rnn_gates(cell_) * hidden_;
   const GateBlocks blocks = gate_blocks(N, T, ckpt ? ckpt_arena_ : keep, ckpt);
   uint16_t* x_bf = nullptr;
@@ -203,6 +204,7 @@ void CpuRecurrentLayers::forward_fused(Layer& l, const RecurrentWeights& w, cons
     a.b_ih = w.b_ih[d];
     a.b_hh = w.b_hh[d];
     a.x = in.f32();
+    a.lengths = lengths.empty() ? nullptr : lengths.data();
     a.kernels = l.kernels;
     a.out = l.dst.f32() + d * hidden_;
     a.ld_out = hidden_ * dirs_;
@@ -291,10 +293,11 @@ Tensor CpuRecurrentLayers::backward_fused(Layer& l, const RecurrentWeights& w, c
   return dsrc;
 }
 
-void CpuRecurrentLayers::layer_forward(Layer& l, const RecurrentWeights& w, const Tensor& in, Arena& arena, bool training) {
+void CpuRecurrentLayers::layer_forward(Layer& l, const RecurrentWeights& w, const Tensor& in, Arena& arena, bool training,
+                                       std::span<const int64_t> lengths) {
   if (l.impl == RnnImpl::fused) {
     if (ckpt_ && training) ckpt_arena_.reset();
-    forward_fused(l, w, in, arena, ckpt_ && training);
+    forward_fused(l, w, in, arena, ckpt_ && training, lengths);
     if (ckpt_ && training) ckpt_live_ = &l;
   } else {
     forward_onednn(l, w, in, arena, training);
@@ -309,8 +312,10 @@ Tensor CpuRecurrentLayers::layer_backward(Layer& l, const RecurrentWeights& w, c
 // arena, gradients restored afterwards) and keeps the faster for the layer. Candidates are timed
 // on the first kTuneSteps time steps only: they differ in the per-step work, which a prefix
 // measures as well as the whole sequence at a fraction of the cost (issue 13 bounds the tuner at
-// 2% of a quickstart).
-void CpuRecurrentLayers::autotune_layer(Layer& l, const RecurrentWeights& w, const Tensor& full_in) {
+// 2% of a quickstart). The trials run full length: padding changes which rows a step computes,
+// not the per-step work the candidates differ in. oneDNN's primitive is no candidate for a run
+// with lengths, which it cannot honour.
+void CpuRecurrentLayers::autotune_layer(Layer& l, const RecurrentWeights& w, const Tensor& full_in, bool has_lengths) {
   constexpr int64_t kTuneSteps = 16;
   const int64_t T = full_in.shape[0], N = full_in.shape[1];
   const Tensor in = full_in.slice0(0, std::min(T, kTuneSteps));
@@ -335,7 +340,7 @@ void CpuRecurrentLayers::autotune_layer(Layer& l, const RecurrentWeights& w, con
     l.impl = impl;
     l.src = in;
     l.dst = tune_arena.tensor({Tt, N, hidden_ * dirs_});
-    layer_forward(l, w, in, tune_arena, true);
+    layer_forward(l, w, in, tune_arena, true, {});
     Tensor dy = tune_arena.tensor({Tt, N, hidden_ * dirs_});
     std::fill(dy.f32(), dy.f32() + dy.numel(), 1e-3f);
     layer_backward(l, w, dy, tune_arena, true);
@@ -346,7 +351,7 @@ void CpuRecurrentLayers::autotune_layer(Layer& l, const RecurrentWeights& w, con
   };
   std::vector<TuneCandidate> cands{{"fused", [&] { fused_at(nullptr); }}};
   if (active_isa() > Isa::avx2) cands.push_back({"fused:avx2", [&] { fused_at(&cpu_kernels(Isa::avx2)); }});
-  if (!half_) cands.push_back({"onednn", [&] { run(RnnImpl::onednn); }});
+  if (!half_ && !has_lengths) cands.push_back({"onednn", [&] { run(RnnImpl::onednn); }});
   // Warm-ups size the arena (overflowing into chunks a reset merges into fresh memory): touch it
   // once before timing so no candidate pays page faults the others do not.
   const std::string choice = tuner_->choose(key, cands, [&] { tune_arena.prefault(); });
@@ -361,7 +366,7 @@ void CpuRecurrentLayers::autotune_layer(Layer& l, const RecurrentWeights& w, con
 }
 
 void CpuRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const Tensor& in, const Tensor& y,
-                                 Arena& arena, bool training) {
+                                 Arena& arena, bool training, std::span<const int64_t> lengths) {
   Layer& l = layers_.at(layer);
   ST_CHECK(in.shape.size() == 3 && in.shape[2] == l.in, "recurrent layer {} input must be [time, batch, {}], got {}",
            layer, l.in, shape_str(in.shape));
@@ -370,10 +375,19 @@ void CpuRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const 
   // A smaller batch of a tuned length (an epoch's short last batch) keeps the full batch's
   // choice: it runs once an epoch, and timing it cost as much as it could save.
   const bool tuned = l.tuned_T == T && N <= l.tuned_N;
-  if (autotune_ && training && !tuned) autotune_layer(l, w, in);
+  if (autotune_ && training && !tuned) autotune_layer(l, w, in, !lengths.empty());
+  // oneDNN's RNN primitive runs every sample to T: a layer on it that meets lengths moves to the
+  // fused kernels for good when the autotuner put it there (a choice cached by a run without
+  // lengths, or made at an evaluation-only shape), and refuses when the config asked for it.
+  if (!lengths.empty() && l.impl == RnnImpl::onednn) {
+    ST_CHECK(autotune_, "runtime.rnn_impl onednn cannot run variable-length sequences (this batch has per-sample "
+             "lengths): oneDNN's RNN primitive has no per-sample lengths. Use runtime.rnn_impl fused (the default), "
+             "which stops each sample at its length");
+    l.impl = RnnImpl::fused;
+  }
   l.src = in;
   l.dst = y;
-  layer_forward(l, w, in, arena, training);
+  layer_forward(l, w, in, arena, training, lengths);
 }
 
 Tensor CpuRecurrentLayers::backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena,

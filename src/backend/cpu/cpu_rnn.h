@@ -64,9 +64,10 @@ class CpuRecurrentLayers : public RecurrentLayers {
   // The fused backward's recurrent product through a packed RecurrentGemm: bf16 always, fp16
   // never (no packed path), fp32 as the forward (AVX2, W2's layer backward 367 vs 414 ms).
   bool packed_backward() const { return half_ ? half_type_ == HalfType::bf16 : packed_f32_; }
-  void layer_forward(Layer& l, const RecurrentWeights& w, const Tensor& in, Arena& arena, bool training);
+  void layer_forward(Layer& l, const RecurrentWeights& w, const Tensor& in, Arena& arena, bool training,
+                     std::span<const int64_t> lengths);
   Tensor layer_backward(Layer& l, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx);
-  void autotune_layer(Layer& l, const RecurrentWeights& w, const Tensor& in);
+  void autotune_layer(Layer& l, const RecurrentWeights& w, const Tensor& in, bool has_lengths);
   RnnPrimitive& primitive(Layer& l, int64_t T, int64_t N, bool training);
   void pack(Layer& l, const RecurrentWeights& w);
   void pack_backward(Layer& l, const RecurrentWeights& w);
@@ -77,7 +78,8 @@ class CpuRecurrentLayers : public RecurrentLayers {
     int64_t steps = 0;  // time steps in a block
   };
   GateBlocks gate_blocks(int64_t N, int64_t T, Arena& arena, bool ckpt) const;
-  void forward_fused(Layer& l, const RecurrentWeights& w, const Tensor& in, Arena& keep, bool ckpt = false);
+  void forward_fused(Layer& l, const RecurrentWeights& w, const Tensor& in, Arena& keep, bool ckpt,
+                     std::span<const int64_t> lengths);
   Tensor backward_fused(Layer& l, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx);
   void forward_onednn(Layer& l, const RecurrentWeights& w, const Tensor& in, Arena& arena, bool training);
   Tensor backward_onednn(Layer& l, const RecurrentWeights& w, const Tensor& dy, Arena& arena);

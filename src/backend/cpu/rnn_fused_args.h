@@ -20,6 +20,10 @@ struct FusedRnnArgs {
   const float* w_ih = nullptr; const float* w_hh = nullptr;
   const float* b_ih = nullptr; const float* b_hh = nullptr;
   const float* x = nullptr;   // [T, N, C]
+  // [N] valid steps per row, in [1, T] (RecurrentLayers::forward's lengths); null: all T. A row
+  // past its length gets zero output and zero saved state there (so the reverse direction
+  // starts each row from a zero state at its last valid step) and zero gate gradients.
+  const int64_t* lengths = nullptr;
   float* out = nullptr;       // [T, N, ld_out]; this direction writes columns [0, H) of it
   int64_t ld_out = 0;
   // Saved for backward, [T, N, G*H] and [T, N, H]: activated gates; LSTM cell state or GRU's

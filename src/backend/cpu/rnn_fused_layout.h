@@ -22,6 +22,9 @@ static inline uint16_t* half_gates_at(const FusedRnnArgs& a, int64_t t) {
   return a.gates_half + gate_offset(a, a.half_slots, t);
 }
 
+// Whether row n is padding at time t (past its FusedRnnArgs::lengths).
+static inline bool padded(const FusedRnnArgs& a, int64_t t, int64_t n) { return a.lengths && t >= a.lengths[n]; }
+
 // Parallel over batch rows only when there is enough work to pay for waking the team.
 static inline bool worth_threads(int64_t n) { return n >= 8192; }
 

@@ -44,6 +44,14 @@
 // and reused: a steady-state step allocates nothing. The initial states hx/cx are null
 // pointers, which cuDNN reads as zeros (PyTorch's zero initial state); hy/cy, dhx/dcx are not
 // asked for.
+//
+// Lengths (RecurrentLayers::forward's per-sample lengths): cuDNN runs variable-length batches
+// itself, given each sample's length in seqLengthArray (host, for the descriptors) and
+// devSeqLengths (device, for the calls); PyTorch's packed sequences are this. The caller's
+// padded time-major x and y are cuDNN's SEQ_MAJOR_UNPACKED layout, allowed by the descriptor's
+// CUDNN_RNN_PADDED_IO_ENABLED; cuDNN writes the padding fill 0 into y's padded steps and
+// neither reads x nor dy there. Without lengths the layout stays SEQ_MAJOR_PACKED with every
+// length T, which is the same memory.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -53,6 +61,7 @@
 #include <string_view>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -183,19 +192,21 @@ class CudaRecurrentLayers final : public RecurrentLayers {
     // Where linLayerID `id` of direction d keeps its matrix and bias, at [d * 2G + id], in
     // elements from the start of the weight space (the gradient space has the same layout).
     std::vector<size_t> matrix_at, bias_at;
-    // The (T, N) the descriptors and buffers below were made for.
+    // The (T, N) and per-sample lengths (empty: all T) the descriptors and buffers below were made for.
     int64_t T = 0, N = 0;
+    std::vector<int> lengths;
     RnnDataDesc xdesc, ydesc;
     TensorDesc hdesc;
     size_t reserve_bytes = 0;
     // The last forward's input and output (the caller's memory, alive until backward).
     Tensor x, y;
     bool trained = false;
+    bool padded = false;  // the last forward had lengths
   };
 
   void describe(Layer& l);
   void find_slots(Layer& l);
-  void set_shape(Layer& l, int64_t T, int64_t N);
+  void set_shape(Layer& l, int64_t T, int64_t N, std::span<const int64_t> lengths);
   void check_weights(const RecurrentWeights& w, bool grads) const;
   // Calls f(d, which, at, slot, n) for every gate block: `which` names the PyTorch array of
   // direction d (0 W_ih, 1 W_hh, 2 b_ih, 3 b_hh), `at` the block's element offset in it, `slot`
@@ -256,7 +267,7 @@ void CudaRecurrentLayers::describe(Layer& l) {
                                     CUDNN_LINEAR_INPUT, data_type_, CUDNN_DATA_FLOAT,
                                     half() ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH,
                                     to_int(l.in, "input width"), H, H, 1, l.dropout.get(),
-                                    CUDNN_RNN_PADDED_IO_DISABLED));
+                                    CUDNN_RNN_PADDED_IO_ENABLED));
   ST_CUDNN(cudnnGetRNNWeightSpaceSize(be_.cudnn(), l.rnn.get(), &l.weight_bytes));
   l.weights.ensure(l.weight_bytes);
 }
@@ -284,25 +295,33 @@ void CudaRecurrentLayers::find_slots(Layer& l) {
     }
 }
 
-// Descriptors and buffers for (T, N). Every sequence has length T, so cuDNN's SEQ_MAJOR_PACKED
-// layout (at each step the batch's still-running sequences, longest first) is exactly the
-// caller's time-major x [T, N, C] and y [T, N, H*dirs], the reverse direction's half in columns
-// [H, 2H) as cuDNN concatenates it. PACKED rather than SEQ_MAJOR_UNPACKED because the unpacked
-// layouts need padded I/O enabled in the RNN descriptor, which has no use here.
-void CudaRecurrentLayers::set_shape(Layer& l, int64_t T, int64_t N) {
-  if (l.T == T && l.N == N) return;
+// Descriptors and buffers for (T, N) and the lengths. Without lengths every sequence has length
+// T, so cuDNN's SEQ_MAJOR_PACKED layout (at each step the batch's still-running sequences,
+// longest first) is exactly the caller's time-major x [T, N, C] and y [T, N, H*dirs], the
+// reverse direction's half in columns [H, 2H) as cuDNN concatenates it. With lengths the same
+// arrays are SEQ_MAJOR_UNPACKED (every step holds all N rows, padding included), y's padding
+// filled with zeros. Made again whenever the lengths change (host-side descriptor calls and one
+// small upload a batch).
+void CudaRecurrentLayers::set_shape(Layer& l, int64_t T, int64_t N, std::span<const int64_t> given) {
   const int t = to_int(T, "sequence length"), n = to_int(N, "batch size");
+  std::vector<int> lengths(n, t);
+  for (size_t i = 0; i < given.size(); ++i) lengths[i] = to_int(given[i], "sequence length");
+  if (l.T == T && l.N == N && l.lengths == lengths) return;
   const int H = to_int(hidden_, "hidden size");
-  const std::vector<int> lengths(n, t);
-  ST_CUDNN(cudnnSetRNNDataDescriptor(l.xdesc.get(), data_type_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, t, n,
-                                     to_int(l.in, "input width"), lengths.data(), nullptr));
-  ST_CUDNN(cudnnSetRNNDataDescriptor(l.ydesc.get(), data_type_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, t, n,
-                                     to_int(H * dirs_, "output width"), lengths.data(), nullptr));
+  const cudnnRNNDataLayout_t layout =
+      given.empty() ? CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
+  // The padding fill, read as the data type: zero bits are 0 in fp32, bf16 and fp16 alike.
+  double zero = 0.0;
+  ST_CUDNN(cudnnSetRNNDataDescriptor(l.xdesc.get(), data_type_, layout, t, n, to_int(l.in, "input width"),
+                                     lengths.data(), &zero));
+  ST_CUDNN(cudnnSetRNNDataDescriptor(l.ydesc.get(), data_type_, layout, t, n, to_int(H * dirs_, "output width"),
+                                     lengths.data(), &zero));
   const int dims[3] = {static_cast<int>(dirs_), n, H}, strides[3] = {n * H, H, 1};
   ST_CUDNN(cudnnSetTensorNdDescriptor(l.hdesc.get(), data_type_, 3, dims, strides));
-  // cuDNN reads the lengths again on the device, asynchronously.
+  // cuDNN reads the lengths again on the device, asynchronously: upload queues the copy on the
+  // stream, after the calls that still read the previous batch's lengths.
   l.seq_lengths.ensure(lengths.size() * sizeof(int));
-  be_.copy_from_host(lengths.data(), l.seq_lengths.get(), lengths.size() * sizeof(int));
+  be_.upload(lengths.data(), l.seq_lengths.get(), lengths.size() * sizeof(int));
   size_t work_train = 0, work_infer = 0, reserve = 0, unused = 0;
   ST_CUDNN(cudnnGetRNNTempSpaceSizes(be_.cudnn(), l.rnn.get(), CUDNN_FWD_MODE_TRAINING, l.xdesc.get(), &work_train,
                                      &reserve));
@@ -312,6 +331,7 @@ void CudaRecurrentLayers::set_shape(Layer& l, int64_t T, int64_t N) {
   l.reserve_bytes = reserve;  // allocated by the first training forward (evaluation needs none)
   l.T = T;
   l.N = N;
+  l.lengths = std::move(lengths);
   l.trained = false;
 }
 
@@ -358,7 +378,7 @@ void CudaRecurrentLayers::add_grads(const Layer& l, const RecurrentWeights& w, c
 }
 
 void CudaRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y,
-                                  Arena&, bool training) {
+                                  Arena&, bool training, std::span<const int64_t> lengths) {
   ST_CHECK(layer < layers_.size(), "cuda recurrent layer {} does not exist ({} layers)", layer, layers_.size());
   Layer& l = *layers_[layer];
   ST_CHECK(x.shape.size() == 3 && x.shape[2] == l.in && x.contiguous(),
@@ -371,7 +391,8 @@ void CudaRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const
            layer);
   check_weights(w, false);
   bind_stream();
-  set_shape(l, T, N);
+  set_shape(l, T, N, lengths);
+  l.padded = !lengths.empty();
   if (training) l.reserve.ensure(l.reserve_bytes);
   pack(l, w);
   const void* x_in = x.ptr;
@@ -423,6 +444,8 @@ Tensor CudaRecurrentLayers::backward(size_t layer, const RecurrentWeights& w, co
     narrow(dy.ptr, dy16_.get(), dy.numel());
     dx_out = dx16_.ensure(dx_n * elem_bytes_);
   }
+  // dx at padded steps is 0 (as PyTorch's padded gradient): cuDNN does not write there.
+  if (l.padded) ST_CUDA(cudaMemsetAsync(dx_out, 0, dx_n * (half() ? elem_bytes_ : sizeof(float)), be_.stream()));
   ST_CUDNN(cudnnRNNBackwardData_v8(be_.cudnn(), l.rnn.get(), static_cast<const int32_t*>(l.seq_lengths.get()),
                                    l.ydesc.get(), y_saved, dy_in, l.xdesc.get(), dx_out, l.hdesc.get(), nullptr,
                                    nullptr, nullptr, l.hdesc.get(), nullptr, nullptr, nullptr, l.weight_bytes,

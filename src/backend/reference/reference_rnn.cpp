@@ -1,5 +1,6 @@
 #include "backend/reference/reference_rnn.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -20,20 +21,28 @@ void affine(const float* W, const float* in, int64_t rows, int64_t cols, const f
 
 }  // namespace
 
+// Whether sample n is past its length at time t.
+bool ReferenceRecurrentLayers::padded(const Saved& s, int64_t t, int64_t n) {
+  return !s.lengths.empty() && t >= s.lengths[n];
+}
+
 ReferenceRecurrentLayers::ReferenceRecurrentLayers(const RecurrentSpec& spec) : spec_(spec), saved_(spec.inputs.size()) {}
 
 void ReferenceRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y,
-                                       Arena&, bool) {
+                                       Arena&, bool, std::span<const int64_t> lengths) {
   ST_CHECK(layer < saved_.size() && x.shape.size() == 3 && x.shape[2] == spec_.inputs[layer],
            "recurrent layer {} input must be [time, batch, {}], got {}", layer, spec_.inputs.at(layer),
            shape_str(x.shape));
   Saved& s = saved_[layer];
   s.x = x;
   s.y = y;
+  s.lengths = lengths;
   for (int64_t d = 0; d < spec_.dirs; ++d) forward_dir(s, w, d);
 }
 
 // One direction over the sequence: h, c start at zero; step s is time t = s (or T-1-s reversed).
+// A sample's steps past its length leave its h and c as they are (zero before the reverse
+// direction's first valid step) and output zeros; their saved gates and state are zero.
 void ReferenceRecurrentLayers::forward_dir(Saved& s, const RecurrentWeights& w, int64_t d) {
   const int64_t T = s.x.shape[0], N = s.x.shape[1], C = s.x.shape[2], H = spec_.hidden;
   const bool lstm = spec_.cell == RnnCell::lstm;
@@ -45,6 +54,10 @@ void ReferenceRecurrentLayers::forward_dir(Saved& s, const RecurrentWeights& w, 
   for (int64_t step = 0; step < T; ++step) {
     const int64_t t = d == 1 ? T - 1 - step : step;
     for (int64_t n = 0; n < N; ++n) {
+      if (padded(s, t, n)) {  // its gates and extra stay zero
+        std::fill_n(s.y.f32() + (t * N + n) * ldy + d * H, H, 0.f);
+        continue;
+      }
       for (int64_t k = 0; k < H; ++k) hf[k] = static_cast<float>(h[n * H + k]);
       affine(w.w_ih[d], s.x.f32() + (t * N + n) * C, GH, C, w.b_ih[d], ai.data());
       affine(w.w_hh[d], hf.data(), GH, H, w.b_hh[d], ah.data());
@@ -103,6 +116,9 @@ void ReferenceRecurrentLayers::backward_dir(Saved& s, const RecurrentWeights& w,
   for (int64_t step = T - 1; step >= 0; --step) {
     const int64_t t = d == 1 ? T - 1 - step : step, tp = d == 1 ? t + 1 : t - 1;
     for (int64_t n = 0; n < N; ++n) {
+      // A padded step passes no gradient: dh and dc stay as they are (zero in the forward
+      // direction, which meets the padding first; unread in the reverse one, which meets it last).
+      if (padded(s, t, n)) continue;
       const float* hprev = step > 0 ? s.y.f32() + (tp * N + n) * ldy + d * H : zeros.data();
       const float* cprev = step > 0 ? s.extra[d].data() + (tp * N + n) * H : zeros.data();
       const float* gt = s.gates[d].data() + (t * N + n) * GH;

@@ -2,6 +2,8 @@
 // work between the GEMMs (activations and state update forward; gate gradients, the carried
 // state gradients and the bias-gradient sums backward), over whole rows in this level's vectors.
 // rnn_fused.cpp runs the GEMMs and calls these through cpu_kernels().
+#include <cstring>
+
 #include "backend/cpu/kernels/level.h"
 #include "backend/cpu/kernels/vec.h"
 #include "backend/cpu/rnn_fused_layout.h"
@@ -9,6 +11,15 @@
 namespace seqtrain::ST_ISA_NS {
 
 using namespace rnn_fused_layout;
+
+// A padded row (past its length) of a forward step: zero output and saved state, which is the
+// state the reverse direction starts from at the row's last valid step; the forward direction's
+// final state stays at that step's output. Its 16-bit copy of h (the next GEMM's input) too.
+static void zero_padded_row(const FusedRnnArgs& a, int64_t t, int64_t n, float* h, float* state) {
+  std::memset(h, 0, a.H * sizeof(float));
+  std::memset(state, 0, a.H * sizeof(float));
+  if (a.h_bf) std::memset(a.h_bf + (t * a.N + n) * a.H, 0, a.H * sizeof(uint16_t));
+}
 
 void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
   const int64_t t = time_of(a, s), N = a.N, H = a.H, G4 = 4 * H;
@@ -25,6 +36,10 @@ void lstm_step_forward(const FusedRnnArgs& a, int64_t s) {
     float* cn = c + n * H;
     float* hn = h + n * a.ld_out;
     const float* cp = c_prev ? c_prev + n * H : nullptr;
+    if (padded(a, t, n)) {
+      zero_padded_row(a, t, n, hn, cn);
+      continue;
+    }
     for_lanes(H, [&](auto l) {
       // Gate k's pre-activation: input projection, recurrent projection (none at the first
       // step), both biases.
@@ -63,6 +78,10 @@ void gru_step_forward(const FusedRnnArgs& a, int64_t s) {
     float* hn = h + n * a.ld_out;
     float* en = ghn + n * H;
     const float* hp = h_prev ? h_prev + n * a.ld_out : nullptr;
+    if (padded(a, t, n)) {
+      zero_padded_row(a, t, n, hn, en);
+      continue;
+    }
     for_lanes(H, [&](auto l) {
       // h_prev W_hh^T of gate k (zero at the first step).
       auto rec = [&](int64_t k) { return hp ? l.load(ghr + k * H) : splat(0.f); };
@@ -124,6 +143,14 @@ static StepSaved step_saved(const FusedRnnArgs& a, const FusedRnnGrads& g, int64
   return {t, saved_gates(a, t), g.dout + t * a.N * a.ld_out, a.extra + t * a.N * a.H};
 }
 
+// A padded row's gate gradients, fp32 and (when kept) 16-bit: zero, so the GEMMs that read
+// them add nothing to dW, dx or the carried dh, whatever x and dy hold there.
+static void zero_gate_grads(const FusedRnnArgs& a, int64_t n, float* d, uint16_t* d16) {
+  const int64_t G = rnn_gates(a.cell) * a.H;
+  std::memset(d, 0, G * sizeof(float));
+  if (d16) std::memset(d16 + n * G, 0, G * sizeof(uint16_t));
+}
+
 // row(n, acc) for every batch row: the rows go in blocks of kRowBlock over the threads, and acc
 // is the block's own zeroed row of width w in bias_partials, into which row() adds its rows'
 // bias-gradient terms (add_partials then sums the blocks in order: the same sums for any
@@ -146,6 +173,11 @@ void lstm_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s
   const float* c_prev = s ? a.extra + time_of(a, s - 1) * N * H : nullptr;
   for_row_blocks(g, N, H, G, [&](int64_t n, float* acc) {
     float* d = dgi + n * G;
+    if (padded(a, st.t, n)) {  // no gradient in, none out: zero gate gradients and carried dc
+      zero_gate_grads(a, n, d, dgi_b);
+      std::memset(g.dc + n * H, 0, H * sizeof(float));
+      return;
+    }
     const float* gn = gate_row(a, st.gates, n, G, d);
     float* dhn = g.dh + n * H;
     float* dcn = g.dc + n * H;
@@ -187,6 +219,12 @@ void gru_step_backward(const FusedRnnArgs& a, const FusedRnnGrads& g, int64_t s,
   for_row_blocks(g, N, H, W, [&](int64_t n, float* acc) {
     float* di = dgi + n * G;
     float* dr = dgh + n * G;
+    if (padded(a, st.t, n)) {  // no gradient in, none out: zero gate gradients and direct dh path
+      zero_gate_grads(a, n, di, dgi_b);
+      zero_gate_grads(a, n, dr, dgh_b);
+      std::memset(g.dh + n * H, 0, H * sizeof(float));
+      return;
+    }
     const float* gn = gate_row(a, st.gates, n, G, di);
     float* dhn = g.dh + n * H;
     const float* hpn = h_prev ? h_prev + n * ld : nullptr;
