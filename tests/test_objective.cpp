@@ -181,6 +181,8 @@ struct Problem {
   std::vector<int64_t> labels;  // class labels
   Shape x_tail, y_tail;         // shapes of one sample
   int64_t N = 27;
+  std::vector<int64_t> len;     // each sample's valid steps (variable-length problems), else empty
+  std::vector<uint8_t> padding;
 
   Tensor xs(int64_t begin, int64_t n) {
     Shape s{n};
@@ -192,6 +194,19 @@ struct Problem {
     s.insert(s.end(), y_tail.begin(), y_tail.end());
     if (!labels.empty()) return Tensor(labels.data() + begin * numel_of(y_tail), s, DType::i64);
     return Tensor(yf.data() + begin * numel_of(y_tail), s);
+  }
+  // Samples [begin, begin + n) as the loader builds them: with lengths and the padding mask.
+  Batch batch(int64_t begin, int64_t n) {
+    Batch b = batch_of(xs(begin, n));
+    b.targets = ys(begin, n);
+    if (len.empty()) return b;
+    const int64_t T = x_tail[0];
+    padding.assign(static_cast<size_t>(n * T), 0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t t = len[static_cast<size_t>(begin + i)]; t < T; ++t) padding[static_cast<size_t>(i * T + t)] = 1;
+    b.lengths = Tensor(len.data() + begin, {n}, DType::i64);
+    b.key_padding_mask = Tensor(padding.data(), {n, T}, DType::u8);
+    return b;
   }
 };
 
@@ -258,7 +273,7 @@ Accumulated accumulate(Problem& p, const std::vector<int64_t>& sizes, LossScaler
   TrainStep step(*p.model, rec, *sched, o);
   int64_t begin = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    const StepResult r = step.run(p.xs(begin, sizes[i]), p.ys(begin, sizes[i]), 7);
+    const StepResult r = step.run(p.batch(begin, sizes[i]), 7);
     EXPECT_EQ(r.updated, i + 1 == sizes.size());
     begin += sizes[i];
   }
@@ -286,7 +301,8 @@ void expect_unequal_micro_batches_match_one_batch(Problem p, int64_t targets_per
   std::vector<double> naive(big.grads.size(), 0.0);
   int64_t begin = 0;
   for (int64_t n : {8, 8, 8, 3}) {
-    Problem one{std::move(p.model), std::move(p.objective), {}, {}, {}, p.x_tail, p.y_tail, n};
+    Problem one{std::move(p.model), std::move(p.objective), {}, {}, {}, p.x_tail, p.y_tail, n, {}, {}};
+    if (!p.len.empty()) one.len.assign(p.len.begin() + begin, p.len.begin() + begin + n);
     one.x.assign(p.x.begin() + begin * numel_of(p.x_tail), p.x.begin() + (begin + n) * numel_of(p.x_tail));
     if (!p.labels.empty())
       one.labels.assign(p.labels.begin() + begin * numel_of(p.y_tail), p.labels.begin() + (begin + n) * numel_of(p.y_tail));
@@ -303,6 +319,38 @@ void expect_unequal_micro_batches_match_one_batch(Problem p, int64_t targets_per
 
 TEST(ObjectiveAccumulation, ForecasterMseUnequalMicroBatchesEqualOneBatch) {
   expect_unequal_micro_batches_match_one_batch(forecaster_problem(), 2);
+}
+
+// Padded samples of unequal lengths: micro-batches whose valid steps differ still give the big
+// batch's loss and gradient (a bidirectional LSTM classifier pooling the mean of valid steps).
+Problem padded_classifier_problem() {
+  Problem p;
+  ModelSpec s{"lstm", 3, 6, 8, 1, true, 0.f, 4};
+  s.pooling = "mean";
+  p.model = std::make_unique<Forecaster>(s);
+  p.objective = make_objective(LossKind::cross_entropy, {}, ObjectiveTask::classify);
+  Rng rng(24);
+  p.model->init(rng);
+  p.x = randn(rng, p.N * 6 * 3);
+  for (int64_t i = 0; i < p.N; ++i) {
+    p.labels.push_back(static_cast<int64_t>(rng.below(4)));
+    p.len.push_back(1 + static_cast<int64_t>(rng.below(6)));
+  }
+  p.x_tail = {6, 3};
+  p.y_tail = {};
+  return p;
+}
+
+TEST(ObjectiveAccumulation, PaddedMicroBatchesOfUnequalLengthsEqualOneBatch) {
+  Problem p = padded_classifier_problem();
+  // The lengths reach the model: the same samples without them give another gradient.
+  const Accumulated with = accumulate(p, {27});
+  std::vector<int64_t> len = std::move(p.len);
+  p.len.clear();
+  const Accumulated without = accumulate(p, {27});
+  EXPECT_GT(rel_err(with.grads, without.grads), 1e-3);
+  p.len = std::move(len);
+  expect_unequal_micro_batches_match_one_batch(std::move(p), 1);
 }
 
 TEST(ObjectiveAccumulation, ClassifierCrossEntropyUnequalMicroBatchesEqualOneBatch) {

@@ -82,6 +82,9 @@ ModelSpec every_field_set() {
   s.residual_inputs = {2, 0};
   s.quantile_levels = 3;
   s.future_steps = 5;
+  s.positions = "sinusoidal";
+  s.pooling = "max";
+  s.patch_size = 4;
   return s;
 }
 
