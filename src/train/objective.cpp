@@ -82,12 +82,11 @@ class ClassificationObjective final : public Objective {
   }
 
  private:
-  // int64 labels, one per sample ([B]) or per position ([B, T]) as the task says.
+  // int64 labels, one per sample ([B]) or per position ([B, T]); the loss op checks them against
+  // the logits' shape.
   const Tensor& labels(const Batch& b) const {
     const Tensor& t = targets_of(b, name());
     ST_CHECK(t.dtype == DType::i64, "{}: the targets are {} values, not int64 class labels", name(), dtype_name(t.dtype));
-    ST_CHECK(task_ == ObjectiveTask::next_token || t.shape.size() == 1,
-             "classification takes one label per sample, got targets of shape {}", shape_str(t.shape));
     return t;
   }
 
