@@ -39,7 +39,7 @@ struct StepContext {
 // every sample runs the whole T.
 inline std::span<const int64_t> host_lengths(const Batch& batch, const StepContext& ctx) {
   const Tensor& l = ctx.host_batch ? ctx.host_batch->lengths : batch.lengths;
-  if (l.numel() == 0) return {};
+  if (l.ptr == nullptr || l.numel() == 0) return {};  // a default Tensor (shape {}) counts one element
   return {static_cast<const int64_t*>(l.ptr), static_cast<size_t>(l.numel())};
 }
 
