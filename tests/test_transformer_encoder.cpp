@@ -16,12 +16,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/gemm_bf16.h"
+#include "backend/precision.h"
 #include "config/config.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
@@ -29,7 +32,10 @@
 #include "models/transformer_encoder.h"
 #include "nn/self_attention.h"
 #include "nn/transformer_block.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
 #include "test_util.h"
+#include "train/step.h"
 
 namespace seqtrain::testing {
 namespace {
@@ -343,6 +349,56 @@ TEST(EncoderModelCheckpointing, ChangesNoNumber) {
   EXPECT_EQ(a.y, b.y);
   EXPECT_EQ(a.grads, b.grads);
   EXPECT_NE(a.y, run_model(*plain, x, {8, 5, 2, 7}, dy, false).y) << "dropout was on";
+}
+
+// Under the bf16 policy the blocks' products run in bf16: outputs and gradients differ from fp32's
+// by bf16 rounding (not zero, which would mean fp32 ran).
+TEST(EncoderModelBf16, TheBlocksFollowThePolicy) {
+  if (!cpu_has_native_bf16()) GTEST_SKIP() << "no AVX512-BF16";
+  const ModelSpec spec = encoder_spec("max", "sinusoidal", 2);
+  auto f32 = random_encoder(spec, 49);
+  auto bf = random_encoder(spec, 49, ModelEnv{.precision = resolve_precision("bf16")});
+  Rng rng(50);
+  const std::vector<float> x = randn(rng, 4 * 8 * 3), dy = randn(rng, 4 * 2);
+  const ModelResult a = run_model(*f32, x, {8, 5, 2, 7}, dy), b = run_model(*bf, x, {8, 5, 2, 7}, dy);
+  const double ey = rel_err(b.y, a.y), eg = rel_err(b.grads, a.grads);
+  std::printf("[ bf16 ] transformer encoder vs fp32: outputs %.2e, gradients %.2e\n", ey, eg);
+  EXPECT_GT(ey, 1e-6);
+  EXPECT_LT(ey, 2e-2);
+  EXPECT_LT(eg, 5e-2);
+}
+
+// Through the training step on a padded batch (lengths read from the host batch): a set
+// classification (is the mean of feature 0 over the valid steps positive?) is learned.
+TEST(EncoderTraining, LearnsAPaddedClassification) {
+  ModelSpec spec = encoder_spec("mean", "none", 1);
+  spec.output_size = 2;
+  auto m = random_encoder(spec, 51);
+  auto opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 3e-3});
+  opt->set_decay_mask(m->params().decay_mask());
+  auto sched = make_schedule(ScheduleOptions{.name = "constant", .base_lr = 3e-3});
+  TrainStep step(*m, *opt, *sched, StepOptions{LossKind::cross_entropy, {}, 1.0, 1});
+  Rng rng(52);
+  const int64_t B = 16;
+  std::vector<double> losses;
+  for (int64_t s = 0; s < 150; ++s) {
+    std::vector<float> x = randn(rng, B * 8 * 3);
+    std::vector<int64_t> lengths(B), labels(B);
+    for (int64_t b = 0; b < B; ++b) {
+      lengths[b] = 1 + static_cast<int64_t>(rng.below(8));
+      double sum = 0;
+      for (int64_t t = 0; t < lengths[b]; ++t) sum += x[(b * 8 + t) * 3];
+      labels[b] = sum > 0;
+    }
+    Batch batch = batch_of(Tensor(x.data(), {B, 8, 3}));
+    batch.targets = Tensor(labels.data(), {B}, DType::i64);
+    batch.lengths = Tensor(lengths.data(), {B}, DType::i64);
+    step.run(batch, static_cast<uint64_t>(s));
+    losses.push_back(step.take_loss());
+  }
+  const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[147] + losses[148] + losses[149]) / 3;
+  std::printf("[ train ] padded set classification: loss %.3f -> %.3f\n", first, last);
+  EXPECT_LT(last, 0.5 * first);
 }
 
 // The summary lists every layer and owns every parameter (the bare cls_token too).
