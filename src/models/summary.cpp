@@ -114,7 +114,7 @@ std::vector<LayerRow> transformer_layers(const ModelSpec& s) {
                     {B, N, C}, name});
   }
   rows.push_back({"encoder.norm", "LayerNorm", {B, N, C}, "encoder.norm"});
-  rows.push_back({"pool", s.pooling + " over the valid tokens", {B, C}});
+  rows.push_back({"pool", cls ? "the cls token's output" : s.pooling + " over the valid tokens", {B, C}});
   rows.push_back({"head", fmt::format("Linear {} -> {}", C, s.output_size), {B, s.output_size}, "head"});
   return rows;
 }
