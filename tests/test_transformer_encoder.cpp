@@ -26,6 +26,7 @@
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/precision.h"
 #include "config/config.h"
+#include "guarded_backend.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
 #include "models/summary.h"
@@ -399,6 +400,50 @@ TEST(EncoderTraining, LearnsAPaddedClassification) {
   const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[147] + losses[148] + losses[149]) / 3;
   std::printf("[ train ] padded set classification: loss %.3f -> %.3f\n", first, last);
   EXPECT_LT(last, 0.5 * first);
+}
+
+// On a backend whose memory the host cannot touch (GuardedBackend: a stray host access faults)
+// the encoder trains bit for bit as on the reference backend it wraps: the token mask goes up by
+// Backend::upload, pooling and the cls token run on the backend's ops. Max pooling, host loops
+// for now, refuses such a backend by name.
+TEST(EncoderOnADevice, GuardedBackendTrainsBitwiseLikeTheReference) {
+  for (const char* pooling : {"mean", "cls", "last", "max"}) {
+    ModelSpec spec = encoder_spec(pooling, "sinusoidal", 2);
+    spec.dropout = 0.1f;
+    spec.backend = "reference";
+    GuardedBackend g(backend_named("reference"));
+    TransformerEncoder plain(spec), guarded(spec, ModelEnv{.backend = &g});
+    std::vector<std::vector<double>> losses(2);
+    std::vector<std::vector<float>> weights(2);
+    TransformerEncoder* models[2] = {&plain, &guarded};
+    Rng data(54);
+    const std::vector<float> x = randn(data, 4 * 8 * 3), y = randn(data, 4 * 2);
+    std::vector<int64_t> lengths{8, 5, 2, 7};
+    Batch batch = batch_of(Tensor(const_cast<float*>(x.data()), {4, 8, 3}));
+    batch.targets = Tensor(const_cast<float*>(y.data()), {4, 2});
+    batch.lengths = Tensor(lengths.data(), {4}, DType::i64);
+    for (int k = 0; k < 2; ++k) {
+      Rng rng(53);
+      models[k]->init(rng);
+      auto opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 1e-2}, models[k]->params().backend());
+      auto sched = make_schedule(ScheduleOptions{.name = "constant", .base_lr = 1e-2});
+      TrainStep step(*models[k], *opt, *sched, StepOptions{LossKind::mse, {}, 1.0, 1});
+      if (std::string(pooling) == "max" && k == 1) {
+        EXPECT_CONTAINS(error_of([&] { step.run(batch, 0); }), "runtime.device: cpu");
+        continue;
+      }
+      for (uint64_t s = 0; s < 4; ++s) {
+        step.run(batch, s);
+        losses[k].push_back(step.take_loss());
+      }
+      const HostReadView w = models[k]->params().read_view();
+      weights[k].assign(w.data(), w.data() + w.size());
+    }
+    if (std::string(pooling) == "max") continue;
+    EXPECT_EQ(losses[0], losses[1]) << pooling;
+    EXPECT_EQ(weights[0], weights[1]) << pooling;
+    EXPECT_NE(losses[0].front(), losses[0].back()) << pooling;
+  }
 }
 
 // The summary lists every layer and owns every parameter (the bare cls_token too).
