@@ -67,7 +67,8 @@ TEST_P(GptGolden, TwentyStepsAreBitIdenticalToTheRecordedRun) {
     write_npy(base + "_weights.npy", weights, {static_cast<int64_t>(weights.size())});
   }
   if (!std::filesystem::exists(base + "_losses.npy")) GTEST_SKIP() << "no recorded run for this ISA: " << base;
-  const std::vector<double> want_losses = read_npy(base + "_losses.npy"), want_weights = read_npy(base + "_weights.npy");
+  const std::vector<double> want_losses = read_npy(base + "_losses.npy");
+  const std::vector<double> want_weights = read_npy(base + "_weights.npy");
   ASSERT_EQ(want_losses.size(), losses.size());
   for (int64_t s = 0; s < N; ++s) EXPECT_EQ(losses[s], want_losses[s]) << "step " << s;
   ASSERT_EQ(want_weights.size(), weights.size());

@@ -127,7 +127,10 @@ TEST(EncoderBlock, KeyPaddingMatchesTorchTransformerEncoderLayer) {
   SEQTRAIN_REQUIRE_TORCH();
   ParamStore ps;
   TransformerBlock block(ps, "layer",
-                         TransformerBlockOptions{.n_embd = kC, .n_head = kH, .causal = false, .dropout_after_gelu = true,
+                         TransformerBlockOptions{.n_embd = kC,
+                                                 .n_head = kH,
+                                                 .causal = false,
+                                                 .dropout_after_gelu = true,
                                                  .names = TransformerBlockNames::torch_encoder()});
   ps.finalize();
   for (const char* name : {"layer.norm1.weight", "layer.self_attn.in_proj_bias", "layer.linear1.weight",

@@ -64,7 +64,8 @@ std::optional<ModelSpec> char_lm_from_weights(const WeightShapes& w, const std::
 // The encoder keys (model.pooling, model.positions, model.patch_size) a family without them must
 // leave at their defaults: `poolings` are the ones it has, positions and patches only the
 // transformer's. `type` names the family in the message.
-SettingsProblem encoder_keys_problem(const ModelSpec& s, const std::string& type, const std::vector<std::string>& poolings) {
+SettingsProblem encoder_keys_problem(const ModelSpec& s, const std::string& type,
+                                     const std::vector<std::string>& poolings) {
   if (std::find(poolings.begin(), poolings.end(), s.pooling) == poolings.end())
     return std::make_pair(std::string("model.pooling"),
                           fmt::format("config key 'model.pooling' is {}, which model.type {} does not have: use {}{}",

@@ -109,8 +109,9 @@ std::vector<LayerRow> transformer_layers(const ModelSpec& s) {
   if (positions == "sinusoidal") rows.push_back({"positions", "sinusoidal, added", {B, N, C}});
   for (int64_t i = 0; i < s.layers; ++i) {
     const std::string name = fmt::format("encoder.layers.{}", i);
-    rows.push_back({name, fmt::format("block: LayerNorm, attention ({} heads, key padding), LayerNorm, MLP {} -> {} -> {}",
-                                      s.heads, C, 4 * C, C),
+    rows.push_back({name,
+                    fmt::format("block: LayerNorm, attention ({} heads, key padding), LayerNorm, MLP {} -> {} -> {}",
+                                s.heads, C, 4 * C, C),
                     {B, N, C}, name});
   }
   rows.push_back({"encoder.norm", "LayerNorm", {B, N, C}, "encoder.norm"});

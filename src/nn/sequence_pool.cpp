@@ -24,15 +24,15 @@ Tensor SequencePool::forward(const Tensor& x, std::span<const int64_t> valid, co
            valid.size(), B_);
   valid_.assign(valid.begin(), valid.end());
   for (int64_t b = 0; b < B_; ++b)
-    ST_CHECK(valid_steps(b) >= 1 && valid_steps(b) <= T_, "SequencePool: sample {} has {} valid steps; each needs 1 to {}", b,
-             valid_steps(b), T_);
+    ST_CHECK(steps(b) >= 1 && steps(b) <= T_, "SequencePool: sample {} has {} valid steps; each needs 1 to {}", b,
+             steps(b), T_);
   Tensor y = arena.tensor({B_, C_});
   const float* xp = x.f32();
   switch (kind_) {
     case PoolKind::last:
     case PoolKind::first:
       for (int64_t b = 0; b < B_; ++b) {
-        const int64_t t = kind_ == PoolKind::last ? valid_steps(b) - 1 : 0;
+        const int64_t t = kind_ == PoolKind::last ? steps(b) - 1 : 0;
         backend_.copy(xp + (b * T_ + t) * C_, y.f32() + b * C_, static_cast<size_t>(C_));
       }
       break;
@@ -40,7 +40,7 @@ Tensor SequencePool::forward(const Tensor& x, std::span<const int64_t> valid, co
       ones_ = arena.tensor({T_});
       backend_.fill(ones_.f32(), static_cast<size_t>(T_), 1.f);
       for (int64_t b = 0; b < B_; ++b)
-        backend_.gemm(DType::f32, false, false, 1, C_, valid_steps(b), 1.f / static_cast<float>(valid_steps(b)), ones_.f32(), T_,
+        backend_.gemm(DType::f32, false, false, 1, C_, steps(b), 1.f / static_cast<float>(steps(b)), ones_.f32(), T_,
                       xp + b * T_ * C_, C_, 0.f, y.f32() + b * C_, C_);
       break;
     case PoolKind::max:
@@ -52,8 +52,8 @@ Tensor SequencePool::forward(const Tensor& x, std::span<const int64_t> valid, co
 }
 
 Tensor SequencePool::backward(const Tensor& dy, Arena& arena) {
-  ST_CHECK(dy.shape == Shape({B_, C_}) && dy.contiguous(), "SequencePool: gradient {} does not match the output [{}, {}]",
-           shape_str(dy.shape), B_, C_);
+  ST_CHECK(dy.shape == Shape({B_, C_}) && dy.contiguous(),
+           "SequencePool: gradient {} does not match the output [{}, {}]", shape_str(dy.shape), B_, C_);
   const float* g = dy.f32();
   if (kind_ == PoolKind::max) {
     Tensor dx = arena.tensor({B_, T_, C_});
@@ -64,10 +64,10 @@ Tensor SequencePool::backward(const Tensor& dy, Arena& arena) {
   for (int64_t b = 0; b < B_; ++b) {
     float* row = dx.f32() + b * T_ * C_;
     if (kind_ == PoolKind::mean)
-      backend_.gemm(DType::f32, false, false, valid_steps(b), C_, 1, 1.f / static_cast<float>(valid_steps(b)), ones_.f32(), 1,
+      backend_.gemm(DType::f32, false, false, steps(b), C_, 1, 1.f / static_cast<float>(steps(b)), ones_.f32(), 1,
                     g + b * C_, C_, 0.f, row, C_);
     else
-      backend_.copy(g + b * C_, row + (kind_ == PoolKind::last ? valid_steps(b) - 1 : 0) * C_, static_cast<size_t>(C_));
+      backend_.copy(g + b * C_, row + (kind_ == PoolKind::last ? steps(b) - 1 : 0) * C_, static_cast<size_t>(C_));
   }
   return dx;
 }

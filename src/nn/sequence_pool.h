@@ -37,7 +37,7 @@ class SequencePool {
   PoolKind kind() const { return kind_; }
 
  private:
-  int64_t valid_steps(int64_t b) const { return valid_.empty() ? T_ : valid_[static_cast<size_t>(b)]; }
+  int64_t steps(int64_t b) const { return valid_.empty() ? T_ : valid_[static_cast<size_t>(b)]; }
   Backend& backend_;
   PoolKind kind_;
   std::vector<int64_t> valid_;  // the last forward's
