@@ -145,6 +145,37 @@ TEST(EncoderBlock, KeyPaddingMatchesTorchTransformerEncoderLayer) {
   expect_torch_parity("layer", ps, p, kLengths, {kB, kT, kC}, kH);
 }
 
+// New values at padded steps change no valid step's output and, with the gradient zero at padded
+// steps (nothing reads them), no parameter gradient: for the attention and the whole block.
+TEST(EncoderBlock, PaddedStepsChangeNoValidOutputAndNoGradient) {
+  ParamStore ps;
+  TransformerBlock block(ps, "layer",
+                         TransformerBlockOptions{.n_embd = kC,
+                                                 .n_head = kH,
+                                                 .causal = false,
+                                                 .dropout_after_gelu = true,
+                                                 .names = TransformerBlockNames::torch_encoder()});
+  ps.finalize();
+  Rng rng(34);
+  randomize(ps, rng, 0.4f);
+  std::vector<float> x = randn(rng, kB * kT * kC), dy = randn(rng, kB * kT * kC);
+  const std::vector<uint8_t> mask = padding_mask(kLengths, kT);
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] *= mask[i / kC] ? 0.f : 1.f;
+  std::vector<float> y[2], grads[2];
+  for (int k = 0; k < 2; ++k) {
+    if (k == 1)
+      for (size_t i = 0; i < x.size(); ++i) x[i] = mask[i / kC] ? 50.f * rng.normal() : x[i];
+    Arena arena, scratch;
+    ps.zero_grad();
+    y[k] = values(block.forward(copy_in(arena, x, {kB, kT, kC}), arena, scratch, true, 7, mask.data()));
+    block.backward(copy_in(arena, dy, {kB, kT, kC}), arena, scratch);
+    grads[k].assign(ps.grads(), ps.grads() + ps.size());
+    for (size_t i = 0; i < y[k].size(); ++i) y[k][i] *= mask[i / kC] ? 0.f : 1.f;  // valid steps only
+  }
+  EXPECT_EQ(y[0], y[1]);
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
 // Non-causal attention with key padding in double, straight from the definition.
 std::vector<double> attention_ref(const std::vector<double>& x, const std::vector<double>& wa,
                                   const std::vector<double>& ba, const std::vector<double>& wp,
