@@ -94,8 +94,6 @@ SettingsProblem gpt_settings(const ModelSpec& s) {
   return encoder_keys_problem(s, "gpt", {"last"});
 }
 
-SettingsProblem transformer_settings(const ModelSpec& s) { return heads_problem(s); }
-
 template <typename M>
 std::unique_ptr<Model> make(const ModelSpec& s, const ModelEnv& env) {
   if constexpr (std::is_constructible_v<M, const ModelSpec&, const ModelEnv&>) return std::make_unique<M>(s, env);
@@ -144,7 +142,7 @@ std::vector<ModelFamily> make_families() {
                .precision_covers = "its encoder blocks: their Linear layers and attention",
                .fit_shape = fit_windows,
                .build = make<TransformerEncoder>,
-               .check_settings = transformer_settings,
+               .check_settings = heads_problem,
                .layers = transformer_layers});
   return f;
 }
