@@ -27,7 +27,7 @@
 // LayerNorm, GELU, softmax, the loss and AdamW are memory-bound and not counted.
 //
 // Then a per-phase profile of the same model, rebuilt from its layers over a ParamStore exactly
-// as models/gpt.cpp and models/gpt_block.cpp wire them (the same Embedding, LayerNorm, Linear,
+// as models/gpt.cpp and nn/transformer_block.cpp wire them (the same Embedding, LayerNorm, Linear,
 // Activation layers and the Backend's attention op), with a clock around each call:
 //   embed      the wte lookup and the wpe rows added onto it; backward: both scatter-adds
 //   layernorm  ln_1, ln_2, ln_f forward and backward
@@ -250,7 +250,7 @@ json bench_profile(const GptShape& s, const Args& a, const Data& d) {
     blocks.push_back(std::make_unique<ProfBlock>(ps, "transformer.h." + std::to_string(l), C, true, adt));
   LayerNorm ln_f(ps, "transformer.ln_f", C, true);
   WeightProduct head(be, adt, "head");
-  // As GptBlock: under bf16 ln_1, ln_2, GELU and ln_f write the next Linear's rounded input.
+  // As TransformerBlock: under bf16 ln_1, ln_2, GELU and ln_f write the next Linear's rounded input.
   const DType half_out = half_output_type(be, adt);
   ps.finalize();
   apply_decay_policy(ps, "2d");

@@ -96,6 +96,44 @@ void expect_pytorch_agrees(Model& m, const std::string& out) {
       << s.type << ": PyTorch's outputs differ from seqtrain's (report above)";
 }
 
+// A transformer export gives seqtrain's outputs on a padded batch: load_exported's module reads
+// the same lengths (python/seqtrain_torch/transformer.py), padding masked the same way.
+TEST(Export, TransformerExportAgreesOnAPaddedBatch) {
+  SEQTRAIN_REQUIRE_TORCH();
+  ModelSpec s;
+  s.type = "transformer";
+  s.input_size = 3;
+  s.lookback = 8;
+  s.hidden = 8;
+  s.layers = 2;
+  s.heads = 2;
+  s.output_size = 2;
+  s.pooling = "mean";
+  s.patch_size = 2;
+  std::unique_ptr<Model> m = build_model(s);
+  Rng rng(4);
+  m->init(rng);
+  TempDir dir;
+  CheckpointData data;
+  data.params = &m->params();
+  data.state = {{"tag", "best"}, {"model_spec", spec_to_json(s)}};
+  save_checkpoint(dir / "ckpt", data);
+  export_model({.checkpoint = dir / "ckpt", .out = dir / "out"});
+  std::vector<float> x = randn(rng, 3 * 8 * 3);
+  std::vector<int64_t> lengths{8, 3, 6};
+  Batch batch = batch_of(Tensor(x.data(), {3, 8, 3}));
+  batch.lengths = Tensor(lengths.data(), {3}, DType::i64);
+  Arena arena;
+  StepContext ctx(arena);
+  const Tensor y = m->forward(batch, ctx);
+  write_npy(dir / "x.npy", x, {3, 8, 3});
+  write_npy(dir / "y.npy", y.f32(), {y.numel()});
+  write_npy(dir / "lengths.npy", lengths, {3});
+  EXPECT_EQ(run_python("export_check.py", (dir / "out") + " " + (dir / "x.npy") + " " + (dir / "y.npy") + " " +
+                                              (dir / "lengths.npy")),
+            0);
+}
+
 // Files in `dir` whose name starts with `prefix` (temporaries an export must not leave).
 int count_named(const std::string& dir, const std::string& prefix) {
   int n = 0;

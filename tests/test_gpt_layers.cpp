@@ -1,5 +1,5 @@
 // Tests for the GPT layers: LayerNorm, the causal self-attention op (the CPU backend's flash
-// kernels against the reference backend's naive loops) and the CausalSelfAttention layer.
+// kernels against the reference backend's naive loops) and the SelfAttention layer.
 //
 // Gradient checks follow tests/test_layers.cpp: the f32 analytic backward against central
 // finite differences of L = sum(r * y) on a naive double-precision forward written here, for the
@@ -24,7 +24,7 @@
 #include "core/arena.h"
 #include "core/rng.h"
 #include "models/model.h"
-#include "nn/causal_self_attention.h"
+#include "nn/self_attention.h"
 #include "nn/layer_norm.h"
 #include "nn/params.h"
 #include "test_util.h"
@@ -326,9 +326,9 @@ TEST(GptLayerNorm, MatchesTorch) {
 TEST(GptLayerNorm, NamesInitAndDecayPolicy) {
   ParamStore ps;
   LayerNorm ln(ps, "transformer.h.0.ln_1", 8);
-  CausalSelfAttentionOptions o;
+  SelfAttentionOptions o;
   o.n_head = 2;
-  CausalSelfAttention attn(ps, "transformer.h.0.attn", 8, o);
+  SelfAttention attn(ps, "transformer.h.0.attn", 8, o);
   ps.finalize();
   ln.init();
   EXPECT_EQ(ps.entries()[ln.weight].name, "transformer.h.0.ln_1.weight");
@@ -394,7 +394,7 @@ TEST(GptLayerNorm, BadInputIsAnError) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CausalSelfAttention
+// SelfAttention
 
 struct CsaCase {
   int64_t B, T, C, H;
@@ -447,15 +447,15 @@ struct CsaRef {
 struct CsaRun {
   CsaCase c;
   ParamStore ps;
-  std::unique_ptr<CausalSelfAttention> layer;
+  std::unique_ptr<SelfAttention> layer;
   Arena arena;
   std::vector<float> x, r, g0;
   Tensor y, dx;
   CsaRun(const CsaCase& cc, uint64_t seed, Backend& be = cpu()) : c(cc) {
     ps.set_backend(be);
-    CausalSelfAttentionOptions o;
+    SelfAttentionOptions o;
     o.n_head = c.H; o.bias = c.bias; o.attn_dropout = c.attn_p; o.resid_dropout = c.resid_p;
-    layer = std::make_unique<CausalSelfAttention>(ps, "attn", c.C, o);
+    layer = std::make_unique<SelfAttention>(ps, "attn", c.C, o);
     ps.finalize();
     Rng rng(seed);
     auto p = randn(rng, ps.size(), 0.4f);
@@ -503,19 +503,19 @@ TEST_P(GptCausalSelfAttention, MatchesFiniteDifferences) {
   const CsaCase c = GetParam();
   CsaRun run(c, 21);
   const CsaRef ref = run.reference();
-  CausalSelfAttention& l = *run.layer;
+  SelfAttention& l = *run.layer;
   auto xd = to_double(run.x), r = to_double(run.r);
-  auto wa = run.param(l.c_attn.weight), wp = run.param(l.c_proj.weight);
-  std::vector<double> ba = c.bias ? run.param(l.c_attn.bias) : std::vector<double>{};
-  std::vector<double> bp = c.bias ? run.param(l.c_proj.bias) : std::vector<double>{};
+  auto wa = run.param(l.in_proj.weight), wp = run.param(l.out_proj.weight);
+  std::vector<double> ba = c.bias ? run.param(l.in_proj.bias) : std::vector<double>{};
+  std::vector<double> bp = c.bias ? run.param(l.out_proj.bias) : std::vector<double>{};
   auto L = [&] { return dot(ref.forward(xd, wa, ba, wp, bp), r); };
   EXPECT_LT(rel_err(to_double(run.y.f32(), xd.size()), ref.forward(xd, wa, ba, wp, bp)), 1e-5) << "y";
   EXPECT_LT(rel_err(to_double(run.dx.f32(), xd.size()), numgrad(xd, L)), 1e-4) << "dx";
-  EXPECT_LT(rel_err(run.added(l.c_attn.weight), numgrad(wa, L)), 1e-4) << "dc_attn.weight";
-  EXPECT_LT(rel_err(run.added(l.c_proj.weight), numgrad(wp, L)), 1e-4) << "dc_proj.weight";
+  EXPECT_LT(rel_err(run.added(l.in_proj.weight), numgrad(wa, L)), 1e-4) << "dc_attn.weight";
+  EXPECT_LT(rel_err(run.added(l.out_proj.weight), numgrad(wp, L)), 1e-4) << "dc_proj.weight";
   if (c.bias) {
-    EXPECT_LT(rel_err(run.added(l.c_attn.bias), numgrad(ba, L)), 1e-4) << "dc_attn.bias";
-    EXPECT_LT(rel_err(run.added(l.c_proj.bias), numgrad(bp, L)), 1e-4) << "dc_proj.bias";
+    EXPECT_LT(rel_err(run.added(l.in_proj.bias), numgrad(ba, L)), 1e-4) << "dc_attn.bias";
+    EXPECT_LT(rel_err(run.added(l.out_proj.bias), numgrad(bp, L)), 1e-4) << "dc_proj.bias";
   }
 }
 
@@ -524,7 +524,7 @@ TEST_P(GptCausalSelfAttention, MatchesTorch) {
   const CsaCase c = GetParam();
   CsaRun run(c, 22);
   const CsaRef ref = run.reference();
-  CausalSelfAttention& l = *run.layer;
+  SelfAttention& l = *run.layer;
   TempDir dir;
   const std::vector<int64_t> meta = {c.H, c.bias ? 1 : 0};
   write_npy(dir / "meta.npy", meta, {2});
@@ -532,10 +532,10 @@ TEST_P(GptCausalSelfAttention, MatchesTorch) {
   write_npy(dir / "dy.npy", run.r, {c.B, c.T, c.C});
   write_npy(dir / "attn_factor.npy", ref.attn_factor, {c.B, c.H, c.T, c.T});
   write_npy(dir / "resid_factor.npy", ref.resid_factor, {c.B, c.T, c.C});
-  std::vector<std::pair<std::string, size_t>> params = {{"c_attn.weight", l.c_attn.weight}, {"c_proj.weight", l.c_proj.weight}};
+  std::vector<std::pair<std::string, size_t>> params = {{"c_attn.weight", l.in_proj.weight}, {"c_proj.weight", l.out_proj.weight}};
   if (c.bias) {
-    params.push_back({"c_attn.bias", l.c_attn.bias});
-    params.push_back({"c_proj.bias", l.c_proj.bias});
+    params.push_back({"c_attn.bias", l.in_proj.bias});
+    params.push_back({"c_proj.bias", l.out_proj.bias});
   }
   for (const auto& [name, i] : params) write_npy(dir / (name + ".npy"), run.ps.param(i).f32(), run.ps.param(i).shape);
   ASSERT_EQ(run_python("gpt_layers_ref.py", "attention " + dir.path.string()), 0);
@@ -564,7 +564,7 @@ TEST(GptCausalSelfAttentionLayer, SameOnBothBackendsAndEvalIsDeterministic) {
   const int64_t n = c.B * c.T * c.C;
   EXPECT_LT(rel_err(to_double(a.y.f32(), n), to_double(b.y.f32(), n)), 1e-5);
   EXPECT_LT(rel_err(to_double(a.dx.f32(), n), to_double(b.dx.f32(), n)), 1e-5);
-  EXPECT_LT(rel_err(a.added(a.layer->c_attn.weight), b.added(b.layer->c_attn.weight)), 1e-5);
+  EXPECT_LT(rel_err(a.added(a.layer->in_proj.weight), b.added(b.layer->in_proj.weight)), 1e-5);
   Arena arena;
   Tensor x = arena.tensor({c.B, c.T, c.C});
   std::copy(a.x.begin(), a.x.end(), x.f32());
@@ -574,20 +574,20 @@ TEST(GptCausalSelfAttentionLayer, SameOnBothBackendsAndEvalIsDeterministic) {
 
 TEST(GptCausalSelfAttentionLayer, BadInputIsAnError) {
   ParamStore ps;
-  CausalSelfAttentionOptions o;
+  SelfAttentionOptions o;
   o.n_head = 3;
-  EXPECT_CONTAINS(error_of([&] { CausalSelfAttention(ps, "attn", 10, o); }),
+  EXPECT_CONTAINS(error_of([&] { SelfAttention(ps, "attn", 10, o); }),
                   "n_embd 10 must be a positive multiple of n_head 3 (the qkv width 3 * n_embd = 30");
   o.n_head = 2;
   o.precision = DType::f16;
-  EXPECT_CONTAINS(error_of([&] { CausalSelfAttention(ps, "attn2", 8, o); }), "use f32 or bf16");
+  EXPECT_CONTAINS(error_of([&] { SelfAttention(ps, "attn2", 8, o); }), "use f32 or bf16");
   ParamStore ps_ref;
   ps_ref.set_backend(ref());
   o.precision = DType::bf16;
-  EXPECT_CONTAINS(error_of([&] { CausalSelfAttention(ps_ref, "attn", 8, o); }), "reference backend has no bf16 attention");
+  EXPECT_CONTAINS(error_of([&] { SelfAttention(ps_ref, "attn", 8, o); }), "reference backend has no bf16 attention");
   ParamStore ok;
   o.precision = DType::f32;
-  CausalSelfAttention layer(ok, "attn", 8, o);
+  SelfAttention layer(ok, "attn", 8, o);
   ok.finalize();
   Arena arena;
   EXPECT_CONTAINS(error_of([&] { layer.forward(arena.tensor({2, 3, 6}), arena, true, 0); }),

@@ -148,7 +148,7 @@ TEST(ModelsErrors, WrongInputShapeIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[batch, time, 3]"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(make_model(ModelSpec{"transformer", 3, 5, 4, 1, false, 0.f, 1}), Error);
+  EXPECT_THROW(make_model(ModelSpec{"tcn", 3, 5, 4, 1, false, 0.f, 1}), Error);
 }
 
 }  // namespace

@@ -31,16 +31,16 @@ using cli::run_seqtrain;
 
 TEST(ModelRegistry, UnknownFamilyIsAnErrorListingEveryRegisteredName) {
   const std::vector<std::string> names = model_type_names();
-  for (const char* n : {"lstm", "gru", "mlp", "char_lstm", "char_gru"})
+  for (const char* n : {"lstm", "gru", "mlp", "char_lstm", "char_gru", "gpt", "transformer"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
-  EXPECT_EQ(find_family("transformer"), nullptr);
+  EXPECT_EQ(find_family("tcn"), nullptr);
   const std::vector<std::string> errors = {
-      error_of([] { family("transformer"); }),
-      error_of([] { make_model(ModelSpec{"transformer", 3, 5, 4, 1, false, 0.f, 1}); }),
-      error_of([] { spec_from_json(nlohmann::json{{"type", "transformer"}}); }),
-      error_of([] { load_config_text("model:\n  type: transformer\n", "t.yaml", "."); })};
+      error_of([] { family("tcn"); }),
+      error_of([] { make_model(ModelSpec{"tcn", 3, 5, 4, 1, false, 0.f, 1}); }),
+      error_of([] { spec_from_json(nlohmann::json{{"type", "tcn"}}); }),
+      error_of([] { load_config_text("model:\n  type: tcn\n", "t.yaml", "."); })};
   for (const std::string& e : errors) {
-    EXPECT_CONTAINS(e, "transformer");
+    EXPECT_CONTAINS(e, "tcn");
     for (const std::string& n : names) EXPECT_CONTAINS(e, n);
   }
   for (const std::string& n : names) {

@@ -5,6 +5,7 @@
   model.safetensors loads with load_state_dict(strict=True), and back; load_exported(DIR) for a
   `seqtrain export` directory.
 - gpt: GPT / GPTConfig, nanoGPT's architecture and state_dict names (seqtrain model type gpt).
+- transformer: TransformerEncoder, torch's encoder layers under seqtrain's names (model type transformer).
 
 The model names are imported lazily, so the file I/O works on machines without torch.
 """
@@ -13,11 +14,12 @@ from .safetensors_io import load_file, read_file, save_file
 
 __all__ = ["load_file", "read_file", "save_file",
            "CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_exported", "load_seqtrain", "save_seqtrain",
-           "tied_groups", "GPT", "GPTConfig"]
+           "tied_groups", "GPT", "GPTConfig", "TransformerEncoder"]
 
 _MODEL_NAMES = {"CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_exported", "load_seqtrain", "save_seqtrain",
                 "tied_groups"}
 _GPT_NAMES = {"GPT", "GPTConfig"}
+_TRANSFORMER_NAMES = {"TransformerEncoder"}
 
 
 def __getattr__(name):
@@ -27,4 +29,7 @@ def __getattr__(name):
     if name in _GPT_NAMES:
         from . import gpt
         return getattr(gpt, name)
+    if name in _TRANSFORMER_NAMES:
+        from . import transformer
+        return getattr(transformer, name)
     raise AttributeError(f"module 'seqtrain_torch' has no attribute {name!r}")

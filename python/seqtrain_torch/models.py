@@ -50,6 +50,10 @@ GPT (seqtrain model type ``gpt``): nanoGPT's names, ``transformer.wte.weight``, 
 (lm_head.weight = transformer.wte.weight) is stored are in gpt.py's docstring. In short: the file
 holds both tied keys with byte-identical data; load_seqtrain refuses a file whose copies differ.
 
+TransformerEncoder (seqtrain model type ``transformer``): ``input_proj.*``, ``cls_token`` (pooling cls),
+``pos_embed.weight`` (learned positions), torch's ``encoder.layers.{i}.{self_attn,linear1,linear2,norm1,norm2}.*``
+and ``encoder.norm.*``, ``head.*``; the list with shapes and the forward are in transformer.py's docstring.
+
 Tied parameters in general: a module whose state_dict holds one tensor under several names
 (weight tying) is saved with every name, each with the full data; load_seqtrain checks that the
 file's copies are bit-identical before loading (RuntimeError otherwise).
@@ -227,7 +231,10 @@ def from_spec(spec):
     gpt takes either nanoGPT's names (vocab_size, block_size, n_layer, n_head, n_embd, dropout,
     bias) or seqtrain's ModelSpec names (vocab_size, lookback = block_size, layers = n_layer,
     heads = n_head, hidden = n_embd, dropout, bias), so config.json's "model_spec" and "torch"
-    of a ``seqtrain export`` both work; a key given under both names must agree."""
+    of a ``seqtrain export`` both work; a key given under both names must agree.
+
+    transformer takes input_size, lookback, hidden, layers, heads, dropout, output_size, positions,
+    pooling, patch_size and bias (transformer.py); its forward takes optional lengths."""
     kind = spec.get("type", "lstm")
     common = dict(hidden=int(spec.get("hidden", 64)), layers=int(spec.get("layers", 1)),
                   dropout=float(spec.get("dropout", 0.0)), output_size=int(spec.get("output_size", 1)))
@@ -250,7 +257,14 @@ def from_spec(spec):
                              n_layer=_gpt_key(spec, "n_layer", "layers", 1), n_head=_gpt_key(spec, "n_head", "heads", 1),
                              n_embd=_gpt_key(spec, "n_embd", "hidden", 32), dropout=float(spec.get("dropout", 0.0)),
                              bias=_as_bool(spec.get("bias", True))))
-    raise ValueError(f"unknown model type {kind!r}; expected lstm, gru, mlp, char_lstm, char_gru or gpt")
+    if kind == "transformer":
+        from .transformer import TransformerEncoder
+        residual.pop("future_steps")
+        return TransformerEncoder(int(spec.get("input_size", 1)), int(spec.get("lookback", 1)),
+                                  heads=int(spec.get("heads", 4)), positions=spec.get("positions", "auto"),
+                                  pooling=spec.get("pooling", "last"), patch_size=int(spec.get("patch_size", 1)),
+                                  bias=_as_bool(spec.get("bias", True)), **residual, **common)
+    raise ValueError(f"unknown model type {kind!r}; expected lstm, gru, mlp, char_lstm, char_gru, gpt or transformer")
 
 
 def _gpt_key(spec, nano, seqtrain, default):

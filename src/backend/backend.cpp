@@ -215,6 +215,29 @@ void Backend::quantile_loss_backward(const QuantileArgs& a, float k, float* grad
     }
 }
 
+void Backend::masked_max_forward(const float* x, const uint8_t* mask, int64_t B, int64_t T, int64_t C, float* y,
+                                 int32_t* arg) {
+  ST_CHECK(host_accessible(), "model.pooling max runs on the CPU for now; the {} backend has no masked max: set "
+           "runtime.device: cpu", name());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c) {
+      int64_t best = -1;
+      for (int64_t t = 0; t < T; ++t)
+        if (!(mask && mask[b * T + t]) && (best < 0 || x[(b * T + t) * C + c] > x[(b * T + best) * C + c])) best = t;
+      ST_CHECK(best >= 0, "masked max: sample {} has no unpadded step", b);
+      y[b * C + c] = x[(b * T + best) * C + c];
+      arg[b * C + c] = static_cast<int32_t>(best);
+    }
+}
+
+void Backend::masked_max_backward(const float* dy, const int32_t* arg, int64_t B, int64_t T, int64_t C, float* dx) {
+  ST_CHECK(host_accessible(), "model.pooling max runs on the CPU for now; the {} backend has no masked max: set "
+           "runtime.device: cpu", name());
+  std::fill(dx, dx + B * T * C, 0.f);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c) dx[(b * T + arg[b * C + c]) * C + c] = dy[b * C + c];
+}
+
 namespace {
 float softplus(float x) { return x > 20.f ? x : std::log1p(std::exp(x)); }
 }  // namespace

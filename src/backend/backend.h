@@ -393,6 +393,14 @@ class Backend : public DeviceMemory {
   virtual void monotone_quantiles_forward(const float* raw, float* out, int64_t groups, int64_t levels);
   virtual void monotone_quantiles_backward(const float* raw, const float* dout, float* draw, int64_t groups,
                                            int64_t levels);
+  // The elementwise max over each sample's unpadded steps (nn/sequence_pool.h's max pooling):
+  // x [B, T, C], mask null or [B, T] u8 (nonzero = padding; every sample has an unpadded step):
+  // y[b, c] = max over unpadded t of x[b, t, c], arg[b, c] = that t (the first on ties);
+  // backward overwrites dx [B, T, C] with dy[b, c] at (b, arg[b, c], c) and 0 elsewhere.
+  // Host loops by default, like the quantile ops.
+  virtual void masked_max_forward(const float* x, const uint8_t* mask, int64_t B, int64_t T, int64_t C, float* y,
+                                  int32_t* arg);
+  virtual void masked_max_backward(const float* dy, const int32_t* arg, int64_t B, int64_t T, int64_t C, float* dx);
   // torch.nn.utils.clip_grad_norm_ decided where g lives: *norm = ||g||_2 (double); when
   // max_norm > 0 and the norm is finite, g *= max_norm / (norm + 1e-6) if that is below 1
   // (optim/clip.h's rule, non-finite gradients left alone).

@@ -543,9 +543,10 @@ class Loader {
     const bool windowed = is_series(d);
     const std::string& r = c.model.residual_to;
     if (r != "none") {
-      if (!windowed || (c.model.type != "lstm" && c.model.type != "gru" && c.model.type != "mlp"))
+      if (!windowed || (c.model.type != "lstm" && c.model.type != "gru" && c.model.type != "mlp" &&
+                        c.model.type != "transformer"))
         fail("{}: config key 'model.residual_to' is {}, a forecast baseline over the window's own targets: it needs "
-             "data.source csv or synthetic and model.type lstm, gru or mlp (got {} and {}); set model.residual_to: "
+             "data.source csv or synthetic and model.type lstm, gru, mlp or transformer (got {} and {}); set model.residual_to: "
              "none", origin("model.residual_to"), r, d.source, c.model.type);
       for (const auto& t : d.targets)
         if (!d.features.empty() && std::find(d.features.begin(), d.features.end(), t) == d.features.end())

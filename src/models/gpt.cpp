@@ -2,26 +2,16 @@
 // with the KV cache is in gpt_generate.cpp.
 #include "models/gpt.h"
 
-#include <fmt/format.h>
-
 #include <cmath>
-#include <cstring>
 
 #include "backend/backend.h"
+#include "models/registry.h"
 #include "models/token_ids.h"
 
 namespace seqtrain {
 
-std::optional<std::pair<std::string, std::string>> gpt_settings_problem(const ModelSpec& s) {
-  if (s.heads >= 1 && s.hidden % s.heads == 0) return std::nullopt;
-  return std::make_pair(std::string("model.heads"),
-                        fmt::format("config key 'model.heads' is {}, which does not divide model.hidden {} (n_embd): each "
-                                    "head takes hidden / heads channels; pick heads among the divisors of {}",
-                                    s.heads, s.hidden, s.hidden));
-}
-
 void check_gpt_spec(const ModelSpec& s, const Precision& precision) {
-  if (auto p = gpt_settings_problem(s)) fail("{}", p->second);
+  if (auto p = heads_problem(s)) fail("{}", p->second);
   ST_CHECK(s.vocab_size > 0,
            "model.type gpt needs a vocabulary: it is taken from a text data source (data.source: text), got "
            "vocab_size {}", s.vocab_size);
@@ -35,39 +25,30 @@ void check_gpt_spec(const ModelSpec& s, const Precision& precision) {
 }
 
 namespace {
-// 0..n-1 as int64, in a float buffer of 2n (the bytes, never float arithmetic).
-// The position ids of a [B, T] batch, 0..T-1 in every row, as int64 in the backend's memory.
-DeviceBuffer position_ids(Backend& backend, int64_t B, int64_t T) {
-  std::vector<int64_t> ids(static_cast<size_t>(B * T));
-  for (int64_t i = 0; i < B * T; ++i) ids[static_cast<size_t>(i)] = i % T;
-  DeviceBuffer buf(backend, 2 * ids.size(), /*zero=*/false);
-  if (backend.host_accessible()) std::memcpy(buf.data(), ids.data(), ids.size() * sizeof(int64_t));
-  else buf.upload({reinterpret_cast<const float*>(ids.data()), 2 * ids.size()});
-  return buf;
-}
-
 const ModelSpec& checked(const ModelSpec& s, const Precision& precision) {
   check_gpt_spec(s, precision);
   return s;
 }
 
-GptBlockOptions block_options(const ModelSpec& s, const Precision& precision) {
-  GptBlockOptions o;
-  o.n_embd = s.hidden;
-  o.n_head = s.heads;
-  o.bias = s.bias;
-  o.dropout = s.dropout;
-  o.compute = precision.compute;
-  o.checkpoint = s.grad_checkpoint;
-  return o;
+TransformerBlockOptions block_options(const ModelSpec& s, const Precision& precision) {
+  return TransformerBlockOptions{.n_embd = s.hidden,
+                                 .n_head = s.heads,
+                                 .causal = true,
+                                 .bias = s.bias,
+                                 .dropout = s.dropout,
+                                 .compute = precision.compute,
+                                 .checkpoint = s.grad_checkpoint,
+                                 .names = TransformerBlockNames::nanogpt()};
 }
 
 // The blocks, built in the member initialisers between wpe and ln_f so the parameters register in
 // nanoGPT's state_dict order (wte, wpe, h.*, ln_f): the model file then has that order too.
-std::vector<std::unique_ptr<GptBlock>> make_blocks(ParamStore& params, const ModelSpec& s, const Precision& p) {
-  std::vector<std::unique_ptr<GptBlock>> blocks;
+std::vector<std::unique_ptr<TransformerBlock>> make_blocks(ParamStore& params, const ModelSpec& s,
+                                                           const Precision& p) {
+  std::vector<std::unique_ptr<TransformerBlock>> blocks;
   for (int64_t i = 0; i < s.layers; ++i)
-    blocks.push_back(std::make_unique<GptBlock>(params, "transformer.h." + std::to_string(i), block_options(s, p)));
+    blocks.push_back(
+        std::make_unique<TransformerBlock>(params, "transformer.h." + std::to_string(i), block_options(s, p)));
   return blocks;
 }
 
@@ -79,7 +60,7 @@ bool ends_with(const std::string& s, const std::string& tail) {
 Gpt::Gpt(const ModelSpec& spec, const ModelEnv& env)
     : TextModel(checked(spec, env.precision), env),
       wte_(params_, "transformer.wte", spec.vocab_size, spec.hidden),
-      wpe_(params_, "transformer.wpe", spec.lookback, spec.hidden),
+      wpe_(params_, "transformer.wpe", PositionKind::learned, spec.lookback, spec.hidden),
       drop_(spec.dropout, &params_.backend()),
       blocks_(make_blocks(params_, spec, env.precision)),
       ln_f_(params_, "transformer.ln_f", spec.hidden, spec.bias),
@@ -116,7 +97,7 @@ Tensor Gpt::forward(const Batch& batch, StepContext& ctx) {
   ST_CHECK(T_ <= spec_.lookback, "gpt: a sequence of {} tokens is longer than the block size {} (data.block_size)",
            T_, spec_.lookback);
   Tensor x = wte_.forward(ids, arena, /*ids_checked=*/true);  // token_ids checked them: [B, T, C]
-  add_positions(x, arena);                       // + wpe[t] on every sequence's row t
+  wpe_.add(x, arena);                            // + wpe[t] on every sequence's row t
   x = drop_.forward(x, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
   for (size_t l = 0; l < blocks_.size(); ++l)
     x = blocks_[l]->forward(x, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l));
@@ -132,25 +113,9 @@ void Gpt::backward(StepContext& ctx) {
   for (size_t l = blocks_.size(); l-- > 0;) dx = blocks_[l]->backward(dx, arena, scratch_);
   dx = drop_.backward(dx, arena);
   wte_.backward(dx, arena);
-  positions_backward(dx, arena);  // every sequence's row t into wpe row t
+  wpe_.backward(dx, arena);  // every sequence's row t into wpe row t
   ctx.note_scratch(spec_.grad_checkpoint ? scratch_.high_water() : 0);
 }
-
-// One lookup of the [B, T] position ids (made once per batch shape, not per step): one launch
-// each way instead of one per sequence, each of which read its id check back on a GPU.
-void Gpt::add_positions(const Tensor& x, Arena& arena) {
-  if (positions_B_ != B_ || positions_T_ != T_) {
-    positions_ = position_ids(params_.backend(), B_, T_);
-    positions_B_ = B_;
-    positions_T_ = T_;
-  }
-  const Tensor pos(positions_.data(), {B_, T_}, DType::i64);
-  wpe_.forward_add(pos, x, arena, /*ids_checked=*/true);
-}
-
-void Gpt::positions_backward(const Tensor& dx, Arena& arena) { wpe_.backward(dx, arena); }
-
-
 
 // logits[N, V] = x[N, C] wte[V, C]^T, N = B*T.
 Tensor Gpt::head_forward(const Tensor& x, Arena& arena) {

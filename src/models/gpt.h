@@ -2,7 +2,8 @@
 // seqtrain checkpoint loads into nanoGPT's GPT (and python/seqtrain_torch/gpt.py) with
 // load_state_dict(strict=True) and back:
 //   x = drop(wte(idx) + wpe(pos))                  transformer.wte [V, C], transformer.wpe [block, C]
-//   x = block_i(x) for i < n_layer                 transformer.h.{i}.* (models/gpt_block.h)
+//   x = block_i(x) for i < n_layer                 transformer.h.{i}.* (nn/transformer_block.h: causal,
+//                                                  nanoGPT's names)
 //   logits = ln_f(x) @ wte^T                       transformer.ln_f; lm_head.weight is wte (tied)
 // The head is tied to the token embedding as in nanoGPT: one tensor in the ParamStore (the
 // optimizer, clipping and gradients see it once, its gradient the sum of both uses) and an
@@ -19,24 +20,22 @@
 // Linears of each block, the attention op and the tied head (x and wte rounded, fp32 logits).
 // Master weights, embeddings, LayerNorm, GELU, softmax, residuals, the loss and the optimizer stay
 // fp32. fp16 is refused by name.
-// train.grad_checkpoint recomputes each block inside backward (gpt_block.h).
+// train.grad_checkpoint recomputes each block inside backward (nn/transformer_block.h).
 //
 // Generation (TextGenerator) keeps a KV cache per layer: each new token runs the blocks on one
 // position, attending to the cached keys and values of the tokens before it, in fp32 loops —
 // the same arithmetic as the full forward, checked against it in tests/test_gpt.cpp.
 #pragma once
 #include <memory>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "backend/device_buffer.h"
-#include "models/gpt_block.h"
 #include "models/text_model.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/layer_norm.h"
+#include "nn/positions.h"
+#include "nn/transformer_block.h"
 
 namespace seqtrain {
 
@@ -51,23 +50,16 @@ class Gpt : public TextModel {
 
  private:
   void init_params(Rng& rng) override;
-  // wpe's rows onto every sequence of x [B, T, C], and their gradient back: one lookup of the
-  // [B, T] position ids (each row 0..T-1).
-  void add_positions(const Tensor& x, Arena& arena);
-  void positions_backward(const Tensor& dx, Arena& arena);
   Tensor head_forward(const Tensor& x, Arena& arena);   // [B, T, C] -> [B, T, V], tied to wte
   Tensor head_backward(const Tensor& dlogits, Arena& arena);  // -> dx [B, T, C]; adds into wte's gradient
 
-  Embedding wte_, wpe_;
+  Embedding wte_;
+  Positions wpe_;        // learned: transformer.wpe.weight
   Dropout drop_;
-  std::vector<std::unique_ptr<GptBlock>> blocks_;
+  std::vector<std::unique_ptr<TransformerBlock>> blocks_;
   LayerNorm ln_f_;
   WeightProduct head_;   // logits = ln_f(x) wte^T in the policy's precision (it keeps its input)
   Arena scratch_;        // gradient checkpointing's per-block recompute arena
-  // The position ids of a [positions_B_, positions_T_] batch as int64 in the backend's memory
-  // (two floats each), written at the first step of a batch shape, so later steps upload none.
-  DeviceBuffer positions_;
-  int64_t positions_B_ = 0, positions_T_ = 0;
   int64_t B_ = 0, T_ = 0;
 };
 
@@ -75,12 +67,8 @@ class Gpt : public TextModel {
 // benchmark that rebuilds the model from its layers.
 void init_nanogpt(ParamStore& params, int64_t n_layer, Rng& rng);
 
-// The setting a config can get wrong before any data is read: model.heads must divide
-// model.hidden. The config key and the message, or nullopt (the registry's check_settings).
-std::optional<std::pair<std::string, std::string>> gpt_settings_problem(const ModelSpec& spec);
-
-// The checks a GPT adds (the settings above, a vocabulary; no fp16 policy), before anything is
-// built; errors name the config key and the fix.
+// The checks a GPT adds (model.heads dividing model.hidden, a vocabulary; no fp16 policy), before
+// anything is built; errors name the config key and the fix.
 void check_gpt_spec(const ModelSpec& spec, const Precision& precision = {});
 
 }  // namespace seqtrain

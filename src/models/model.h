@@ -23,7 +23,7 @@
 namespace seqtrain {
 
 struct ModelSpec {
-  std::string type = "lstm";  // lstm | gru | mlp | char_lstm | char_gru | gpt (models/registry.h)
+  std::string type = "lstm";  // lstm | gru | mlp | char_lstm | char_gru | gpt | transformer (models/registry.h)
   int64_t input_size = 1;     // features per time step
   int64_t lookback = 1;       // time steps per window (the MLP flattens them)
   int64_t hidden = 64;
@@ -40,8 +40,9 @@ struct ModelSpec {
   // Language models: vocab_size (char_lstm, char_gru, gpt); embed_size (char_lstm / char_gru only).
   int64_t vocab_size = 0;        // from the text source's vocabulary, not from the config
   int64_t embed_size = 32;       // model.embed_size
-  // Transformers (gpt) only: attention heads (divide hidden) and whether Linear and LayerNorm
-  // layers have biases (nanoGPT's `bias`). hidden is n_embd, layers n_layer, lookback the block.
+  // Transformers (gpt, transformer) only: attention heads (divide hidden) and whether Linear and
+  // LayerNorm layers have biases (nanoGPT's `bias`). gpt: hidden is n_embd, layers n_layer,
+  // lookback the block.
   int64_t heads = 4;             // model.heads
   bool bias = true;              // model.bias
   // Which parameters weight decay applies to (train.optimizer.decay): all (torch's

@@ -1,6 +1,9 @@
 // The model families and the queries over them. See registry.h.
 #include "models/registry.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <type_traits>
 
 #include "models/char_lm.h"
@@ -9,6 +12,7 @@
 #include "models/mlp.h"
 #include "models/summary.h"
 #include "models/text_generator.h"
+#include "models/transformer_encoder.h"
 
 namespace seqtrain {
 
@@ -57,6 +61,39 @@ std::optional<ModelSpec> char_lm_from_weights(const WeightShapes& w, const std::
   return s;
 }
 
+// The encoder keys (model.pooling, model.positions, model.patch_size) a family without them must
+// leave at their defaults: `poolings` are the ones it has, positions and patches only the
+// transformer's. `type` names the family in the message.
+SettingsProblem encoder_keys_problem(const ModelSpec& s, const std::string& type,
+                                     const std::vector<std::string>& poolings) {
+  if (std::find(poolings.begin(), poolings.end(), s.pooling) == poolings.end())
+    return std::make_pair(std::string("model.pooling"),
+                          fmt::format("config key 'model.pooling' is {}, which model.type {} does not have: use {}{}",
+                                      s.pooling, type, join_or(poolings),
+                                      s.pooling == "cls" ? " (a cls token needs model.type transformer)" : ""));
+  if (s.positions != "auto")
+    return std::make_pair(std::string("model.positions"),
+                          fmt::format("config key 'model.positions' is {}, but model.type {} has no position "
+                                      "settings (only transformer does): leave it auto", s.positions, type));
+  if (s.patch_size != 1)
+    return std::make_pair(std::string("model.patch_size"),
+                          fmt::format("config key 'model.patch_size' is {}, but model.type {} reads one step at a time "
+                                      "(only transformer makes patches): leave it 1", s.patch_size, type));
+  return std::nullopt;
+}
+
+// check_settings of a family that pools `poolings` and has no positions or patches.
+auto encoder_keys(std::string type, std::vector<std::string> poolings) {
+  return [type = std::move(type), poolings = std::move(poolings)](const ModelSpec& s) {
+    return encoder_keys_problem(s, type, poolings);
+  };
+}
+
+SettingsProblem gpt_settings(const ModelSpec& s) {
+  if (auto p = heads_problem(s)) return p;
+  return encoder_keys_problem(s, "gpt", {"last"});
+}
+
 template <typename M>
 std::unique_ptr<Model> make(const ModelSpec& s, const ModelEnv& env) {
   if constexpr (std::is_constructible_v<M, const ModelSpec&, const ModelEnv&>) return std::make_unique<M>(s, env);
@@ -72,11 +109,13 @@ std::vector<ModelFamily> make_families() {
                .precision_covers = "its RNN layers",
                .fit_shape = fit_windows,
                .build = make<Forecaster>,
+               .check_settings = encoder_keys("lstm / gru", {"last", "mean", "max"}),
                .layers = rnn_forecaster_layers});
   f.push_back({.title = "MLP forecaster",
                .names = {"mlp"},
                .fit_shape = fit_windows,
                .build = make<MlpForecaster>,
+               .check_settings = encoder_keys("mlp", {"last"}),
                .layers = mlp_layers});
   f.push_back({.title = "character language model",
                .names = {"char_lstm", "char_gru"},
@@ -86,6 +125,7 @@ std::vector<ModelFamily> make_families() {
                .precision_covers = "its RNN layers",
                .fit_shape = fit_tokens,
                .build = make<CharLm>,
+               .check_settings = encoder_keys("char_lstm / char_gru", {"last"}),
                .from_weights = char_lm_from_weights,
                .layers = char_lm_layers});
   f.push_back({.title = "GPT (nanoGPT's character / token transformer)",
@@ -95,11 +135,26 @@ std::vector<ModelFamily> make_families() {
                .precision_covers = "every matrix product: its Linear layers, attention and tied head",
                .fit_shape = fit_tokens,
                .build = make<Gpt>,
-               .check_settings = gpt_settings_problem,
+               .check_settings = gpt_settings,
                .layers = gpt_layers});
+  f.push_back({.title = "transformer encoder (forecaster / classifier)",
+               .names = {"transformer"},
+               .precision_covers = "its encoder blocks: their Linear layers and attention",
+               .fit_shape = fit_windows,
+               .build = make<TransformerEncoder>,
+               .check_settings = heads_problem,
+               .layers = transformer_layers});
   return f;
 }
 }  // namespace
+
+SettingsProblem heads_problem(const ModelSpec& s) {
+  if (s.heads >= 1 && s.hidden % s.heads == 0) return std::nullopt;
+  return std::make_pair(std::string("model.heads"),
+                        fmt::format("config key 'model.heads' is {}, which does not divide model.hidden {}: each head "
+                                    "takes hidden / heads channels; pick heads among the divisors of {}",
+                                    s.heads, s.hidden, s.hidden));
+}
 
 RnnCell ModelFamily::cell(const std::string& name) const {
   for (size_t i = 0; i < cells.size() && i < names.size(); ++i)

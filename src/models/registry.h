@@ -87,6 +87,11 @@ std::optional<ModelSpec> spec_from_weights(const WeightShapes& weights, const st
 nlohmann::json spec_to_json(const ModelSpec& spec);
 ModelSpec spec_from_json(const nlohmann::json& j);
 
+// The settings problem of a family's check_settings: the config key and the message.
+using SettingsProblem = std::optional<std::pair<std::string, std::string>>;
+// model.heads must divide model.hidden (every transformer: gpt, transformer).
+SettingsProblem heads_problem(const ModelSpec& spec);
+
 // Builds the family's model (make_model calls this).
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const ModelEnv& env = {});
 // The model's text-generation interface, or an error naming its type when its family does not

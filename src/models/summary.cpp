@@ -30,6 +30,7 @@ void rnn_rows(const ModelSpec& s, int64_t in, std::vector<LayerRow>& rows) {
 }
 
 bool owns(const LayerRow& r, const std::string& name) {
+  if (!r.prefix.empty() && r.layer.empty() && name == r.prefix) return true;  // a bare tensor: cls_token
   if (r.prefix.empty() || name.rfind(r.prefix + ".", 0) != 0) return false;
   if (r.layer.empty()) return true;
   const size_t at = name.rfind(r.layer);
@@ -92,6 +93,30 @@ std::vector<LayerRow> gpt_layers(const ModelSpec& s) {
   }
   rows.push_back({"transformer.ln_f", "LayerNorm", {B, T, C}, "transformer.ln_f"});
   rows.push_back({"lm_head", fmt::format("Linear {} -> {}, tied to transformer.wte", C, s.vocab_size), {B, T, s.vocab_size}});
+  return rows;
+}
+
+std::vector<LayerRow> transformer_layers(const ModelSpec& s) {
+  const int64_t P = s.patch_size, C = s.hidden, cls = s.pooling == "cls" ? 1 : 0, N = s.lookback / P + cls;
+  std::vector<LayerRow> rows{{"input", "window", {B, s.lookback, s.input_size}},
+                             {"input_proj", fmt::format("Linear {} -> {}{}", P * s.input_size, C,
+                                                        P > 1 ? fmt::format(" (patches of {} steps)", P) : ""),
+                              {B, N - cls, C}, "input_proj"}};
+  if (cls) rows.push_back({"cls_token", "learned token, prepended", {B, N, C}, "cls_token"});
+  const std::string positions = s.positions == "auto" ? "learned" : s.positions;
+  if (positions == "learned")
+    rows.push_back({"pos_embed", fmt::format("Embedding {} x {} (positions), added", N, C), {B, N, C}, "pos_embed"});
+  if (positions == "sinusoidal") rows.push_back({"positions", "sinusoidal, added", {B, N, C}});
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const std::string name = fmt::format("encoder.layers.{}", i);
+    rows.push_back({name,
+                    fmt::format("block: LayerNorm, attention ({} heads, key padding), LayerNorm, MLP {} -> {} -> {}",
+                                s.heads, C, 4 * C, C),
+                    {B, N, C}, name});
+  }
+  rows.push_back({"encoder.norm", "LayerNorm", {B, N, C}, "encoder.norm"});
+  rows.push_back({"pool", cls ? "the cls token's output" : s.pooling + " over the valid tokens", {B, C}});
+  rows.push_back({"head", fmt::format("Linear {} -> {}", C, s.output_size), {B, s.output_size}, "head"});
   return rows;
 }
 

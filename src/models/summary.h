@@ -28,6 +28,7 @@ std::vector<LayerRow> rnn_forecaster_layers(const ModelSpec& s);
 std::vector<LayerRow> mlp_layers(const ModelSpec& s);
 std::vector<LayerRow> char_lm_layers(const ModelSpec& s);
 std::vector<LayerRow> gpt_layers(const ModelSpec& s);
+std::vector<LayerRow> transformer_layers(const ModelSpec& s);
 
 struct SummaryRow {
   std::string name, kind, output;

@@ -65,12 +65,30 @@ void WeightProduct::backward(const float* dy, const float* w, float* dw, float* 
   be_->gemm(compute_, false, false, N, in, out, 1.f, dy16.ptr, out, w16_.ptr, in, 0.f, dx, in);
 }
 
+DType half_output_type(const Backend& backend, DType compute) {
+  return compute != DType::f32 && backend.supports(BackendOp::half_output) ? compute : DType::f32;
+}
+
 Linear::Linear(ParamStore& p, const std::string& prefix, int64_t in_, int64_t out_, bool bias_, DType compute)
-    : params(p), in(in_), out(out_), has_bias(bias_), product(p.backend(), compute, "Linear '" + prefix + "'") {
-  ST_CHECK(in > 0 && out > 0, "Linear '{}': in_features={} and out_features={} must both be positive", prefix,
+    : Linear(p, prefix + ".weight", prefix + ".bias", in_, out_, bias_, compute) {}
+
+namespace {
+// How messages name a Linear: its prefix, or its weight's name when that has no ".weight" suffix.
+std::string linear_label(const std::string& weight_name) {
+  const std::string tail = ".weight";
+  const bool suffixed = weight_name.size() > tail.size() &&
+                        weight_name.compare(weight_name.size() - tail.size(), tail.size(), tail) == 0;
+  return "Linear '" + (suffixed ? weight_name.substr(0, weight_name.size() - tail.size()) : weight_name) + "'";
+}
+}  // namespace
+
+Linear::Linear(ParamStore& p, const std::string& weight_name, const std::string& bias_name, int64_t in_, int64_t out_,
+               bool bias_, DType compute)
+    : params(p), in(in_), out(out_), has_bias(bias_), product(p.backend(), compute, linear_label(weight_name)) {
+  ST_CHECK(in > 0 && out > 0, "{}: in_features={} and out_features={} must both be positive", linear_label(weight_name),
            in, out);
-  weight = params.add(prefix + ".weight", {out, in});
-  if (has_bias) bias = params.add(prefix + ".bias", {out});
+  weight = params.add(weight_name, {out, in});
+  if (has_bias) bias = params.add(bias_name, {out});
 }
 
 void Linear::init(Rng& rng) {

@@ -55,9 +55,18 @@ class WeightProduct {
   Tensor x16_, w16_;      // its and W's 16-bit copies (compute != f32), in the forward's arena
 };
 
+// What a layer feeding a Linear of `compute` writes: compute itself when it is 16-bit and the
+// backend rounds as it writes (supports(half_output)), f32 otherwise.
+DType half_output_type(const Backend& backend, DType compute);
+
 struct Linear {
+  // "<prefix>.weight" and "<prefix>.bias".
   Linear(ParamStore& params, const std::string& prefix, int64_t in, int64_t out, bool bias = true,
          DType compute = DType::f32);
+  // Names of the caller's (torch's nn.MultiheadAttention packs its q/k/v projection as
+  // "in_proj_weight" and "in_proj_bias"); bias_name unused without a bias.
+  Linear(ParamStore& params, const std::string& weight_name, const std::string& bias_name, int64_t in, int64_t out,
+         bool bias, DType compute);
 
   // PyTorch default: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform_(a=sqrt(5))
   // reduces to exactly this bound for the weight). Draws the weight first, then the bias.

@@ -1,8 +1,11 @@
 """Checks a `seqtrain export` directory from PyTorch's side (tests/test_export.cpp runs it).
 
-    export_check.py DIR INPUTS.npy EXPECTED.npy   load_exported(DIR) on INPUTS (float windows
-                                                  [B, T, F] or int64 token ids [B, T]) must give
-                                                  EXPECTED (seqtrain's own outputs) within 1e-5
+    export_check.py DIR INPUTS.npy EXPECTED.npy [LENGTHS.npy]
+                                                  load_exported(DIR) on INPUTS (float windows
+                                                  [B, T, F] or int64 token ids [B, T]; with
+                                                  LENGTHS, each window's valid steps, a padded
+                                                  batch) must give EXPECTED (seqtrain's own
+                                                  outputs) within 1e-5
     export_check.py --gpt TMPDIR                  the gpt family, whose C++ model is not built yet:
                                                   an export written here with seqtrain's ModelSpec
                                                   names loads through load_exported
@@ -23,20 +26,20 @@ from seqtrain_torch import from_spec, load_exported, save_seqtrain  # noqa: E402
 TOL = 1e-5
 
 
-def outputs(module, x):
+def outputs(module, x, lengths=None):
     with torch.no_grad():
-        y = module(torch.from_numpy(x))
+        y = module(torch.from_numpy(x)) if lengths is None else module(torch.from_numpy(x), torch.from_numpy(lengths))
     return (y[0] if isinstance(y, tuple) else y).numpy()
 
 
-def check_against(path, inputs, expected):
+def check_against(path, inputs, expected, lengths=None):
     module = load_exported(path)
     if module.training:
         print("load_exported returned a module in training mode", file=sys.stderr)
         return 1
     x = np.load(inputs)
     want = np.load(expected).astype(np.float64)
-    got = outputs(module, x).astype(np.float64)
+    got = outputs(module, x, None if lengths is None else np.load(lengths)).astype(np.float64)
     if got.size != want.size:
         print(f"{path}: {got.shape} outputs, seqtrain gave {want.shape}", file=sys.stderr)
         return 1
@@ -78,7 +81,7 @@ def check_gpt(tmp):
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--gpt":
         return check_gpt(sys.argv[2])
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         print(__doc__, file=sys.stderr)
         return 2
     return check_against(*sys.argv[1:])

@@ -1,0 +1,164 @@
+// TransformerEncoder forward/backward and initialisation. See transformer_encoder.h.
+#include "models/transformer_encoder.h"
+
+#include <cstring>
+
+#include "models/registry.h"
+
+namespace seqtrain {
+namespace {
+
+// The spec's tokens per sample (plus the cls token), after the checks only data can fail.
+int64_t tokens_of(const ModelSpec& s) {
+  ST_CHECK(s.patch_size >= 1 && s.lookback % s.patch_size == 0,
+           "config key 'model.patch_size' is {}, which does not divide the {} steps of each sample: pick a divisor of "
+           "{} (or change the window length)", s.patch_size, s.lookback, s.lookback);
+  ST_CHECK(s.future_steps == 0, "data.future_features cannot be used with model.type transformer (it reads the "
+           "window only): use model.type lstm, gru or mlp, or drop data.future_features");
+  if (auto p = heads_problem(s)) fail("{}", p->second);
+  return s.lookback / s.patch_size + (s.pooling == "cls" ? 1 : 0);
+}
+
+PositionKind positions_of(const ModelSpec& s) { return position_kind(s.positions == "auto" ? "learned" : s.positions); }
+
+TransformerBlockOptions block_options(const ModelSpec& s, const Precision& precision) {
+  return TransformerBlockOptions{.n_embd = s.hidden,
+                                 .n_head = s.heads,
+                                 .causal = false,
+                                 .bias = s.bias,
+                                 .dropout = s.dropout,
+                                 .dropout_after_gelu = true,
+                                 .compute = precision.compute,
+                                 .checkpoint = s.grad_checkpoint,
+                                 .names = TransformerBlockNames::torch_encoder()};
+}
+
+std::vector<std::unique_ptr<TransformerBlock>> make_blocks(ParamStore& params, const ModelSpec& s,
+                                                           const Precision& p) {
+  std::vector<std::unique_ptr<TransformerBlock>> blocks;
+  for (int64_t i = 0; i < s.layers; ++i)
+    blocks.push_back(std::make_unique<TransformerBlock>(params, "encoder.layers." + std::to_string(i),
+                                                        block_options(s, p)));
+  return blocks;
+}
+
+void normal_fill(float* p, int64_t n, float sd, Rng& rng) {
+  for (int64_t i = 0; i < n; ++i) p[i] = sd * rng.normal();
+}
+}  // namespace
+
+TransformerEncoder::TransformerEncoder(const ModelSpec& spec, const ModelEnv& env)
+    : Model(spec, env),
+      patch_(spec.patch_size),
+      cls_(spec.pooling == "cls"),
+      input_proj_(params_, "input_proj", spec.patch_size * spec.input_size, spec.hidden),
+      cls_token_(cls_ ? std::optional<size_t>(params_.add("cls_token", {1, 1, spec.hidden})) : std::nullopt),
+      positions_(params_, "pos_embed", positions_of(spec), tokens_of(spec), spec.hidden),
+      drop_(spec.dropout, &params_.backend()),
+      blocks_(make_blocks(params_, spec, env.precision)),
+      ln_f_(params_, "encoder.norm", spec.hidden, spec.bias),
+      pool_(params_.backend(), pool_kind(spec.pooling)),
+      head_(params_, "head", spec.hidden, spec.output_size),
+      residual_(spec, params_.backend()),
+      quantiles_(spec, params_.backend()) {
+  scratch_.set_backend(params_.backend());
+  finish_params();
+}
+
+// PyTorch's defaults for the Linear and LayerNorm layers; the cls token and a learned position
+// table normal(0, 0.02) as BERT and ViT (an nn.Embedding's N(0, 1) would swamp the projected
+// inputs).
+void TransformerEncoder::init_params(Rng& rng) {
+  input_proj_.init(rng);
+  if (cls_token_) normal_fill(params_.param(*cls_token_).f32(), spec_.hidden, 0.02f, rng);
+  if (positions_.kind() == PositionKind::learned) {
+    const size_t w = positions_.weight();
+    normal_fill(params_.param(w).f32(), numel_of(params_.entries()[w].shape), 0.02f, rng);
+  }
+  for (auto& b : blocks_) b->init(rng);
+  ln_f_.init();
+  head_.init(rng);
+}
+
+const uint8_t* TransformerEncoder::token_mask(const Batch& batch, const StepContext& ctx, int64_t T) {
+  const std::span<const int64_t> lengths = host_lengths(batch, ctx);
+  const int64_t B = batch.inputs.dim(0), N = T / patch_ + (cls_ ? 1 : 0);
+  valid_.clear();
+  if (lengths.empty()) return nullptr;
+  ST_CHECK(static_cast<int64_t>(lengths.size()) == B, "transformer: {} lengths for a batch of {}", lengths.size(), B);
+  bool padded = false;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = lengths[static_cast<size_t>(b)];
+    ST_CHECK(len >= 1 && len <= T, "transformer: sample {} has length {}; each needs 1 to {} steps", b, len, T);
+    valid_.push_back((len + patch_ - 1) / patch_ + (cls_ ? 1 : 0));  // a patch is padding only when all its steps are
+    padded |= valid_.back() < N;
+  }
+  if (!padded) {
+    valid_.clear();
+    return nullptr;
+  }
+  std::vector<uint8_t> mask(static_cast<size_t>(B * N));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < N; ++j) mask[static_cast<size_t>(b * N + j)] = j >= valid_[static_cast<size_t>(b)];
+  Tensor dev = ctx.arena.tensor({(B * N + 3) / 4});  // bytes in float storage
+  if (ctx.arena.host_accessible()) std::memcpy(dev.ptr, mask.data(), mask.size());
+  else params_.backend().upload(mask.data(), dev.ptr, mask.size());
+  return static_cast<const uint8_t*>(dev.ptr);
+}
+
+Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
+  Arena& arena = ctx.arena;
+  const Tensor& x = batch.inputs;
+  ST_CHECK(x.shape.size() == 3 && x.dim(2) == spec_.input_size && x.dim(1) <= spec_.lookback && x.contiguous(),
+           "transformer input must be a contiguous [batch, steps <= {}, {}], got {}", spec_.lookback, spec_.input_size,
+           shape_str(x.shape));
+  const int64_t B = x.dim(0), T = x.dim(1);
+  ST_CHECK(T % patch_ == 0, "config key 'model.patch_size' is {}, which does not divide the batch's {} steps: pick a "
+           "divisor of {}", patch_, T, T);
+  const uint8_t* mask = token_mask(batch, ctx, T);
+  Tensor h = input_proj_.forward(x.reshape({B, T / patch_, patch_ * spec_.input_size}), arena);
+  if (cls_) h = prepend_cls(h, arena);
+  positions_.add(h, arena);
+  h = drop_.forward(h, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
+  for (size_t l = 0; l < blocks_.size(); ++l)
+    h = blocks_[l]->forward(h, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l), mask);
+  Tensor out = head_.forward(pool_.forward(ln_f_.forward(h, arena), valid_, mask, arena), arena);
+  residual_.add_to(x, out);
+  return quantiles_.forward(out, arena);
+}
+
+void TransformerEncoder::backward(StepContext& ctx) {
+  Arena& arena = ctx.arena;
+  Tensor dh = ln_f_.backward(pool_.backward(head_.backward(quantiles_.backward(ctx.output_grad, arena), arena), arena),
+                             arena);
+  for (size_t l = blocks_.size(); l-- > 0;) dh = blocks_[l]->backward(dh, arena, scratch_);
+  dh = drop_.backward(dh, arena);
+  positions_.backward(dh, arena);
+  if (cls_) dh = cls_backward(dh, arena);
+  input_proj_.backward(dh, arena);  // its weights' gradient; the input is data
+  ctx.note_scratch(spec_.grad_checkpoint ? scratch_.high_water() : 0);
+}
+
+Tensor TransformerEncoder::prepend_cls(const Tensor& h, Arena& arena) {
+  const int64_t B = h.dim(0), N = h.dim(1), C = h.dim(2);
+  Tensor out = arena.tensor({B, N + 1, C});
+  Backend& be = params_.backend();
+  for (int64_t b = 0; b < B; ++b) {
+    be.copy(params_.param(*cls_token_).f32(), out.f32() + b * (N + 1) * C, static_cast<size_t>(C));
+    be.copy(h.f32() + b * N * C, out.f32() + (b * (N + 1) + 1) * C, static_cast<size_t>(N * C));
+  }
+  return out;
+}
+
+Tensor TransformerEncoder::cls_backward(const Tensor& dh, Arena& arena) {
+  const int64_t B = dh.dim(0), N = dh.dim(1) - 1, C = dh.dim(2);
+  Tensor out = arena.tensor({B, N, C});
+  Backend& be = params_.backend();
+  for (int64_t b = 0; b < B; ++b) {
+    be.axpy(1.f, dh.f32() + b * (N + 1) * C, params_.grad(*cls_token_).f32(), static_cast<size_t>(C));
+    be.copy(dh.f32() + (b * (N + 1) + 1) * C, out.f32() + b * N * C, static_cast<size_t>(N * C));
+  }
+  return out;
+}
+
+}  // namespace seqtrain
