@@ -9,7 +9,7 @@ Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
     : Model(spec, env),
       rnn_(params_, "rnn", rnn_cell(spec.type), spec.input_size, spec.hidden,
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, env)),
-      pooling_(spec.pooling, params_.backend()),
+      pool_(params_.backend(), pool_kind(spec.pooling)),
       drop_(spec.dropout, &params_.backend()),
       head_(params_, "head", rnn_.output_size(), spec.output_size),
       residual_(spec, params_.backend()),
@@ -46,7 +46,7 @@ Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
   } else {
     top = rnn_.forward(batch.inputs, arena, ctx.training, ctx.dropout_seed, lengths);
   }
-  Tensor pooled = pooling_.forward(top, lengths, arena);
+  Tensor pooled = pool(top, lengths, arena);
   Tensor h = drop_.forward(pooled, arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));
   Tensor out = head_.forward(h, arena);
   if (future_head_) {
@@ -57,12 +57,33 @@ Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
   return quantiles_.forward(out, arena);
 }
 
+// The RNN's top layer [T, N, F] (time major) as one vector per sample. A whole window's last step
+// is a contiguous block of it, read in place; every other pooling takes the batch-first copy
+// nn/sequence_pool.h reads (the one pooling the encoders share).
+Tensor Forecaster::pool(const Tensor& top, std::span<const int64_t> lengths, Arena& arena) {
+  top_shape_ = top.shape;
+  in_place_ = pool_.kind() == PoolKind::last && lengths.empty();
+  const int64_t T = top.dim(0);
+  if (in_place_) return top.slice0(T - 1, T).reshape({top.dim(1), top.dim(2)});
+  Backend& backend = params_.backend();
+  return pool_.forward(transpose01(backend, top, arena), lengths, padding_mask(lengths, T, arena, backend), arena);
+}
+
+Tensor Forecaster::unpool(const Tensor& dpooled, Arena& arena) {
+  Backend& backend = params_.backend();
+  if (!in_place_) return transpose01(backend, pool_.backward(dpooled, arena), arena);
+  Tensor dtop = arena.zeros(top_shape_);
+  const int64_t T = top_shape_[0];
+  backend.copy(dpooled.f32(), dtop.f32() + (T - 1) * top_shape_[1] * top_shape_[2], static_cast<size_t>(dpooled.numel()));
+  return dtop;
+}
+
 void Forecaster::backward(StepContext& ctx) {
   Arena& arena = ctx.arena;
   const Tensor dout = quantiles_.backward(ctx.output_grad, arena);
   if (future_head_) future_head_->backward(dout, arena);  // its weight's gradient; the input is data
   Tensor dpooled = drop_.backward(head_.backward(dout, arena), arena);
-  rnn_.backward(pooling_.backward(dpooled, arena), arena, false);
+  rnn_.backward(unpool(dpooled, arena), arena, false);
   ctx.note_scratch(rnn_.checkpoint_scratch_bytes());
 }
 

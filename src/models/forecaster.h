@@ -1,4 +1,4 @@
-// Forecaster: RNN over the window -> one vector per sample (model.pooling: models/rnn_pooling.h;
+// Forecaster: RNN over the window -> one vector per sample (model.pooling: nn/sequence_pool.h;
 // by default the output at the last time step, a sample's own last valid step when the batch
 // has lengths) -> dropout -> Linear to
 // horizon*targets (+ the window's own baseline with model.residual_to: models/residual_baseline.h).
@@ -15,7 +15,7 @@
 #include "models/model.h"
 #include "models/quantile_output.h"
 #include "models/residual_baseline.h"
-#include "models/rnn_pooling.h"
+#include "nn/sequence_pool.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
 #include "nn/rnn.h"
@@ -33,7 +33,11 @@ class Forecaster : public Model {
  private:
   void init_params(Rng& rng) override;
   RnnStack rnn_;
-  RnnPooling pooling_;
+  Tensor pool(const Tensor& top, std::span<const int64_t> lengths, Arena& arena);  // model.pooling
+  Tensor unpool(const Tensor& dpooled, Arena& arena);                            // its gradient
+  SequencePool pool_;
+  Shape top_shape_;        // the last forward's RNN output [T, N, F]
+  bool in_place_ = false;  // it pooled the last step of whole windows in place
   Dropout drop_;
   Linear head_;
   std::optional<Linear> future_head_;

@@ -97,13 +97,7 @@ const uint8_t* TransformerEncoder::token_mask(const Batch& batch, const StepCont
     valid_.clear();
     return nullptr;
   }
-  std::vector<uint8_t> mask(static_cast<size_t>(B * N));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = 0; j < N; ++j) mask[static_cast<size_t>(b * N + j)] = j >= valid_[static_cast<size_t>(b)];
-  Tensor dev = ctx.arena.tensor({(B * N + 3) / 4});  // bytes in float storage
-  if (ctx.arena.host_accessible()) std::memcpy(dev.ptr, mask.data(), mask.size());
-  else params_.backend().upload(mask.data(), dev.ptr, mask.size());
-  return static_cast<const uint8_t*>(dev.ptr);
+  return padding_mask(valid_, N, ctx.arena, params_.backend());
 }
 
 Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {

@@ -2,6 +2,9 @@
 //   last / first  y[b] = x[b, t_b]                   dx[b, t_b] = dy[b]
 //   mean          y[b] = (1/n_b) 1[1, n_b] x[b, :n_b]  dx[b, :n_b] = (1/n_b) 1[n_b, 1] dy[b]
 //   max           the backend's masked_max op, which keeps the winning step per channel
+#include <cstring>
+#include <vector>
+
 #include "nn/sequence_pool.h"
 
 namespace seqtrain {
@@ -12,6 +15,18 @@ PoolKind pool_kind(const std::string& word) {
   if (word == "mean") return PoolKind::mean;
   if (word == "max") return PoolKind::max;
   fail("model.pooling '{}' is not known: use last, mean, max or cls", word);
+}
+
+const uint8_t* padding_mask(std::span<const int64_t> valid, int64_t T, Arena& arena, Backend& backend) {
+  if (valid.empty()) return nullptr;
+  const auto B = static_cast<int64_t>(valid.size());
+  std::vector<uint8_t> mask(static_cast<size_t>(B * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) mask[static_cast<size_t>(b * T + t)] = t >= valid[static_cast<size_t>(b)];
+  Tensor dev = arena.tensor({(B * T + 3) / 4});  // bytes in float storage
+  if (arena.host_accessible()) std::memcpy(dev.ptr, mask.data(), mask.size());
+  else backend.upload(mask.data(), dev.ptr, mask.size());
+  return static_cast<const uint8_t*>(dev.ptr);
 }
 
 Tensor SequencePool::forward(const Tensor& x, std::span<const int64_t> valid, const uint8_t* mask, Arena& arena) {

@@ -24,6 +24,11 @@ enum class PoolKind { last, first, mean, max };
 // model.pooling's words: last, mean, max, cls (the first step, where the encoder puts its token).
 PoolKind pool_kind(const std::string& word);
 
+// `valid` steps per sample as a [B, T] u8 padding mask (1 from each sample's length on) in the
+// arena, in the backend's memory: what the max pooling and the attention op read. Null when
+// `valid` is empty.
+const uint8_t* padding_mask(std::span<const int64_t> valid, int64_t T, Arena& arena, Backend& backend);
+
 class SequencePool {
  public:
   SequencePool(Backend& backend, PoolKind kind) : backend_(backend), kind_(kind) {}
