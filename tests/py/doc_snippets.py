@@ -46,6 +46,8 @@ SHORTEN = {
                                "train.schedule.warmup_steps=5", "runtime.threads=2"],
     "examples/char_lm.yaml": ["train.epochs=1", "train.max_steps=5", "runtime.threads=2"],
     "examples/co2_forecast.yaml": ["train.epochs=2", "runtime.threads=2"],
+    "examples/set_encoder.yaml": ["train.epochs=1", "train.max_steps=2", "train.eval_every=1u",
+                                  "train.schedule.warmup_steps=1", "runtime.threads=2"],
     "examples/shakespeare_gpt.yaml": ["train.epochs=1", "train.max_steps=5", "train.eval_every=5u",
                                       "train.schedule.warmup_steps=2", "runtime.threads=2"],
 }
