@@ -41,17 +41,6 @@ TransformerBlockOptions block_options(const ModelSpec& s, const Precision& preci
                                  .names = TransformerBlockNames::nanogpt()};
 }
 
-// The blocks, built in the member initialisers between wpe and ln_f so the parameters register in
-// nanoGPT's state_dict order (wte, wpe, h.*, ln_f): the model file then has that order too.
-std::vector<std::unique_ptr<TransformerBlock>> make_blocks(ParamStore& params, const ModelSpec& s,
-                                                           const Precision& p) {
-  std::vector<std::unique_ptr<TransformerBlock>> blocks;
-  for (int64_t i = 0; i < s.layers; ++i)
-    blocks.push_back(
-        std::make_unique<TransformerBlock>(params, "transformer.h." + std::to_string(i), block_options(s, p)));
-  return blocks;
-}
-
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -62,7 +51,9 @@ Gpt::Gpt(const ModelSpec& spec, const ModelEnv& env)
       wte_(params_, "transformer.wte", spec.vocab_size, spec.hidden),
       wpe_(params_, "transformer.wpe", PositionKind::learned, spec.lookback, spec.hidden),
       drop_(spec.dropout, &params_.backend()),
-      blocks_(make_blocks(params_, spec, env.precision)),
+      // Built between wpe and ln_f so the parameters register in nanoGPT's state_dict order (wte,
+      // wpe, h.*, ln_f): the model file then has that order too.
+      blocks_(make_blocks(params_, "transformer.h", spec.layers, block_options(spec, env.precision))),
       ln_f_(params_, "transformer.ln_f", spec.hidden, spec.bias),
       head_(params_.backend(), env.precision.compute, "gpt head (lm_head = transformer.wte)") {
   scratch_.set_backend(params_.backend());

@@ -33,14 +33,6 @@ TransformerBlockOptions block_options(const ModelSpec& s, const Precision& preci
                                  .names = TransformerBlockNames::torch_encoder()};
 }
 
-std::vector<std::unique_ptr<TransformerBlock>> make_blocks(ParamStore& params, const ModelSpec& s,
-                                                           const Precision& p) {
-  std::vector<std::unique_ptr<TransformerBlock>> blocks;
-  for (int64_t i = 0; i < s.layers; ++i)
-    blocks.push_back(std::make_unique<TransformerBlock>(params, "encoder.layers." + std::to_string(i),
-                                                        block_options(s, p)));
-  return blocks;
-}
 
 void normal_fill(float* p, int64_t n, float sd, Rng& rng) {
   for (int64_t i = 0; i < n; ++i) p[i] = sd * rng.normal();
@@ -55,7 +47,7 @@ TransformerEncoder::TransformerEncoder(const ModelSpec& spec, const ModelEnv& en
       cls_token_(cls_ ? std::optional<size_t>(params_.add("cls_token", {1, 1, spec.hidden})) : std::nullopt),
       positions_(params_, "pos_embed", positions_of(spec), tokens_of(spec), spec.hidden),
       drop_(spec.dropout, &params_.backend()),
-      blocks_(make_blocks(params_, spec, env.precision)),
+      blocks_(make_blocks(params_, "encoder.layers", spec.layers, block_options(spec, env.precision))),
       ln_f_(params_, "encoder.norm", spec.hidden, spec.bias),
       pool_(params_.backend(), pool_kind(spec.pooling)),
       head_(params_, "head", spec.hidden, spec.output_size),

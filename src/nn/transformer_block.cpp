@@ -83,4 +83,12 @@ Tensor TransformerBlock::backward(const Tensor& dy, Arena& arena, Arena& scratch
   return copy_to(backend_, backward_layers(dy, scratch), arena);
 }
 
+std::vector<std::unique_ptr<TransformerBlock>> make_blocks(ParamStore& params, const std::string& prefix, int64_t n,
+                                                           const TransformerBlockOptions& options) {
+  std::vector<std::unique_ptr<TransformerBlock>> blocks;
+  for (int64_t i = 0; i < n; ++i)
+    blocks.push_back(std::make_unique<TransformerBlock>(params, prefix + "." + std::to_string(i), options));
+  return blocks;
+}
+
 }  // namespace seqtrain

@@ -13,7 +13,9 @@
 // activations at a time and is shared by every block of the model.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/arena.h"
 #include "core/rng.h"
@@ -85,5 +87,10 @@ class TransformerBlock {
   uint64_t seed_ = 0;
   const uint8_t* mask_ = nullptr;
 };
+
+// n blocks named "<prefix>.<i>", built in order, so their parameters register in that order (the
+// model file's, which a PyTorch state_dict has too).
+std::vector<std::unique_ptr<TransformerBlock>> make_blocks(ParamStore& params, const std::string& prefix, int64_t n,
+                                                           const TransformerBlockOptions& options);
 
 }  // namespace seqtrain
