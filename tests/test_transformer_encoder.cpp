@@ -10,6 +10,8 @@
 //   (python/seqtrain_torch/transformer.py, loaded strict from the weights seqtrain saved);
 // - values at padded steps change no pooled output and no parameter gradient; with positions none
 //   the pooled output does not depend on the order of a set's elements;
+// - padded batches run their blocks on the packed valid tokens: the padded path's numbers up to
+//   rounding; lengths that pad no token change no number;
 // - gradient checkpointing changes no number; bad settings are errors naming their config key.
 // Tolerances: as tests/test_gpt_layers.cpp, 1e-5 of each tensor's scale for fp32 against float64.
 #include <gtest/gtest.h>
@@ -368,6 +370,54 @@ TEST(EncoderModelPadding, WithoutPositionsTheOrderOfASetDoesNotMatter) {
     ASSERT_NE(xp, x);
     EXPECT_LT(rel_err(run_model(*m, xp, lengths, dy).y, y), 1e-6) << pooling;
   }
+}
+
+// A padded batch runs its blocks, final norm and pooling on the packed valid tokens: the outputs
+// and every gradient are the padded path's (set_packing(false)) up to rounding, for each pooling,
+// patches and the cls token included, and under gradient checkpointing.
+TEST(EncoderModelPacking, MatchesThePaddedPath) {
+  for (const char* pooling : {"last", "mean", "max", "cls"})
+    for (const bool checkpoint : {false, true}) {
+      ModelSpec spec = encoder_spec(pooling, "auto", 2);
+      spec.grad_checkpoint = checkpoint;
+      auto packed = random_encoder(spec, 55), padded = random_encoder(spec, 55);
+      padded->set_packing(false);
+      Rng rng(56);
+      const std::vector<float> x = randn(rng, 4 * 8 * 3), dy = randn(rng, 4 * 2);
+      const ModelResult a = run_model(*packed, x, {8, 5, 2, 7}, dy, true, 3);
+      const ModelResult b = run_model(*padded, x, {8, 5, 2, 7}, dy, true, 3);
+      EXPECT_LT(rel_err(a.y, b.y), 1e-6) << pooling << " checkpoint " << checkpoint;
+      EXPECT_LT(rel_err(a.grads, b.grads), 1e-6) << pooling << " checkpoint " << checkpoint;
+    }
+}
+
+// Lengths that pad no token (every sample whole, or short only inside its last patch) take the
+// unpacked path: every number as without lengths, bit for bit.
+TEST(EncoderModelPacking, LengthsThatPadNoTokenChangeNoNumber) {
+  auto m = random_encoder(encoder_spec("mean", "auto", 2), 57);
+  Rng rng(58);
+  const std::vector<float> x = randn(rng, 4 * 8 * 3), dy = randn(rng, 4 * 2);
+  const ModelResult none = run_model(*m, x, {}, dy);
+  for (const std::vector<int64_t>& lengths : {std::vector<int64_t>{8, 8, 8, 8}, std::vector<int64_t>{8, 7, 8, 7}}) {
+    const ModelResult r = run_model(*m, x, lengths, dy);
+    EXPECT_EQ(r.y, none.y);
+    EXPECT_EQ(r.grads, none.grads);
+  }
+}
+
+// Packed dropout masks are keyed by packed row: the same seed gives the same numbers, another
+// seed others.
+TEST(EncoderModelPacking, DropoutIsDeterministic) {
+  ModelSpec spec = encoder_spec("mean", "auto", 1);
+  spec.dropout = 0.2f;
+  auto m = random_encoder(spec, 59);
+  Rng rng(60);
+  const std::vector<float> x = randn(rng, 4 * 8 * 3), dy = randn(rng, 4 * 2);
+  const ModelResult a = run_model(*m, x, {8, 5, 2, 7}, dy, true, 11);
+  const ModelResult b = run_model(*m, x, {8, 5, 2, 7}, dy, true, 11);
+  EXPECT_EQ(a.y, b.y);
+  EXPECT_EQ(a.grads, b.grads);
+  EXPECT_NE(run_model(*m, x, {8, 5, 2, 7}, dy, true, 12).y, a.y);
 }
 
 // Recomputing each block inside backward gives the same outputs and gradients, dropout on.

@@ -106,9 +106,17 @@ Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
   if (cls_) h = prepend_cls(h, arena);
   positions_.add(h, arena);
   h = drop_.forward(h, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
+  packing_.reset();
+  if (mask && pack_) {
+    packing_.emplace(valid_, h.dim(1));
+    h = packing_->gather(params_.backend(), h, arena);
+  }
+  const TokenPacking* packing = packing_ ? &*packing_ : nullptr;
   for (size_t l = 0; l < blocks_.size(); ++l)
-    h = blocks_[l]->forward(h, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l), mask);
-  Tensor out = head_.forward(pool_.forward(ln_f_.forward(h, arena), valid_, mask, arena), arena);
+    h = blocks_[l]->forward(h, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l), mask, packing);
+  h = ln_f_.forward(h, arena);
+  Tensor out = head_.forward(packing ? pool_.forward(h, *packing, arena) : pool_.forward(h, valid_, mask, arena),
+                             arena);
   residual_.add_to(x, out);
   return quantiles_.forward(out, arena);
 }
@@ -118,6 +126,7 @@ void TransformerEncoder::backward(StepContext& ctx) {
   Tensor dh = ln_f_.backward(pool_.backward(head_.backward(quantiles_.backward(ctx.output_grad, arena), arena), arena),
                              arena);
   for (size_t l = blocks_.size(); l-- > 0;) dh = blocks_[l]->backward(dh, arena, scratch_);
+  if (packing_) dh = packing_->scatter(params_.backend(), dh, arena);
   dh = drop_.backward(dh, arena);
   positions_.backward(dh, arena);
   if (cls_) dh = cls_backward(dh, arena);

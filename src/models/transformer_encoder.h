@@ -20,6 +20,14 @@
 // arena and hands it to every block's attention (padded keys are masked out) and to the pooling,
 // so the values at padded steps change no output and no gradient. Without lengths every token is
 // valid and no mask is made. T must be a multiple of P (an error naming model.patch_size).
+// Packed tokens: when the mask pads a token, the blocks, the final norm and the pooling run on the
+// valid tokens only (nn/token_packing.h): h [B, N, C] is gathered into its valid rows [1, Nv, C]
+// after the input dropout, only each block's attention op sees the padded layout, and backward
+// scatters the gradient back before the input dropout. Padded tokens then cost (nearly) nothing;
+// the numbers are the padded path's up to rounding, except that the blocks' dropout masks are keyed
+// by packed row (sample b's token t is row start(b) + t), deterministic in (seed, sample, token) as
+// before but not the padded layout's masks. Without padding nothing is packed: the path and every
+// number are as without lengths.
 // runtime.precision (ModelEnv::precision) applies to the blocks (their Linears and attention, bf16
 // as the GPT runs them); the input projection, the final norm, pooling and head stay fp32.
 // train.grad_checkpoint recomputes each block inside backward.
@@ -36,6 +44,7 @@
 #include "nn/linear.h"
 #include "nn/positions.h"
 #include "nn/sequence_pool.h"
+#include "nn/token_packing.h"
 #include "nn/transformer_block.h"
 
 namespace seqtrain {
@@ -45,6 +54,8 @@ class TransformerEncoder : public Model {
   explicit TransformerEncoder(const ModelSpec& spec, const ModelEnv& env = {});
   Tensor forward(const Batch& batch, StepContext& ctx) override;
   void backward(StepContext& ctx) override;
+  // Whether padded batches run packed (the default); tests turn it off to compare the padded path.
+  void set_packing(bool on) { pack_ = on; }
 
  private:
   void init_params(Rng& rng) override;
@@ -68,6 +79,8 @@ class TransformerEncoder : public Model {
   QuantileOutput quantiles_;
   Arena scratch_;          // gradient checkpointing's per-block recompute arena
   std::vector<int64_t> valid_;  // valid tokens per sample of the last forward (empty: all)
+  bool pack_ = true;
+  std::optional<TokenPacking> packing_;  // the last forward's layout, when it packed
 };
 
 }  // namespace seqtrain

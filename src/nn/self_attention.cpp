@@ -1,6 +1,8 @@
 // SelfAttention forward/backward. See self_attention.h.
 //   forward:  qkv = in_proj(x); y = attention(qkv); out = resid_drop(out_proj(y))
 //   backward: the same in reverse; the attention op's backward turns dy into dqkv.
+// Packed, qkv is scattered to the padded layout before the op and y gathered after it; backward
+// gathers dqkv and scatters dy (each the other's gradient).
 #include "nn/self_attention.h"
 
 #include "backend/backend.h"
@@ -66,26 +68,35 @@ void SelfAttention::init(Rng& rng) {
 }
 
 Tensor SelfAttention::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed,
-                              const uint8_t* key_padding_mask) {
+                              const uint8_t* key_padding_mask, const TokenPacking* token_packing) {
   ST_CHECK(x.shape.size() == 3 && x.dim(2) == n_embd && x.contiguous(),
            "SelfAttention: input {} must be a contiguous [B, T, {}] (batch, time, n_embd)", shape_str(x.shape), n_embd);
-  const int64_t B = x.dim(0), T = x.dim(1);
+  ST_CHECK(!token_packing || (key_padding_mask && x.dim(0) == 1 && x.dim(1) == token_packing->rows()),
+           "SelfAttention: packed input {} needs the packing's [1, {}, {}] and its key-padding mask",
+           shape_str(x.shape), token_packing ? token_packing->rows() : 0, n_embd);
+  Backend& be = params.backend();
+  packing = token_packing;
   qkv = in_proj.forward(x, arena);
+  if (packing) qkv = packing->scatter(be, qkv, arena);
+  const int64_t B = qkv.dim(0), T = qkv.dim(1);
   y = arena.tensor({B, T, n_embd});
   lse = arena.tensor({B, options.n_head, T});
   attn_p = training ? options.attn_dropout : 0.f;
   attn_seed = mix_seed(seed, 0);
   mask = key_padding_mask;
-  params.backend().attention_forward(attention_args());
-  return resid_drop.forward(out_proj.forward(y, arena), arena, training, mix_seed(seed, 1));
+  be.attention_forward(attention_args());
+  return resid_drop.forward(out_proj.forward(packing ? packing->gather(be, y, arena) : y, arena), arena, training,
+                            mix_seed(seed, 1));
 }
 
 Tensor SelfAttention::backward(const Tensor& dout, Arena& arena) {
   ST_CHECK(qkv.ptr != nullptr, "SelfAttention: backward called before forward");
+  Backend& be = params.backend();
   Tensor dy = out_proj.backward(resid_drop.backward(dout, arena), arena);
+  if (packing) dy = packing->scatter(be, dy, arena);
   Tensor dqkv = arena.tensor(qkv.shape);
-  params.backend().attention_backward(attention_args(), dy.f32(), dqkv.f32());
-  return in_proj.backward(dqkv, arena);
+  be.attention_backward(attention_args(), dy.f32(), dqkv.f32());
+  return in_proj.backward(packing ? packing->gather(be, dqkv, arena) : dqkv, arena);
 }
 
 }  // namespace seqtrain

@@ -18,6 +18,11 @@
 // attention dropout uses mix_seed(seed, 0), residual dropout mix_seed(seed, 1). Evaluation
 // (training = false) drops nothing. Masks are seqtrain's own, not torch's.
 //
+// Packed tokens (nn/token_packing.h): given a TokenPacking, x and the output are the packed valid
+// rows [1, Nv, C]; the projections run on those rows only and the attention op alone sees the
+// padded layout: qkv is scattered into [B, N, 3C] (zeros at padding) and its output gathered back.
+// The key-padding mask must then mark exactly the packing's padding.
+//
 // Saved for backward, in the caller's Arena: qkv [B, T, 3C], the attention output [B, T, C], its
 // logsumexp [B, H, T], and Linear's views. All must stay alive and unchanged until backward.
 #pragma once
@@ -30,6 +35,7 @@
 #include "nn/dropout.h"
 #include "nn/linear.h"
 #include "nn/params.h"
+#include "nn/token_packing.h"
 
 namespace seqtrain {
 
@@ -57,10 +63,11 @@ struct SelfAttention {
   // PyTorch's nn.Linear default for both projections (in_proj first). A model's own scheme
   // (nanoGPT's normal(0, 0.02)) is the model's to apply.
   void init(Rng& rng);
-  // x [B, T, C] -> [B, T, C]; key_padding_mask: null, or [B, T] u8 as above.
+  // x [B, T, C] -> [B, T, C]; key_padding_mask: null, or [B, T] u8 as above; packing: null, or
+  // the layout of a packed x [1, Nv, C] -> [1, Nv, C], alive until backward.
   Tensor forward(const Tensor& x, Arena& arena, bool training, uint64_t seed,
-                 const uint8_t* key_padding_mask = nullptr);
-  // Adds every parameter gradient into params.grad(); returns dx [B, T, C].
+                 const uint8_t* key_padding_mask = nullptr, const TokenPacking* packing = nullptr);
+  // Adds every parameter gradient into params.grad(); returns dx, x's shape.
   Tensor backward(const Tensor& dy, Arena& arena);
 
   ParamStore& params;
@@ -73,6 +80,7 @@ struct SelfAttention {
   float attn_p = 0.f;  // the attention dropout the last forward applied (0 in evaluation)
   uint64_t attn_seed = 0;
   const uint8_t* mask = nullptr;
+  const TokenPacking* packing = nullptr;
 
  private:
   AttentionArgs attention_args() const;  // the op's arguments for the saved state

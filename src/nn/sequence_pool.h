@@ -9,6 +9,9 @@
 // host_lengths()); padding is always at the end. last, first and mean are copies and one small
 // GEMM per sample on the backend; max is the backend's masked_max op, which reads the same valid
 // steps as a [B, T] padding mask in the backend's memory.
+// Packed (nn/token_packing.h), x is the valid steps only, [1, Nv, C], sample b's rows contiguous
+// from packing.start(b): the same results from those rows (max per sample over its rows, no mask),
+// and backward returns dx [1, Nv, C].
 #pragma once
 #include <cstdint>
 #include <span>
@@ -17,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "core/arena.h"
+#include "nn/token_packing.h"
 
 namespace seqtrain {
 
@@ -36,16 +40,24 @@ class SequencePool {
   // valid is empty, else those steps as a [B, T] u8 padding mask in the backend's memory (read by
   // max only), alive until backward.
   Tensor forward(const Tensor& x, std::span<const int64_t> valid, const uint8_t* mask, Arena& arena);
-  // dy [B, C] -> dx [B, T, C], zero at every step the forward did not read.
+  // x [1, Nv, C], packing's valid rows -> y [B, C].
+  Tensor forward(const Tensor& x, const TokenPacking& packing, Arena& arena);
+  // dy [B, C] -> dx (x's shape), zero at every step the forward did not read.
   Tensor backward(const Tensor& dy, Arena& arena);
 
   PoolKind kind() const { return kind_; }
 
  private:
   int64_t steps(int64_t b) const { return valid_.empty() ? T_ : valid_[static_cast<size_t>(b)]; }
+  // x's row of sample b's step 0.
+  int64_t first_row(int64_t b) const { return packed_ ? start_[static_cast<size_t>(b)] : b * T_; }
+  Tensor pool_rows(const Tensor& x, Arena& arena);  // last, first and mean, from first_row(b) on
   Backend& backend_;
   PoolKind kind_;
   std::vector<int64_t> valid_;  // the last forward's
+  std::vector<int64_t> start_;  // packed: each sample's first row
+  bool packed_ = false;
+  Shape in_shape_;              // x's
   int64_t B_ = 0, T_ = 0, C_ = 0;
   Tensor ones_;  // mean: T ones, the per-sample GEMM's row
   Tensor arg_;   // max: [B, C] i32, the winning step

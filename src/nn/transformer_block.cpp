@@ -48,7 +48,8 @@ void TransformerBlock::init(Rng& rng) {
 }
 
 Tensor TransformerBlock::forward_layers(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
-  Tensor h = attn_.forward(ln_1_.forward(x, arena, half_out_), arena, training, mix_seed(seed, 1), mask_);
+  Tensor h = attn_.forward(ln_1_.forward(x, arena, half_out_), arena, training, mix_seed(seed, 1), mask_,
+                          packing_);
   Tensor x1 = residual_add(backend_, x, h, arena);
   Tensor a = gelu_.forward(fc_.forward(ln_2_.forward(x1, arena, half_out_), arena), arena, gelu_out_);
   Tensor m = proj_.forward(act_drop_.forward(a, arena, training, mix_seed(seed, 3)), arena);
@@ -66,8 +67,9 @@ Tensor TransformerBlock::backward_layers(const Tensor& dy, Arena& arena) {
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, Arena& arena, Arena& scratch, bool training, uint64_t seed,
-                                 const uint8_t* key_padding_mask) {
+                                 const uint8_t* key_padding_mask, const TokenPacking* packing) {
   mask_ = key_padding_mask;
+  packing_ = packing;
   if (!options_.checkpoint || !training) return forward_layers(x, arena, training, seed);
   x_saved_ = x;
   training_ = training;

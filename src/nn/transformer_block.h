@@ -5,7 +5,9 @@
 // The two differ only in their names, causality and torch's dropout after the GELU, so they are
 // options: TransformerBlockNames::nanogpt() (ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
 // mlp.c_proj) and ::torch_encoder() (norm1, self_attn.in_proj_*, self_attn.out_proj, norm2,
-// linear1, linear2), under "<prefix>."; biases only with `bias`. x is [B, T, C], contiguous.
+// linear1, linear2), under "<prefix>."; biases only with `bias`. x is [B, T, C], contiguous, or
+// packed valid tokens [1, Nv, C] with their TokenPacking (nn/token_packing.h): then every layer
+// but the attention op runs on the valid rows only, and the dropout masks are keyed by packed row.
 //
 // With gradient checkpointing the block keeps only its input in the step's arena: forward runs
 // in a scratch arena of its own and copies the output out; backward runs forward again there
@@ -59,10 +61,11 @@ class TransformerBlock {
   // PyTorch's defaults for every layer (LayerNorm 1 / 0, Linear uniform), in registration order.
   void init(Rng& rng);
   // x [B, T, C] -> [B, T, C]; `scratch` is the checkpointing arena (unused without it);
-  // key_padding_mask: null or [B, T] u8 in the backend's memory, alive until backward.
+  // key_padding_mask: null or [B, T] u8 in the backend's memory, alive until backward; packing:
+  // null, or the layout of a packed x [1, Nv, C] (then the mask is required), alive until backward.
   Tensor forward(const Tensor& x, Arena& arena, Arena& scratch, bool training, uint64_t seed,
-                 const uint8_t* key_padding_mask = nullptr);
-  // dy [B, T, C] -> dx; adds every parameter gradient.
+                 const uint8_t* key_padding_mask = nullptr, const TokenPacking* packing = nullptr);
+  // dy (x's shape) -> dx; adds every parameter gradient.
   Tensor backward(const Tensor& dy, Arena& arena, Arena& scratch);
 
  private:
@@ -86,6 +89,7 @@ class TransformerBlock {
   bool training_ = false;
   uint64_t seed_ = 0;
   const uint8_t* mask_ = nullptr;
+  const TokenPacking* packing_ = nullptr;
 };
 
 // n blocks named "<prefix>.<i>", built in order, so their parameters register in that order (the
