@@ -15,9 +15,11 @@ THREADS=${THREADS:-2}
 STEPS=${STEPS:-10}
 WARMUP=${WARMUP:-2}
 BUILD_DIR=${BUILD_DIR:-build}
-cmake --build "$BUILD_DIR" --target bench_set_encoder >/dev/null
+cmake --build "$BUILD_DIR" --target bench_set_encoder bench_step >/dev/null
 out=bench/results/set_encoder-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$out"
+# The f32 matmul peak on the same cores, which each row's GFLOP/s is a share of.
+taskset -c 0-$((THREADS - 1)) "$BUILD_DIR/bench_step" --workload peak --threads "$THREADS" --json "$out/peak.txt" >/dev/null
 PYPI=bench/.venv/bin/python
 for lengths in full aam half; do
   taskset -c 0-$((THREADS - 1)) "$BUILD_DIR/bench_set_encoder" --threads "$THREADS" --steps "$STEPS" \
@@ -38,11 +40,14 @@ taskset -c 0-$((THREADS - 1)) /usr/bin/python3 bench/torch_set_encoder.py --thre
 import glob, json, os, sys
 out = sys.argv[1]
 rows = {os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob(out + "/*.json"))}
+peak = json.load(open(out + "/peak.txt"))["peak"]["matmul_gflops"]
 lines = [f"# Set encoder step (AAM shape: batch 64, T 256, F 64, d 128, 4 layers, 4 heads, FF 512)", "",
          f"lscpu model: {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}", "",
-         "| run | engine | lengths | valid share | ms/step | GFLOP/s (padded) |", "|---|---|---|---|---|---|"]
+         f"f32 matmul peak on these cores: {peak:.0f} GFLOP/s", "",
+         "| run | engine | lengths | valid share | ms/step | GFLOP/s (padded) | of f32 peak |", "|---|---|---|---|---|---|---|"]
 for k, r in rows.items():
-    lines.append(f"| {k} | {r['engine']} | {r['lengths']} | {r['valid_share']:.2f} | {r['ms_step']:.1f} | {r['gflops']:.1f} |")
+    lines.append(f"| {k} | {r['engine']} | {r['lengths']} | {r['valid_share']:.2f} | {r['ms_step']:.1f} | "
+                 f"{r['gflops']:.1f} | {100 * r['gflops'] / peak:.0f}% |")
 lines.append("")
 def ms(k): return rows[k]["ms_step"] if k in rows else None
 for L in ("full", "aam", "half"):
