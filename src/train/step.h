@@ -62,7 +62,7 @@ class TrainStep {
  public:
   TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, StepOptions options);
 
-  // One micro-batch: the model reads the batch, the objective its targets (Objective::target).
+  // One micro-batch: the model reads the batch, and so does the objective (its targets, lengths).
   // seed drives this pass's dropout masks.
   StepResult run(const Batch& batch, uint64_t seed);
   // The same for a batch of just inputs and targets (benchmarks, tests).
