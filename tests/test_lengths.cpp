@@ -13,6 +13,7 @@
 #include "data/concat.h"
 #include "data/loader.h"
 #include "data/npy.h"
+#include "data/synthetic_sets.h"
 #include "data/zscore_source.h"
 #include "models/model.h"
 #include "train/data_plan.h"
@@ -300,6 +301,27 @@ TEST(Lengths, TaskTheDataCannotServeIsRefusedByName) {
   write_npy(dir / "y.npy", labels, {N});
   EXPECT_CONTAINS(error_of([&] { plan_data(load_config(npy_config(dir, "train:\n  task: regress\n"))); }),
                   "set train.task: classify");
+}
+
+TEST(Lengths, SyntheticSetsAreDeterministicPaddedAndCoverEveryClass) {
+  SetTaskOptions o;
+  o.samples = 200;
+  const SetSplit a = make_set_split(o), b = make_set_split(o);
+  EXPECT_EQ(a.x, b.x);
+  EXPECT_EQ(a.labels, b.labels);
+  o.split = 1;
+  EXPECT_NE(make_set_split(o).x, a.x);  // val and test are other draws
+  std::vector<int64_t> per_class(4, 0);
+  for (int64_t i = 0; i < o.samples; ++i) {
+    const int64_t n = a.lengths[static_cast<size_t>(i)];
+    EXPECT_GE(n, o.min_size);
+    EXPECT_LE(n, o.max_size);
+    ++per_class[static_cast<size_t>(a.labels[static_cast<size_t>(i)])];
+    const float* xi = a.x.data() + i * o.max_size * o.features;
+    EXPECT_NE(xi[(n - 1) * o.features], 0.f);
+    for (int64_t j = n * o.features; j < o.max_size * o.features; ++j) ASSERT_EQ(xi[j], 0.f) << "sample " << i;
+  }
+  for (int64_t c : per_class) EXPECT_GT(c, 30);  // 4 classes drawn evenly
 }
 
 }  // namespace
