@@ -61,7 +61,8 @@ void forecast_windows(Loaded& l, const WindowDataset& split,
                       const std::function<void(int64_t n, const float* p)>& use) {
   const int64_t levels = quantile_levels(l.config.train);
   std::vector<float> p(static_cast<size_t>(l.config.train.batch_size * split.y_size() * levels));
-  forward_batches(*l.model, WindowSource(split), window_layout(split), l.config.train.batch_size, [&](int64_t, const Batch& host, const Batch&, const Tensor& pred, Arena&) {
+  forward_batches(*l.model, WindowSource(split), window_layout(split), l.config.train.batch_size,
+                  [&](int64_t, const Batch& host, const Batch&, const Tensor& pred, Arena&) {
                     read_floats(l.model->params().backend(), pred, p.data());
                     l.data.denormalize_targets(p.data(), host.count, levels);
                     use(host.count, p.data());

@@ -107,14 +107,12 @@ void Loader::claim(Slot& s) {
   const int64_t begin = b * opt_.batch_size;
   const int64_t global = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order_.size()) - begin);
   const auto [lo, hi] = shard_rows(global, opt_.rank, opt_.world);
-  const int64_t count = hi - lo;
   s.idx.assign(order_.begin() + begin + lo, order_.begin() + begin + hi);
   s.state = Slot::Filling;
   s.generation = generation_;
   s.error = nullptr;
   s.batch.epoch = epoch_;
-  s.batch.index = b;
-  s.batch.count = count;
+  s.batch.index = b;  // the rest of the batch is fill_batch's
 }
 
 void Loader::fill_slot(Slot& s) {

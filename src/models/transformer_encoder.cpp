@@ -1,8 +1,6 @@
 // TransformerEncoder forward/backward and initialisation. See transformer_encoder.h.
 #include "models/transformer_encoder.h"
 
-#include <cstring>
-
 #include "models/registry.h"
 
 namespace seqtrain {
@@ -32,7 +30,6 @@ TransformerBlockOptions block_options(const ModelSpec& s, const Precision& preci
                                  .checkpoint = s.grad_checkpoint,
                                  .names = TransformerBlockNames::torch_encoder()};
 }
-
 
 void normal_fill(float* p, int64_t n, float sd, Rng& rng) {
   for (int64_t i = 0; i < n; ++i) p[i] = sd * rng.normal();

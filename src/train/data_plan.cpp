@@ -49,12 +49,12 @@ std::string shape_of(const std::vector<int64_t>& tail) {
 
 // The samples of one npy split: X, y (and lengths) files matched in sorted order, checked against
 // `ref` (set from the first file seen), labels checked and their maximum kept in *max_label.
-std::shared_ptr<const BatchSource> open_npy_split(const std::string& split, const NpyConfig& n, NpyShape& ref,
-                                                  std::vector<std::string>& files, int64_t* max_label) {
+// The split's file keys are data.npy.<split>_x, _y and _len; n gives classes and pad_value.
+std::shared_ptr<const BatchSource> open_npy_split(const std::string& split, const std::string& x_glob,
+                                                  const std::string& y_glob, const std::string& l_glob,
+                                                  const NpyConfig& n, NpyShape& ref, std::vector<std::string>& files,
+                                                  int64_t* max_label) {
   const std::string xk = "data.npy." + split + "_x", yk = "data.npy." + split + "_y", lk = "data.npy." + split + "_len";
-  const std::string& x_glob = split == "train" ? n.train_x : split == "val" ? n.val_x : n.test_x;
-  const std::string& y_glob = split == "train" ? n.train_y : split == "val" ? n.val_y : n.test_y;
-  const std::string& l_glob = split == "train" ? n.train_len : split == "val" ? n.val_len : n.test_len;
   const int64_t classes = n.classes;
   const auto xs = glob_files(x_glob, xk), ys = glob_files(y_glob, yk);
   const auto ls = l_glob.empty() ? std::vector<std::string>{} : glob_files(l_glob, lk);
@@ -112,10 +112,10 @@ DataPlan plan_npy(const Config& config) {
   DataPlan p;
   NpyShape ref;
   int64_t max_label = -1;
-  auto train = open_npy_split("train", n, ref, p.files, &max_label);
+  auto train = open_npy_split("train", n.train_x, n.train_y, n.train_len, n, ref, p.files, &max_label);
   std::shared_ptr<const BatchSource> val, test;
-  if (!n.val_x.empty()) val = open_npy_split("val", n, ref, p.files, &max_label);
-  if (!n.test_x.empty()) test = open_npy_split("test", n, ref, p.files, &max_label);
+  if (!n.val_x.empty()) val = open_npy_split("val", n.val_x, n.val_y, n.val_len, n, ref, p.files, &max_label);
+  if (!n.test_x.empty()) test = open_npy_split("test", n.test_x, n.test_y, n.test_len, n, ref, p.files, &max_label);
   p.steps = ref.steps;
   p.features = ref.features;
   const bool labels = ref.y_tail.empty();
