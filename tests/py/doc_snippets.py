@@ -200,13 +200,35 @@ def strip_comment(cmd):
     return cmd
 
 
+def backtraces(pid):
+    """Where each thread of pid's process tree is, one line per thread (innermost function
+    first), from gdb when installed: a command that hangs in CI then says where, rather than only
+    that it timed out."""
+    if not shutil.which("gdb"):
+        return "(no gdb: no backtraces)"
+    kids = subprocess.run(["pgrep", "-P", str(pid)], stdout=subprocess.PIPE, text=True).stdout.split()
+    lines = []
+    for p in [str(pid)] + kids:
+        r = subprocess.run(["gdb", "-p", p, "-batch", "-ex", "thread apply all bt 20"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+        for thread in re.split(r"^Thread ", r.stdout, flags=re.M)[1:]:
+            frames = re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?([^\s(]+)", thread, re.M)
+            lines.append(f"pid {p} thread {thread.split()[0]}: " + " < ".join(frames))
+    return "\n".join(lines)
+
+
 def run(argv, env, cwd=None, timeout=TIMEOUT_S):
+    p = subprocess.Popen(argv, cwd=cwd or env["PWD"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
     try:
-        p = subprocess.run(argv, cwd=cwd or env["PWD"], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=timeout)
-        return p.returncode, p.stdout
-    except subprocess.TimeoutExpired as e:
-        return 124, f"{e.output or ''}\n(timed out after {timeout} s)"
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        stacks = backtraces(p.pid)
+        p.kill()
+        out, _ = p.communicate()
+        # Stacks first: the failure report keeps the lines right after its FAIL line.
+        return 124, f"(timed out after {timeout} s; where each thread was:)\n{stacks}\n{(out or '')[-3000:]}"
 
 
 _helps = {}
@@ -268,7 +290,7 @@ def run_sh(where, body, ctx):
         if rc != 0:
             lack = missing_cli_feature(tokens)
             note = f"\n  NOT BUILT: {lack}: the docs describe it, this binary lacks it" if lack else ""
-            fail(here, f"exit {rc}: {cmd}\n{out.rstrip()[-3000:]}{note}")
+            fail(here, f"exit {rc}: {cmd}\n{out.rstrip() if rc == 124 else out.rstrip()[-3000:]}{note}")
 
 
 def run_python(where, body, ctx):
