@@ -105,6 +105,9 @@ struct ModelConfig {
   std::vector<std::string> init_from_map;
   std::vector<std::string> init_from_skip;  // model tensor names or prefixes left at their init
   bool init_from_strict = true;  // every model tensor not skipped must be filled, every source tensor used
+  // An encoder to start from (a pretraining run's directory or its `export --encoder` file): its
+  // tensors fill this model's encoder, the head stays fresh (init_from's map and skip underneath).
+  std::string encoder_from;
   // none | last_value | seasonal_naive (data.seasons' longest period): lstm/gru/mlp forecasters
   // predict the correction to that baseline's forecast, so training starts from the baseline.
   std::string residual_to = "none";
@@ -147,15 +150,30 @@ struct ScheduleConfig {
   bool operator==(const ScheduleConfig&) const = default;
 };
 
+// train.masking: how masked pretraining (train.task masked_pretrain) hides the inputs it learns to
+// reconstruct (data/masking.h).
+struct MaskingConfig {
+  std::string strategy = "patch";  // patch | random | span
+  double mask_ratio = 0.15;        // (0, 1): the share of valid positions masked
+  int64_t patch_size = 8;          // >= 1; patch: consecutive steps masked together
+  double mean_span = 3.0;          // >= 1; span: mean masked run per feature
+  std::string fill = "token";      // token | zero: what a masked input becomes
+  double std_penalty = 0.0;        // >= 0; weight of relu(1 - std) of the encoder output
+  bool operator==(const MaskingConfig&) const = default;
+};
+
 struct TrainConfig {
   int64_t epochs = 10;            // >= 1
   int64_t max_steps = 0;          // >= 0; optimizer steps cap; 0 = no cap
   int64_t batch_size = 64;        // >= 1; windows per micro-batch
   bool shuffle = true;            // permute training windows each epoch (see epoch_order)
   std::string loss = "mse";       // mse | mae | huber | quantile | cross_entropy (npy labels, text)
-  // auto | forecast | classify | regress | next_token: what the run predicts; auto infers it from
-  // the data as before (labels: classify; text: next_token; otherwise forecast).
+  // auto | forecast | classify | regress | next_token | masked_pretrain: what the run predicts; auto
+  // infers it from the data as before (labels: classify; text: next_token; otherwise forecast).
   std::string task = "auto";
+  // Fine-tuning: epochs with the encoder frozen, then its learning rate scaled.
+  int64_t freeze_encoder_epochs = 0;  // >= 0, <= epochs
+  double encoder_lr_scale = 1.0;      // > 0
   // loss quantile: the levels forecast (each in (0, 1), increasing); the model gives one forecast
   // per level, never crossing, and the pinball loss trains them.
   std::vector<double> quantiles = {0.1, 0.5, 0.9};
@@ -176,6 +194,7 @@ struct TrainConfig {
   EarlyStoppingConfig early_stopping;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
+  MaskingConfig masking;
   bool operator==(const TrainConfig&) const = default;
 };
 

@@ -136,6 +136,7 @@ void visit_fields(C& c, V&& v) {
   v.field("model.init_from_map", m.init_from_map, PrefixMap{});
   v.field("model.init_from_skip", m.init_from_skip, NameList{});
   v.field("model.init_from_strict", m.init_from_strict);
+  v.field("model.encoder_from", m.encoder_from, PathTag{});
   v.field("model.residual_to", m.residual_to, Choices{"none", "last_value", "seasonal_naive"});
   v.field("model.positions", m.positions, Choices{"auto", "learned", "sinusoidal", "none"});
   v.field("model.pooling", m.pooling, Choices{"last", "mean", "max", "cls"});
@@ -146,7 +147,9 @@ void visit_fields(C& c, V&& v) {
   v.field("train.max_steps", t.max_steps, at_least(0));
   v.field("train.batch_size", t.batch_size, at_least(1));
   v.field("train.shuffle", t.shuffle);
-  v.field("train.task", t.task, Choices{"auto", "forecast", "classify", "regress", "next_token"});
+  v.field("train.task", t.task, Choices{"auto", "forecast", "classify", "regress", "next_token", "masked_pretrain"});
+  v.field("train.freeze_encoder_epochs", t.freeze_encoder_epochs, at_least(0));
+  v.field("train.encoder_lr_scale", t.encoder_lr_scale, positive());
   v.field("train.loss", t.loss, Choices{"mse", "mae", "huber", "quantile", "cross_entropy"});
   v.field("train.quantiles", t.quantiles, unit_open());
   v.field("train.huber_delta", t.huber_delta, positive());
@@ -180,6 +183,13 @@ void visit_fields(C& c, V&& v) {
   v.field("train.schedule.min_lr", s.min_lr, at_least(0));
   v.field("train.schedule.factor", s.factor, unit_open());
   v.field("train.schedule.patience", s.patience, at_least(0));
+  auto& mk = t.masking;
+  v.field("train.masking.strategy", mk.strategy, Choices{"patch", "random", "span"});
+  v.field("train.masking.mask_ratio", mk.mask_ratio, unit_open());
+  v.field("train.masking.patch_size", mk.patch_size, at_least(1));
+  v.field("train.masking.mean_span", mk.mean_span, at_least(1));
+  v.field("train.masking.fill", mk.fill, Choices{"token", "zero"});
+  v.field("train.masking.std_penalty", mk.std_penalty, at_least(0));
 
   auto& r = c.runtime;
   v.field("runtime.threads", r.threads, at_least(0));
