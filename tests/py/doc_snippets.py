@@ -40,16 +40,17 @@ LINKS = ["examples", "python", "scripts", "docs", "bench", "src"]
 TIMEOUT_S = 180
 
 # --set overrides appended to `train` and `data cache` commands naming the config: a few
-# steps instead of the full run (the model keeps its size, so shapes stay the README's).
+# steps instead of the full run (the model keeps its size, so shapes stay the README's), on one
+# thread (see check_docs).
 SHORTEN = {
     "examples/forecast.yaml": ["train.epochs=2", "data.synthetic.rows=3000",
-                               "train.schedule.warmup_steps=5", "runtime.threads=2"],
-    "examples/char_lm.yaml": ["train.epochs=1", "train.max_steps=5", "runtime.threads=2"],
-    "examples/co2_forecast.yaml": ["train.epochs=2", "runtime.threads=2"],
+                               "train.schedule.warmup_steps=5", "runtime.threads=1"],
+    "examples/char_lm.yaml": ["train.epochs=1", "train.max_steps=5", "runtime.threads=1"],
+    "examples/co2_forecast.yaml": ["train.epochs=2", "runtime.threads=1"],
     "examples/set_encoder.yaml": ["train.epochs=1", "train.max_steps=2", "train.eval_every=1u",
-                                  "train.schedule.warmup_steps=1", "runtime.threads=2"],
+                                  "train.schedule.warmup_steps=1", "runtime.threads=1"],
     "examples/shakespeare_gpt.yaml": ["train.epochs=1", "train.max_steps=5", "train.eval_every=5u",
-                                      "train.schedule.warmup_steps=2", "runtime.threads=2"],
+                                      "train.schedule.warmup_steps=2", "runtime.threads=1"],
 }
 
 SHAKESPEARE_STANDIN = "data/shakespeare.txt"
@@ -336,7 +337,7 @@ def run_yaml(where, body, ctx):
         argv = [BIN, "summary", name + ".yaml"]
     else:
         argv = [BIN, "train", name + ".yaml", "--out", f"runs/{name}", "--quiet", "--set", "train.epochs=1",
-                "--set", "train.max_steps=2", "--set", "runtime.threads=2"]
+                "--set", "train.max_steps=2", "--set", "runtime.threads=1"]
     print(f"  $ {' '.join(argv[1:])}", flush=True)
     rc, out = run(argv, ctx["env"])
     if rc != 0:
@@ -455,7 +456,10 @@ def check_docs(docs, temps, has_summary):
         os.symlink(BIN, os.path.join(tmp, "build", "seqtrain"))
         for d in LINKS:
             os.symlink(os.path.join(SRC, d), os.path.join(tmp, d))
-        env = dict(os.environ, PWD=tmp, OMP_NUM_THREADS="2")
+        # One thread per command (and runtime.threads=1 in SHORTEN): ctest runs two tests at once
+        # on two cores, and two OpenMP teams of two there leave the RNN kernels' per-step parallel
+        # regions waiting on descheduled threads, 50x slower (a 100-step resume ran out its 180 s).
+        env = dict(os.environ, PWD=tmp, OMP_NUM_THREADS="1")
         ctx = {"tmp": tmp, "env": env, "has_summary": has_summary}
         for line, info, body, prose in fences(os.path.join(SRC, doc), doc):
             where = f"{doc}:{line}"
