@@ -23,6 +23,16 @@ std::optional<ConfigProblem> check_model_config(const Config& c) {
     settings.bidirectional = c.model.bidirectional;
     if (auto p = f.check_settings(settings)) return ConfigProblem{p->first, p->second};
   }
+  if (c.train.task == "masked_pretrain") {
+    if (!f.pretrains)
+      return ConfigProblem{"train.task", fmt::format("config key 'train.task' is masked_pretrain, which needs an encoder "
+                                                     "of float sequences, but model.type is {}: use {}", c.model.type,
+                                                     family_names_where([](const ModelFamily& m) { return m.pretrains; }))};
+    if (c.model.pooling == "cls")
+      return ConfigProblem{"model.pooling", "config key 'model.pooling' is cls, which masked pretraining does not train "
+                                            "(the decoder reads every step, never a cls token): use mean or last, in "
+                                            "pretraining and in the fine-tuning that starts from it"};
+  }
   if (!is_text(c.data) || f.reads_text()) return std::nullopt;
   return ConfigProblem{"model.type",
                        fmt::format("config key 'model.type' is {}, but data.source text needs the char LM ({})",
@@ -54,6 +64,9 @@ ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
   s.positions = c.model.positions;
   s.pooling = c.model.pooling;
   s.patch_size = c.model.patch_size;
+  s.reconstruct = c.train.task == "masked_pretrain";
+  s.mask_fill = c.train.masking.fill;
+  s.std_penalty = static_cast<float>(c.train.masking.std_penalty);
   return refit_spec(s, shape);
 }
 

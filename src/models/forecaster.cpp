@@ -11,9 +11,10 @@ Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
            spec.layers, spec.bidirectional, spec.dropout, rnn_options(spec, env)),
       pool_(params_.backend(), pool_kind(spec.pooling)),
       drop_(spec.dropout, &params_.backend()),
-      head_(params_, "head", rnn_.output_size(), spec.output_size),
       residual_(spec, params_.backend()),
       quantiles_(spec, params_.backend()) {
+  if (spec.reconstruct) recon_.emplace(params_, spec, rnn_.output_size(), spec.input_size);
+  else head_.emplace(params_, "head", rnn_.output_size(), spec.output_size);
   if (spec.future_steps > 0)
     future_head_.emplace(params_, "future_head", spec.future_steps * spec.input_size, spec.output_size, /*bias=*/false);
   finish_params();
@@ -21,7 +22,8 @@ Forecaster::Forecaster(const ModelSpec& spec, const ModelEnv& env)
 
 void Forecaster::init_params(Rng& rng) {
   rnn_.init(rng);
-  head_.init(rng);
+  if (head_) head_->init(rng);
+  if (recon_) recon_->init(rng);
   if (future_head_) future_head_->init(rng);
 }
 
@@ -32,6 +34,12 @@ Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
   ST_CHECK(lengths.empty() || (!future_head_ && !residual_.active()),
            "variable-length windows (a batch with lengths) do not combine with data.future_features or "
            "model.residual_to: use fixed-length windows for those");
+  if (recon_) {
+    // Masked pretraining: every step's output, batch-first, decoded back to the inputs.
+    const Tensor top = rnn_.forward(recon_->mask_inputs(batch, arena), arena, ctx.training, ctx.dropout_seed, lengths);
+    top_shape_ = top.shape;
+    return recon_->forward(transpose01(params_.backend(), top, arena), batch.inputs.shape, lengths, ctx);
+  }
   Tensor top, future;
   if (future_head_) {
     // Time-major, the lookback is a prefix and the known future the rest: [L + H, B, F].
@@ -48,7 +56,7 @@ Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
   }
   Tensor pooled = pool(top, lengths, arena);
   Tensor h = drop_.forward(pooled, arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));
-  Tensor out = head_.forward(h, arena);
+  Tensor out = head_->forward(h, arena);
   if (future_head_) {
     const Tensor f = future_head_->forward(future, arena);
     params_.backend().add(out.f32(), f.f32(), out.f32(), static_cast<size_t>(out.numel()));
@@ -80,9 +88,16 @@ Tensor Forecaster::unpool(const Tensor& dpooled, Arena& arena) {
 
 void Forecaster::backward(StepContext& ctx) {
   Arena& arena = ctx.arena;
+  if (recon_) {
+    const Tensor dtop = transpose01(params_.backend(), recon_->backward(ctx), arena);
+    const Tensor dx = rnn_.backward(dtop, arena, recon_->wants_input_grad());
+    recon_->input_backward(dx);
+    ctx.note_scratch(rnn_.checkpoint_scratch_bytes());
+    return;
+  }
   const Tensor dout = quantiles_.backward(ctx.output_grad, arena);
   if (future_head_) future_head_->backward(dout, arena);  // its weight's gradient; the input is data
-  Tensor dpooled = drop_.backward(head_.backward(dout, arena), arena);
+  Tensor dpooled = drop_.backward(head_->backward(dout, arena), arena);
   rnn_.backward(unpool(dpooled, arena), arena, false);
   ctx.note_scratch(rnn_.checkpoint_scratch_bytes());
 }

@@ -2,6 +2,8 @@
 // by default the output at the last time step, a sample's own last valid step when the batch
 // has lengths) -> dropout -> Linear to
 // horizon*targets (+ the window's own baseline with model.residual_to: models/residual_baseline.h).
+// Under train.task masked_pretrain a ReconstructionHead (models/reconstruction_head.h) replaces the
+// pooling and the head: every step's output is decoded back to the (masked) inputs.
 // With known-future features (spec.future_steps: x's rows after the lookback) the RNN reads the
 // lookback only and future_head, a Linear without bias over those rows flattened, adds to the
 // head's output: together one Linear over [last output, known future]. Mirrors python/seqtrain_torch/models.py::Forecaster (names rnn.*, head.*).
@@ -14,6 +16,7 @@
 
 #include "models/model.h"
 #include "models/quantile_output.h"
+#include "models/reconstruction_head.h"
 #include "models/residual_baseline.h"
 #include "nn/sequence_pool.h"
 #include "nn/dropout.h"
@@ -39,7 +42,8 @@ class Forecaster : public Model {
   Shape top_shape_;        // the last forward's RNN output [T, N, F]
   bool in_place_ = false;  // it pooled the last step of whole windows in place
   Dropout drop_;
-  Linear head_;
+  std::optional<Linear> head_;                // none under masked pretraining
+  std::optional<ReconstructionHead> recon_;   // masked pretraining's decoder instead of the head
   std::optional<Linear> future_head_;
   ResidualBaseline residual_;
   QuantileOutput quantiles_;

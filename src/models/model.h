@@ -70,6 +70,11 @@ struct ModelSpec {
   std::string positions = "auto";
   std::string pooling = "last";
   int64_t patch_size = 1;
+  // train.task masked_pretrain (lstm, gru, transformer): a reconstruction decoder replaces the head
+  // (models/reconstruction_head.h); mask_fill and std_penalty are train.masking's fill and std_penalty.
+  bool reconstruct = false;
+  std::string mask_fill = "token";
+  float std_penalty = 0.f;
   bool operator==(const ModelSpec&) const = default;
 };
 

@@ -106,6 +106,7 @@ std::vector<ModelFamily> make_families() {
                .names = {"lstm", "gru"},
                .cells = {RnnCell::lstm, RnnCell::gru},
                .text_becomes_lm = true,
+               .pretrains = true,
                .precision_covers = "its RNN layers",
                .fit_shape = fit_windows,
                .build = make<Forecaster>,
@@ -139,6 +140,7 @@ std::vector<ModelFamily> make_families() {
                .layers = gpt_layers});
   f.push_back({.title = "transformer encoder (forecaster / classifier)",
                .names = {"transformer"},
+               .pretrains = true,
                .precision_covers = "its encoder blocks: their Linear layers and attention",
                .fit_shape = fit_windows,
                .build = make<TransformerEncoder>,
@@ -248,6 +250,9 @@ void visit_spec(M& s, V&& v) {
   v("positions", s.positions);
   v("pooling", s.pooling);
   v("patch_size", s.patch_size);
+  v("reconstruct", s.reconstruct);
+  v("mask_fill", s.mask_fill);
+  v("std_penalty", s.std_penalty);
 }
 }  // namespace
 

@@ -43,6 +43,9 @@ struct ModelFamily {
   bool is_language_model = false;    // reads token ids and needs a vocabulary
   bool generates_text = false;       // its models implement TextGenerator
   bool text_becomes_lm = false;      // on text data, names[i] means the language model of cells[i]
+  // Whether train.task masked_pretrain can build it with a reconstruction head
+  // (models/reconstruction_head.h): an encoder of float sequences.
+  bool pretrains = false;
   // Which of its layers follow the run's precision policy (ModelEnv::precision), for the log; empty:
   // it always runs in fp32.
   std::string precision_covers{};

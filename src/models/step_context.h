@@ -29,6 +29,12 @@ struct StepContext {
   // values there (token ids) instead of reading device memory back. Null: check on the device.
   const Batch* host_batch = nullptr;
   size_t scratch_bytes = 0;  // most activation bytes a layer held outside `arena` in this pass
+  // A model's own regulariser (the masked pretrainer's collapse penalty, models/reconstruction_head.h):
+  // forward sets its value per counted target, which the caller adds to the objective's mean (as
+  // aux_loss * count into the loss sum); the caller sets aux_weight, the factor its output_grad
+  // carries per unit of that sum times the count, before backward. 0 when a model has none.
+  double aux_loss = 0;
+  double aux_weight = 0;
 
   void note_scratch(size_t bytes) { scratch_bytes = std::max(scratch_bytes, bytes); }
 };

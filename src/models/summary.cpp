@@ -45,6 +45,19 @@ std::string thousands(int64_t n) {
   }
   return out;
 }
+
+// Masked pretraining's rows after an encoder of `width` channels over `rows` steps or tokens
+// (models/reconstruction_head.h), in place of the pooling and the head.
+void reconstruction_rows(const ModelSpec& s, int64_t rows_per_sample, int64_t width, std::vector<LayerRow>& rows) {
+  if (s.mask_fill == "token")
+    rows.insert(rows.begin() + 1, {"mask_token", "learned fill of masked inputs", {B, s.lookback, s.input_size},
+                                   "mask_token"});
+  rows.push_back({"decoder.norm", "LayerNorm", {B, rows_per_sample, width}, "decoder.norm"});
+  rows.push_back({"decoder.fc1", fmt::format("Linear {} -> {}, GELU", width, width), {B, rows_per_sample, width},
+                  "decoder.fc1"});
+  rows.push_back({"decoder.fc2", fmt::format("Linear {} -> {}", width, s.patch_size * s.input_size),
+                  {B, s.lookback, s.input_size}, "decoder.fc2"});
+}
 }  // namespace
 
 std::vector<LayerRow> rnn_forecaster_layers(const ModelSpec& s) {
@@ -53,6 +66,10 @@ std::vector<LayerRow> rnn_forecaster_layers(const ModelSpec& s) {
                                {B, s.lookback + s.future_steps, s.input_size}}};
   rnn_rows(s, s.input_size, rows);
   const int64_t width = (s.bidirectional ? 2 : 1) * s.hidden;
+  if (s.reconstruct) {
+    reconstruction_rows(s, s.lookback, width, rows);
+    return rows;
+  }
   rows.push_back({"last step", s.dropout > 0 ? fmt::format("dropout {}", s.dropout) : "", {B, width}});
   rows.push_back({"head", fmt::format("Linear {} -> {}", width, s.output_size), {B, s.output_size}, "head"});
   if (s.future_steps)
@@ -115,6 +132,10 @@ std::vector<LayerRow> transformer_layers(const ModelSpec& s) {
                     {B, N, C}, name});
   }
   rows.push_back({"encoder.norm", "LayerNorm", {B, N, C}, "encoder.norm"});
+  if (s.reconstruct) {
+    reconstruction_rows(s, N, C, rows);
+    return rows;
+  }
   rows.push_back({"pool", cls ? "the cls token's output" : s.pooling + " over the valid tokens", {B, C}});
   rows.push_back({"head", fmt::format("Linear {} -> {}", C, s.output_size), {B, s.output_size}, "head"});
   return rows;

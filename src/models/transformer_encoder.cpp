@@ -47,9 +47,15 @@ TransformerEncoder::TransformerEncoder(const ModelSpec& spec, const ModelEnv& en
       blocks_(make_blocks(params_, "encoder.layers", spec.layers, block_options(spec, env.precision))),
       ln_f_(params_, "encoder.norm", spec.hidden, spec.bias),
       pool_(params_.backend(), pool_kind(spec.pooling)),
-      head_(params_, "head", spec.hidden, spec.output_size),
       residual_(spec, params_.backend()),
       quantiles_(spec, params_.backend()) {
+  if (spec.reconstruct) {
+    ST_CHECK(!cls_, "config key 'model.pooling' is cls, which masked pretraining does not train: use mean or last");
+    recon_.emplace(params_, spec, spec.hidden, spec.patch_size * spec.input_size);
+    pack_ = false;  // the decoder reads every token in place
+  } else {
+    head_.emplace(params_, "head", spec.hidden, spec.output_size);
+  }
   scratch_.set_backend(params_.backend());
   finish_params();
 }
@@ -66,7 +72,8 @@ void TransformerEncoder::init_params(Rng& rng) {
   }
   for (auto& b : blocks_) b->init(rng);
   ln_f_.init();
-  head_.init(rng);
+  if (head_) head_->init(rng);
+  if (recon_) recon_->init(rng);
 }
 
 const uint8_t* TransformerEncoder::token_mask(const Batch& batch, const StepContext& ctx, int64_t T) {
@@ -99,7 +106,8 @@ Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
   ST_CHECK(T % patch_ == 0, "config key 'model.patch_size' is {}, which does not divide the batch's {} steps: pick a "
            "divisor of {}", patch_, T, T);
   const uint8_t* mask = token_mask(batch, ctx, T);
-  Tensor h = input_proj_.forward(x.reshape({B, T / patch_, patch_ * spec_.input_size}), arena);
+  const Tensor xin = recon_ ? recon_->mask_inputs(batch, arena) : x;
+  Tensor h = input_proj_.forward(xin.reshape({B, T / patch_, patch_ * spec_.input_size}), arena);
   if (cls_) h = prepend_cls(h, arena);
   positions_.add(h, arena);
   h = drop_.forward(h, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
@@ -112,7 +120,8 @@ Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
   for (size_t l = 0; l < blocks_.size(); ++l)
     h = blocks_[l]->forward(h, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l), mask, packing);
   h = ln_f_.forward(h, arena);
-  Tensor out = head_.forward(packing ? pool_.forward(h, *packing, arena) : pool_.forward(h, valid_, mask, arena),
+  if (recon_) return recon_->forward(h, x.shape, valid_, ctx);
+  Tensor out = head_->forward(packing ? pool_.forward(h, *packing, arena) : pool_.forward(h, valid_, mask, arena),
                              arena);
   residual_.add_to(x, out);
   return quantiles_.forward(out, arena);
@@ -120,14 +129,17 @@ Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
 
 void TransformerEncoder::backward(StepContext& ctx) {
   Arena& arena = ctx.arena;
-  Tensor dh = ln_f_.backward(pool_.backward(head_.backward(quantiles_.backward(ctx.output_grad, arena), arena), arena),
-                             arena);
+  Tensor dh = ln_f_.backward(
+      recon_ ? recon_->backward(ctx)
+             : pool_.backward(head_->backward(quantiles_.backward(ctx.output_grad, arena), arena), arena),
+      arena);
   for (size_t l = blocks_.size(); l-- > 0;) dh = blocks_[l]->backward(dh, arena, scratch_);
   if (packing_) dh = packing_->scatter(params_.backend(), dh, arena);
   dh = drop_.backward(dh, arena);
   positions_.backward(dh, arena);
   if (cls_) dh = cls_backward(dh, arena);
-  input_proj_.backward(dh, arena);  // its weights' gradient; the input is data
+  const Tensor dx = input_proj_.backward(dh, arena);  // the input is data, but a mask token learns from it
+  if (recon_) recon_->input_backward(dx);
   ctx.note_scratch(spec_.grad_checkpoint ? scratch_.high_water() : 0);
 }
 

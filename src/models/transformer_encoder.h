@@ -31,6 +31,9 @@
 // runtime.precision (ModelEnv::precision) applies to the blocks (their Linears and attention, bf16
 // as the GPT runs them); the input projection, the final norm, pooling and head stay fp32.
 // train.grad_checkpoint recomputes each block inside backward.
+// Under train.task masked_pretrain a ReconstructionHead (models/reconstruction_head.h) replaces the
+// pooling and the head: every token's output is decoded back to its P steps of (masked) inputs;
+// nothing is packed then.
 #pragma once
 #include <memory>
 #include <optional>
@@ -38,6 +41,7 @@
 
 #include "models/model.h"
 #include "models/quantile_output.h"
+#include "models/reconstruction_head.h"
 #include "models/residual_baseline.h"
 #include "nn/dropout.h"
 #include "nn/layer_norm.h"
@@ -74,7 +78,8 @@ class TransformerEncoder : public Model {
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;
   LayerNorm ln_f_;
   SequencePool pool_;
-  Linear head_;
+  std::optional<Linear> head_;               // none under masked pretraining
+  std::optional<ReconstructionHead> recon_;  // masked pretraining's decoder instead of pool + head
   ResidualBaseline residual_;
   QuantileOutput quantiles_;
   Arena scratch_;          // gradient checkpointing's per-block recompute arena

@@ -94,6 +94,52 @@ class ClassificationObjective final : public Objective {
   ObjectiveTask task_;
 };
 
+// Masked pretraining: the MSE over the positions the loss mask marks (masked and valid), counted
+// one per such element, as sum(m * (p - x)^2) / sum(m) in PyTorch; a batch with nothing masked
+// counts nothing. Host loops: masked pretraining runs on the CPU for now.
+class MaskedReconstructionObjective final : public Objective {
+ public:
+  std::string_view name() const override { return "masked_pretrain/mse"; }
+  ObjectiveTask task() const override { return ObjectiveTask::masked_pretrain; }
+  ObjectiveSum forward(const Tensor& pred, const Batch& b) const override {
+    const Operands o = operands(pred, b);
+    double sum = 0;
+    int64_t count = 0;
+    for (int64_t i = 0; i < o.n; ++i)
+      if (o.m[i] != 0.f) {
+        const double d = static_cast<double>(o.p[i]) - o.t[i];
+        sum += d * d;
+        ++count;
+      }
+    return {sum, count, 0};
+  }
+  void backward(const Tensor& pred, const Batch& b, Tensor dpred, double scale, bool) const override {
+    const Operands o = operands(pred, b);
+    const float k = static_cast<float>(2 * scale);
+    float* g = dpred.f32();
+    for (int64_t i = 0; i < o.n; ++i) g[i] = o.m[i] != 0.f ? k * (o.p[i] - o.t[i]) : 0.f;
+  }
+  int64_t count(const Tensor& pred, const Batch& host) const override { return forward(pred, host).count; }
+  void accumulate(const Tensor& pred, const Batch& b, double* acc) const override { acc[0] += forward(pred, b).loss; }
+
+ private:
+  struct Operands {
+    const float* p;
+    const float* t;
+    const float* m;
+    int64_t n;
+  };
+  Operands operands(const Tensor& pred, const Batch& b) const {
+    ST_CHECK(b.targets.ptr != nullptr && b.loss_mask.ptr != nullptr, "{}: the batch needs its inputs as targets and a "
+             "loss mask (data/masking.h fills both for train.task masked_pretrain)", name());
+    ST_CHECK(pred.numel() == b.targets.numel() && b.loss_mask.numel() == pred.numel() && pred.dtype == DType::f32 &&
+                 b.targets.dtype == DType::f32,
+             "{}: prediction {}, targets {} and loss mask {} must have one shape", name(), shape_str(pred.shape),
+             shape_str(b.targets.shape), shape_str(b.loss_mask.shape));
+    return {pred.f32(), b.targets.f32(), b.loss_mask.f32(), pred.numel()};
+  }
+};
+
 }  // namespace
 
 const char* task_name(ObjectiveTask task) {
@@ -102,11 +148,17 @@ const char* task_name(ObjectiveTask task) {
     case ObjectiveTask::classify: return "classify";
     case ObjectiveTask::regress: return "regress";
     case ObjectiveTask::next_token: return "next_token";
+    case ObjectiveTask::masked_pretrain: return "masked_pretrain";
   }
   return "?";
 }
 
 std::unique_ptr<Objective> make_objective(LossKind loss, const LossOptions& options, ObjectiveTask task) {
+  if (task == ObjectiveTask::masked_pretrain) {
+    ST_CHECK(loss == LossKind::mse, "train.loss is {} but masked pretraining reconstructs its inputs with the masked "
+             "mse: set train.loss: mse (the default)", loss_name(loss));
+    return std::make_unique<MaskedReconstructionObjective>();
+  }
   if (task == ObjectiveTask::forecast || task == ObjectiveTask::regress) {
     ST_CHECK(loss != LossKind::cross_entropy,
              "train.loss is cross_entropy, which needs class labels, but this data has regression targets; use "
@@ -127,6 +179,7 @@ LossOptions loss_options(const TrainConfig& t) {
 }
 
 std::unique_ptr<Objective> make_objective(const TrainConfig& train, int64_t classes, int64_t y_size) {
+  if (train.task == "masked_pretrain") return make_objective(parse_loss(train.loss), loss_options(train), ObjectiveTask::masked_pretrain);
   const ObjectiveTask task = classes == 0 ? (train.task == "regress" ? ObjectiveTask::regress : ObjectiveTask::forecast)
                              : y_size > 1 ? ObjectiveTask::next_token
                                           : ObjectiveTask::classify;
@@ -139,6 +192,8 @@ ObjectiveTask resolve_task(const Config& config, const DataPlan& plan) {
                                                 : ObjectiveTask::forecast;
   const std::string& t = config.train.task;
   if (t == "auto") return data;
+  // The source's checks (npy X, no labels needed) are the data plan's (train/data_plan.cpp).
+  if (t == "masked_pretrain") return ObjectiveTask::masked_pretrain;
   const char* holds = data == ObjectiveTask::next_token ? "text (next-token targets)"
                       : data == ObjectiveTask::classify  ? "class labels (y of shape [N])"
                       : plan.windows                     ? "windows of a series (a forecast per window)"

@@ -46,6 +46,7 @@ enum class ObjectiveTask : uint8_t {
   classify,    // one class label per sample: logits [B, C], labels [B]
   regress,     // one vector per sample: [B, targets] f32 (npy y [N, targets]), the same losses as forecast
   next_token,  // one label per position: logits [B, T, V], labels [B, T]
+  masked_pretrain,  // reconstruction [B, T, F] of the inputs, scored (mse) where batch.loss_mask is 1
 };
 const char* task_name(ObjectiveTask task);
 

@@ -63,6 +63,7 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   Tensor pred = model_.forward(batch, ctx);
   const int64_t count = objective_->count(pred, host_batch);
   objective_->accumulate(pred, batch, sums());
+  if (ctx.aux_loss != 0) add_aux_loss(ctx.aux_loss * static_cast<double>(count));
   loss_count_ += count;
   accum_count_ += count;
   grow_reference(count);
@@ -71,8 +72,10 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   // scaler.scale(loss / k) in a PyTorch loop.
   Tensor dpred = arena_.tensor(pred.shape);
   const double scale = options_.scaler ? options_.scaler->scale() : 1.0;
-  objective_->backward(pred, batch, dpred, reference_ > 0 ? scale / reference_ : 0.0, /*targets_checked=*/true);
+  const double per_target = reference_ > 0 ? scale / reference_ : 0.0;
+  objective_->backward(pred, batch, dpred, per_target, /*targets_checked=*/true);
   ctx.output_grad = dpred;
+  ctx.aux_weight = per_target * static_cast<double>(count);
   model_.backward(ctx);
   scratch_bytes_ = ctx.scratch_bytes;
 
@@ -111,6 +114,14 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   ++updates_;
   r.updated = true;
   return r;
+}
+
+// A model's regulariser (StepContext::aux_loss) joins the loss sum: a host value, so only where
+// the host reads the sums (the models that have one refuse a device backend before this).
+void TrainStep::add_aux_loss(double sum) {
+  ST_CHECK(model_.params().backend().host_accessible(), "a model regulariser on the {} backend: not supported",
+           model_.params().backend().name());
+  sums()[0] += sum;
 }
 
 // One read of the loss sum (a synchronization on a GPU), then the sums restart from 0.

@@ -94,6 +94,7 @@ class TrainStep {
   // ranks), so they are the gradient of the mean.
   void normalize_accumulated(double total);
   void scale_grads(double factor);
+  void add_aux_loss(double sum);
 
   StepOptions options_;
   std::unique_ptr<Objective> owned_objective_;  // when options_.objective is null
