@@ -25,6 +25,11 @@ struct DataSetsArgs {
   int64_t samples = 2000;
   uint64_t seed = 0;
 };
+struct DataWindowsArgs {
+  std::string out;
+  int64_t unlabelled = 10000, labelled = 500;
+  uint64_t seed = 0;
+};
 struct DataExportArgs {
   std::string config, out;
   std::vector<std::string> overrides;
@@ -46,6 +51,9 @@ int run_data_info(const DataInfoArgs& args);
 // `seqtrain data sets`: the synthetic set task (data/synthetic_sets.h) as npy train/val/test X, y
 // and lengths in a directory, for examples/set_encoder.yaml.
 int run_data_sets(const DataSetsArgs& args);
+// `seqtrain data windows`: synthetic price windows for masked pretraining and fine-tuning
+// (data/synthetic_windows.h).
+int run_data_windows(const DataWindowsArgs& args);
 // `seqtrain data export`: a csv or synthetic source as the CSV its run would read.
 int run_data_export(const DataExportArgs& args);
 // `seqtrain --version`: version, commit, build type, CPU kernel levels, the CUDA plugin.

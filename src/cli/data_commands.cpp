@@ -17,6 +17,7 @@
 #include "data/dataset.h"
 #include "data/npy.h"
 #include "data/synthetic_sets.h"
+#include "data/synthetic_windows.h"
 #include "io/atomic_dir.h"
 #include "train/data_plan.h"
 
@@ -92,6 +93,36 @@ int run_data_sets(const DataSetsArgs& a) {
   std::printf("wrote %ld/%ld/%ld sets (train/val/test) of %ld-%ld elements x %ld features, 4 classes, to %s\n",
               (long)splits[0].second, (long)splits[1].second, (long)splits[2].second, (long)o.min_size,
               (long)o.max_size, (long)o.features, a.out.c_str());
+  return 0;
+}
+
+int run_data_windows(const DataWindowsArgs& a) {
+  // As data sets: made in memory, published whole.
+  const std::string tmp = a.out + ".tmp";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  ST_CHECK(!ec, "--out {}: cannot create {}: {} (choose a writable directory)", a.out, tmp, ec.message());
+  struct Part { const char* name; int64_t n; bool labels; };
+  const Part parts[4] = {{"unlabelled", a.unlabelled, false},
+                         {"train", a.labelled, true},
+                         {"val", std::max<int64_t>(1, a.labelled / 2), true},
+                         {"test", std::max<int64_t>(1, 2 * a.labelled), true}};
+  WindowTaskOptions o;
+  o.seed = a.seed;
+  for (uint64_t k = 0; k < 4; ++k) {
+    const Part& p = parts[k];
+    o.samples = p.n;
+    o.split = k;
+    const WindowSplit s = make_window_split(o);
+    const std::string stem = (fs::path(tmp) / p.name).string();
+    write_file_atomic(stem + "_x.npy", npy_bytes_f32({p.n, o.steps, 4}, s.x.data(), stem + "_x.npy"));
+    if (p.labels) write_file_atomic(stem + "_y.npy", npy_bytes_i64({p.n}, s.labels.data(), stem + "_y.npy"));
+  }
+  publish_dir(tmp, a.out);
+  std::printf("wrote %ld unlabelled and %ld/%ld/%ld labelled (train/val/test) windows of %ld bars x 4 (open, high, "
+              "low, close), 2 classes, to %s\n", (long)parts[0].n, (long)parts[1].n, (long)parts[2].n,
+              (long)parts[3].n, (long)o.steps, a.out.c_str());
   return 0;
 }
 

@@ -136,6 +136,18 @@ void add_data_commands(CLI::App& app, std::vector<Command>& out) {
             ->check(CLI::Range(int64_t{10}, int64_t{1000000}));
         c.add_option("--seed", a.seed, "seed of the taxa and the draws");
       }));
+  out.push_back(command<DataWindowsArgs>(
+      *data, "windows",
+      "Write synthetic price windows (105 bars x open, high, low, close) for masked pretraining and fine-tuning, as "
+      "npy unlabelled_x.npy and {train,val,test}_{x,y}.npy",
+      run_data_windows, [](CLI::App& c, DataWindowsArgs& a) {
+        c.add_option("--out", a.out, "directory to write the seven .npy files into (all of them or none)")->required();
+        c.add_option("--unlabelled", a.unlabelled, "unlabelled windows (for pretraining)")
+            ->check(CLI::Range(int64_t{10}, int64_t{10000000}));
+        c.add_option("--labelled", a.labelled, "labelled training windows (validation gets half as many, test twice)")
+            ->check(CLI::Range(int64_t{10}, int64_t{1000000}));
+        c.add_option("--seed", a.seed, "seed of the draws");
+      }));
 }
 }  // namespace
 
