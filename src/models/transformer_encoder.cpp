@@ -120,8 +120,11 @@ Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
 
 void TransformerEncoder::backward(StepContext& ctx) {
   Arena& arena = ctx.arena;
-  Tensor dh = ln_f_.backward(pool_.backward(head_.backward(quantiles_.backward(ctx.output_grad, arena), arena), arena),
-                             arena);
+  const Tensor dpooled = head_.backward(quantiles_.backward(ctx.output_grad, arena), arena);
+  // With the whole encoder frozen (fine-tuning's first epochs) nothing below the head needs a
+  // gradient: the pooling, final norm and blocks' backward are skipped.
+  if (encoder_frozen()) return;
+  Tensor dh = ln_f_.backward(pool_.backward(dpooled, arena), arena);
   for (size_t l = blocks_.size(); l-- > 0;) dh = blocks_[l]->backward(dh, arena, scratch_);
   if (packing_) dh = packing_->scatter(params_.backend(), dh, arena);
   dh = drop_.backward(dh, arena);
@@ -129,6 +132,12 @@ void TransformerEncoder::backward(StepContext& ctx) {
   if (cls_) dh = cls_backward(dh, arena);
   input_proj_.backward(dh, arena);  // its weights' gradient; the input is data
   ctx.note_scratch(spec_.grad_checkpoint ? scratch_.high_water() : 0);
+}
+
+bool TransformerEncoder::encoder_frozen() const {
+  for (const ParamEntry& e : params_.entries())
+    if (!e.frozen && e.name.compare(0, 5, "head.") != 0) return false;
+  return true;
 }
 
 Tensor TransformerEncoder::prepend_cls(const Tensor& h, Arena& arena) {

@@ -74,6 +74,9 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   objective_->backward(pred, batch, dpred, reference_ > 0 ? scale / reference_ : 0.0, /*targets_checked=*/true);
   ctx.output_grad = dpred;
   model_.backward(ctx);
+  // A frozen tensor gets no gradient from a micro-batch that ran while it was frozen (torch:
+  // requires_grad False), whatever the model's backward added to it.
+  model_.params().zero_frozen_grads();
   scratch_bytes_ = ctx.scratch_bytes;
 
   StepResult r;
