@@ -65,7 +65,7 @@ TEST(FineTune, FrozenEpochsKeepTheEncoderThenItLearnsAtTheScaledLr) {
   ASSERT_GT(head, 0u);
   for (const ParamEntry& e : ps.entries()) EXPECT_EQ(e.offset < head, is_encoder_tensor(e.name)) << e.name;
 
-  const std::string ck = (dir / "run/checkpoints").string();
+  const std::string ck = dir / "run/checkpoints";
   for (int64_t step : {int64_t{1}, per_epoch, 2 * per_epoch}) {
     OptimizerState st;
     const std::vector<float> w = weights(c, ck + "/" + step_tag(step), &st);
@@ -189,7 +189,7 @@ TEST(FineTune, ParamGroupsConfigRoundTripsAndRefusesBadGroups) {
   const std::string yaml = to_yaml(c);
   EXPECT_NE(yaml.find("param_groups: [{prefix: \"rnn.\", lr_scale: 0.1, weight_decay: 0, frozen: false}, "
                       "{prefix: \"head.\", lr_scale: 1, frozen: true}]"), std::string::npos) << yaml;
-  EXPECT_EQ(load_config_text(yaml, "resolved").train.param_groups, c.train.param_groups);
+  EXPECT_EQ(load_config_text(yaml, "resolved", "", {}).train.param_groups, c.train.param_groups);
   EXPECT_NE(config_hash(c), config_hash(tiny({})));
 
   auto message = [](const std::string& value) {

@@ -102,8 +102,11 @@ void expect_groups_match_torch(const OptimizerOptions& o, const std::string& py_
     const std::vector<double> steps = read_npy(dir / "steps.npy");
     const std::vector<StepCount> mine = opt->param_steps(c.n);
     for (size_t i = 0; i + 1 < kCuts.size(); ++i)
-      for (const StepCount& r : mine)
-        if (r.begin <= kCuts[i] && kCuts[i] < r.end) EXPECT_EQ(double(r.steps), steps[i]) << "tensor " << i;
+      for (const StepCount& r : mine) {
+        if (r.begin <= kCuts[i] && kCuts[i] < r.end) {
+          EXPECT_EQ(double(r.steps), steps[i]) << "tensor " << i;
+        }
+      }
   }
 }
 

@@ -117,7 +117,7 @@ std::vector<StepCount> Optimizer::param_steps(size_t n) const {
 // changes; pieces of one (lr scale, weight decay, count) go to one update.
 std::vector<Optimizer::GroupUpdate> Optimizer::plan_updates(size_t n) {
   const std::vector<DecayRun> decay = decay_runs(n);
-  const std::vector<GroupRun> groups = groups_.empty() ? std::vector<GroupRun>{GroupRun{0, n}} : groups_;
+  const std::vector<GroupRun> groups = groups_.empty() ? std::vector<GroupRun>{GroupRun{0, n, 1.0, std::nullopt, false}} : groups_;
   const std::vector<StepCount> counts = param_steps(n);
   const double wd = opts_.weight_decay.value_or(0.0);
   std::vector<GroupUpdate> updates;
