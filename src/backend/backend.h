@@ -132,7 +132,8 @@ class RecurrentLayers {
 
 // AdamW over params[0, n) (torch.optim.AdamW's arithmetic, optim/adamw.h), the hyperparameters
 // as doubles, step the 1-based step. `runs` are the decay mask as [begin, end) ranges of equal
-// flags covering [0, n); a non-decaying run updates with weight decay 0.
+// flags, in order; a non-decaying run updates with weight decay 0, and elements between runs (a
+// frozen or another parameter group's, one update call each) are not touched.
 struct DecayRange {
   size_t begin = 0, end = 0;
   bool decay = true;

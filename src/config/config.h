@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "optim/param_groups.h"
+
 namespace seqtrain {
 
 struct SyntheticConfig {
@@ -174,6 +176,9 @@ struct TrainConfig {
   // Fine-tuning: epochs with the encoder frozen, then its learning rate scaled.
   int64_t freeze_encoder_epochs = 0;  // >= 0, <= epochs
   double encoder_lr_scale = 1.0;      // > 0
+  // torch.optim param groups by tensor-name prefix (optim/param_groups.h); the first group whose
+  // prefix matches a tensor is its group. Empty: one group.
+  std::vector<ParamGroup> param_groups;
   // loss quantile: the levels forecast (each in (0, 1), increasing); the model gives one forecast
   // per level, never crossing, and the pinball loss trains them.
   std::vector<double> quantiles = {0.1, 0.5, 0.9};

@@ -61,6 +61,17 @@ class Emit {
   }
   void field(const char* key, const std::vector<std::string>& x, PrefixMap) { field(key, x); }
   void field(const char* key, const std::vector<std::string>& x, NameList) { field(key, x); }
+  // Flow style, weight_decay only when set: [{prefix: "rnn.", lr_scale: 0.1, frozen: false}].
+  void field(const char* key, const std::vector<ParamGroup>& x) {
+    std::string v = "[";
+    for (size_t i = 0; i < x.size(); ++i) {
+      const ParamGroup& g = x[i];
+      v += fmt::format("{}{{prefix: {}, lr_scale: {}", i ? ", " : "", quote(g.prefix), g.lr_scale);
+      if (g.weight_decay) v += fmt::format(", weight_decay: {}", *g.weight_decay);
+      v += fmt::format(", frozen: {}}}", g.frozen ? "true" : "false");
+    }
+    line(key, v + "]");
+  }
   void field(const char* key, const std::array<double, 3>& x) {
     line(key, fmt::format("[{}, {}, {}]", x[0], x[1], x[2]));
   }

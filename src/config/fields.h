@@ -58,6 +58,7 @@ using Choices = std::vector<std::string>;
 //   field(key, std::array<double, 3>&)     split fractions
 //   field(key, std::vector<std::string>&, PrefixMap)  "from=to" prefix pairs
 //   field(key, std::vector<std::string>&, NameList)   tensor names or prefixes
+//   field(key, std::vector<ParamGroup>&)   parameter groups: a list of {prefix, lr_scale, weight_decay, frozen}
 struct PathTag {};
 // One column name (data.time_column); empty allowed.
 struct ColumnTag {};
@@ -150,6 +151,7 @@ void visit_fields(C& c, V&& v) {
   v.field("train.task", t.task, Choices{"auto", "forecast", "classify", "regress", "next_token", "masked_pretrain"});
   v.field("train.freeze_encoder_epochs", t.freeze_encoder_epochs, at_least(0));
   v.field("train.encoder_lr_scale", t.encoder_lr_scale, positive());
+  v.field("train.param_groups", t.param_groups);
   v.field("train.loss", t.loss, Choices{"mse", "mae", "huber", "quantile", "cross_entropy"});
   v.field("train.quantiles", t.quantiles, unit_open());
   v.field("train.huber_delta", t.huber_delta, positive());

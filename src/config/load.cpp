@@ -306,6 +306,64 @@ class Assign {
     }
     x = std::move(out);
   }
+  void field(const char* key, std::vector<ParamGroup>& x) {
+    if (!match(key)) return;
+    const char* expected = "a list of parameter groups like [{prefix: rnn., lr_scale: 0.1, weight_decay: 0.0, "
+                           "frozen: false}]";
+    if (node_.IsNull()) { x.clear(); return; }
+    if (!node_.IsSequence()) bad(expected);
+    std::vector<ParamGroup> out;
+    for (size_t i = 0; i < node_.size(); ++i) {
+      const YAML::Node item = node_[i];
+      if (!item.IsMap())
+        fail("{}: config key '{}' expects {}; item {} is {}", item_where(item), key_, expected, i, describe_node(item));
+      ParamGroup g;
+      bool has_prefix = false;
+      for (auto it = item.begin(); it != item.end(); ++it) {
+        const YAML::Node k = it->first, v = it->second;  // copies: it-> yields a temporary proxy
+        const std::string name = k.IsScalar() ? k.Scalar() : std::string();
+        const std::string at = item_where(v.Mark().is_null() ? k : v);
+        auto need = [&](bool ok, const char* what) {
+          if (!ok)
+            fail("{}: config key '{}' item {}: '{}' expects {}, got {}", at, key_, i, name, what, describe_node(v));
+        };
+        if (name == "prefix") {
+          need(v.IsScalar(), "a tensor-name prefix like rnn.");
+          g.prefix = v.Scalar();
+          has_prefix = true;
+        } else if (name == "lr_scale") {
+          const auto d = v.IsScalar() ? parse_double(v.Scalar()) : std::nullopt;
+          need(d && std::isfinite(*d) && *d >= 0, "a number >= 0");
+          g.lr_scale = *d;
+        } else if (name == "weight_decay") {
+          if (v.IsNull() || (v.IsScalar() && v.Scalar() == "none")) {
+            g.weight_decay.reset();
+            continue;
+          }
+          const auto d = v.IsScalar() ? parse_double(v.Scalar()) : std::nullopt;
+          need(d && std::isfinite(*d) && *d >= 0, "a number >= 0 (or none: the optimizer's)");
+          g.weight_decay = *d;
+        } else if (name == "frozen") {
+          const auto b = v.IsScalar() ? parse_bool(v.Scalar()) : std::nullopt;
+          need(b.has_value(), "true or false");
+          g.frozen = *b;
+        } else {
+          fail("{}: config key '{}' item {} has an unknown field '{}'{}; a group has prefix, lr_scale, "
+               "weight_decay and frozen", item_where(k), key_, i, name,
+               did_you_mean(name, {"prefix", "lr_scale", "weight_decay", "frozen"}));
+        }
+      }
+      if (!has_prefix)
+        fail("{}: config key '{}' item {} has no prefix; give the tensor-name prefix it applies to, e.g. "
+             "{{prefix: rnn., lr_scale: 0.1}}", item_where(item), key_, i);
+      for (const ParamGroup& o : out)
+        if (o.prefix == g.prefix)
+          fail("{}: config key '{}' has two groups with prefix '{}'; only the first would ever match: keep one",
+               item_where(item), key_, g.prefix);
+      out.push_back(std::move(g));
+    }
+    x = std::move(out);
+  }
   void field(const char* key, std::array<double, 3>& x) {
     if (!match(key)) return;
     const char* expected = "a list of three fractions [train, val, test], e.g. [0.8, 0.1, 0.1]";

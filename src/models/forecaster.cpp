@@ -97,7 +97,11 @@ void Forecaster::backward(StepContext& ctx) {
   }
   const Tensor dout = quantiles_.backward(ctx.output_grad, arena);
   if (future_head_) future_head_->backward(dout, arena);  // its weight's gradient; the input is data
-  Tensor dpooled = drop_.backward(head_->backward(dout, arena), arena);
+  const Tensor dh = head_->backward(dout, arena);
+  // A frozen RNN (fine-tuning's first epochs) needs no gradient at all: its backward, most of
+  // the step's work, is skipped.
+  if (params_.all_frozen("rnn.")) return;
+  Tensor dpooled = drop_.backward(dh, arena);
   rnn_.backward(unpool(dpooled, arena), arena, false);
   ctx.note_scratch(rnn_.checkpoint_scratch_bytes());
 }

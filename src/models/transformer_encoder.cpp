@@ -129,10 +129,17 @@ Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
 
 void TransformerEncoder::backward(StepContext& ctx) {
   Arena& arena = ctx.arena;
-  Tensor dh = ln_f_.backward(
-      recon_ ? recon_->backward(ctx)
-             : pool_.backward(head_->backward(quantiles_.backward(ctx.output_grad, arena), arena), arena),
-      arena);
+  Tensor dtop;
+  if (recon_) {
+    dtop = recon_->backward(ctx);
+  } else {
+    const Tensor dpooled = head_->backward(quantiles_.backward(ctx.output_grad, arena), arena);
+    // With the whole encoder frozen (fine-tuning's first epochs) nothing below the head needs a
+    // gradient: the pooling, final norm and blocks' backward are skipped.
+    if (encoder_frozen()) return;
+    dtop = pool_.backward(dpooled, arena);
+  }
+  Tensor dh = ln_f_.backward(dtop, arena);
   for (size_t l = blocks_.size(); l-- > 0;) dh = blocks_[l]->backward(dh, arena, scratch_);
   if (packing_) dh = packing_->scatter(params_.backend(), dh, arena);
   dh = drop_.backward(dh, arena);
@@ -141,6 +148,12 @@ void TransformerEncoder::backward(StepContext& ctx) {
   const Tensor dx = input_proj_.backward(dh, arena);  // the input is data, but a mask token learns from it
   if (recon_) recon_->input_backward(dx);
   ctx.note_scratch(spec_.grad_checkpoint ? scratch_.high_water() : 0);
+}
+
+bool TransformerEncoder::encoder_frozen() const {
+  for (const ParamEntry& e : params_.entries())
+    if (!e.frozen && e.name.compare(0, 5, "head.") != 0) return false;
+  return true;
 }
 
 Tensor TransformerEncoder::prepend_cls(const Tensor& h, Arena& arena) {

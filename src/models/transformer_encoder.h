@@ -68,6 +68,7 @@ class TransformerEncoder : public Model {
   const uint8_t* token_mask(const Batch& batch, const StepContext& ctx, int64_t T);
   Tensor prepend_cls(const Tensor& h, Arena& arena);      // [B, N, C] -> [B, N + 1, C]
   Tensor cls_backward(const Tensor& dh, Arena& arena);    // adds into cls_token's gradient; -> [B, N, C]
+  bool encoder_frozen() const;  // every tensor below the head frozen (ParamStore frozen flags)
 
   int64_t patch_;          // steps per token
   bool cls_;               // pooling cls: a token prepended

@@ -64,6 +64,29 @@ std::vector<uint8_t> ParamStore::decay_mask() const {
   return mask;
 }
 
+bool ParamStore::all_frozen(std::string_view prefix) const {
+  for (const auto& e : entries_)
+    if (!e.frozen && std::string_view(e.name).substr(0, prefix.size()) == prefix) return false;
+  return true;
+}
+
+void ParamStore::zero_frozen_grads() {
+  // Neighbouring frozen entries are one fill.
+  size_t begin = 0, end = 0;
+  for (const auto& e : entries_) {
+    if (!e.frozen) continue;
+    const size_t b = e.offset, n = static_cast<size_t>(numel_of(e.shape));
+    if (end != begin && b == end) {
+      end += n;
+      continue;
+    }
+    if (end != begin) backend().fill(grads_.data() + begin, end - begin, 0.f);
+    begin = b;
+    end = b + n;
+  }
+  if (end != begin) backend().fill(grads_.data() + begin, end - begin, 0.f);
+}
+
 void ParamStore::zero_grad() {
   if (size_) backend().fill(grads_.data(), size_, 0.f);
 }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct ParamEntry {
   // torch.optim.AdamW(model.parameters()); models/model.h's decay policy sets it per entry.
   bool decay = true;
   bool embedding = false;  // an embedding table (the `matrices` decay policy leaves it undecayed)
+  // Frozen (a parameter group's, optim/param_groups.h): the optimizer leaves it alone and its
+  // gradient stays zero, so a model may skip the backward work that only feeds it.
+  bool frozen = false;
 };
 
 class ParamStore {
@@ -67,6 +71,13 @@ class ParamStore {
   ParamStore clone_layout(Backend& on) const;
   void set_decay(size_t i, bool decay) { entries_.at(i).decay = decay; }
   void mark_embedding(size_t i) { entries_.at(i).embedding = true; }
+  void set_frozen(size_t i, bool frozen) { entries_.at(i).frozen = frozen; }
+  // Whether no entry whose name starts with `prefix` is trainable (true when none matches): a
+  // model skips a module's backward when nothing below it needs a gradient.
+  bool all_frozen(std::string_view prefix) const;
+  // Zeroes the gradients of the frozen entries (through the backend's fill): whatever a
+  // backward added to them, a frozen tensor has no gradient, for clipping's norm as for torch.
+  void zero_frozen_grads();
   // One byte per parameter element (after finalize()): 1 where its entry decays, for
   // Optimizer::set_decay_mask.
   std::vector<uint8_t> decay_mask() const;

@@ -21,23 +21,26 @@ AdamW::AdamW(OptimizerOptions opts, Backend& backend)
 
 void AdamW::step(float* params, const float* grads, size_t n, double lr) {
   begin_step(params, grads, n, lr);
+  const std::vector<GroupUpdate> updates = plan_updates(n);
   ++step_;
   // The backend forms the kernel's scalars (CpuBackend::adamw: in double, rounded to float once,
-  // as torch does) and updates run by run of the decay mask.
-  const std::vector<DecayRun> runs = decay_runs(n);
-  AdamWUpdate u;
-  u.params = params;
-  u.grads = grads;
-  u.m = buffer(0);
-  u.v = buffer(1);
-  u.runs = &runs;
-  u.lr = lr;
-  u.beta1 = opts_.beta1;
-  u.beta2 = opts_.beta2;
-  u.eps = opts_.eps;
-  u.weight_decay = *opts_.weight_decay;
-  u.step = step_;
-  backend().adamw(u);
+  // as torch does) and updates run by run of the decay mask; one call per parameter group (one
+  // without groups), each with its elements' own step for the bias corrections.
+  for (const GroupUpdate& g : updates) {
+    AdamWUpdate u;
+    u.params = params;
+    u.grads = grads;
+    u.m = buffer(0);
+    u.v = buffer(1);
+    u.runs = &g.runs;
+    u.lr = lr * g.lr_scale;
+    u.beta1 = opts_.beta1;
+    u.beta2 = opts_.beta2;
+    u.eps = opts_.eps;
+    u.weight_decay = g.weight_decay;
+    u.step = g.steps + 1;
+    backend().adamw(u);
+  }
 }
 
 }  // namespace seqtrain

@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -8,9 +9,25 @@
 
 namespace seqtrain {
 
+namespace {
+// Runs that must tile [0, n) in order (n = 0: any length); `what` names them in the error.
+template <typename Run>
+void check_tiling(const std::vector<Run>& runs, size_t n, std::string_view opt, const char* what) {
+  size_t at = 0;
+  for (const Run& r : runs) {
+    ST_CHECK(r.begin == at && r.end > r.begin, "{} optimizer: {} [{}, {}) does not continue at element {}; the runs "
+             "must cover the parameters in order", opt, what, r.begin, r.end, at);
+    at = r.end;
+  }
+  ST_CHECK(runs.empty() || n == 0 || at == n, "{} optimizer: {} cover {} elements but the optimizer updates {}", opt,
+           what, at, n);
+}
+}  // namespace
+
 OptimizerState Optimizer::state() const {
   OptimizerState s;
   s.step = step_;
+  s.param_steps = param_steps_;
   if (!buffers_.empty()) {
     std::vector<std::string> names = buffer_names();
     for (size_t i = 0; i < names.size(); ++i) {
@@ -25,10 +42,15 @@ OptimizerState Optimizer::state() const {
 void Optimizer::load_state(const OptimizerState& s) {
   ST_CHECK(s.step >= 0, "{} optimizer state has a negative step count ({})", name(), s.step);
   std::vector<std::string> names = buffer_names();
+  for (const StepCount& c : s.param_steps)
+    ST_CHECK(c.steps >= 0 && c.steps <= s.step, "{} optimizer state gives elements [{}, {}) {} updates, outside "
+             "[0, {}] (its step count); the checkpoint is inconsistent", name(), c.begin, c.end, c.steps, s.step);
   if (s.buffers.empty() && (s.step == 0 || names.empty())) {
-    // Nothing to restore but the count: a checkpoint taken before the first step, or an
+    // Nothing to restore but the counts: a checkpoint taken before the first step, or an
     // optimizer (SGD without momentum) that keeps no buffers.
+    check_tiling(s.param_steps, 0, name(), "update counts");
     step_ = s.step;
+    param_steps_ = s.param_steps;
     buffers_.clear();
     n_ = 0;
     return;
@@ -54,6 +76,9 @@ void Optimizer::load_state(const OptimizerState& s) {
   }
   ST_CHECK(decay_mask_.empty() || decay_mask_.size() == n,
            "{} optimizer state holds {} elements but the weight-decay mask has {}", name(), n, decay_mask_.size());
+  check_tiling(s.param_steps, n, name(), "update counts");
+  ST_CHECK(groups_.empty() || groups_.back().end == n, "{} optimizer state holds {} elements but the parameter "
+           "groups cover {}", name(), n, groups_.back().end);
   std::vector<DeviceBuffer> device;
   for (const std::vector<float>* host : loaded) {
     device.emplace_back(*backend_, n, /*zero=*/false);
@@ -62,12 +87,73 @@ void Optimizer::load_state(const OptimizerState& s) {
   buffers_ = std::move(device);
   n_ = n;
   step_ = s.step;
+  param_steps_ = s.param_steps;
 }
 
 void Optimizer::reset() {
   step_ = 0;
   n_ = 0;
   buffers_.clear();
+  param_steps_.clear();
+}
+
+void Optimizer::set_groups(std::vector<GroupRun> runs) {
+  check_tiling(runs, n_, name(), "parameter group runs");
+  for (const GroupRun& r : runs) {
+    ST_CHECK(std::isfinite(r.lr_scale) && r.lr_scale >= 0, "{} optimizer: a parameter group's lr_scale is {}; it "
+             "must be finite and >= 0", name(), r.lr_scale);
+    ST_CHECK(!r.weight_decay || (std::isfinite(*r.weight_decay) && *r.weight_decay >= 0), "{} optimizer: a "
+             "parameter group's weight_decay is {}; it must be finite and >= 0", name(), r.weight_decay.value_or(0));
+  }
+  groups_ = std::move(runs);
+}
+
+std::vector<StepCount> Optimizer::param_steps(size_t n) const {
+  if (param_steps_.empty()) return {StepCount{0, n, step_}};
+  return param_steps_;
+}
+
+// One sweep over the pieces where none of the three run lists (decay mask, groups, counts)
+// changes; pieces of one (lr scale, weight decay, count) go to one update.
+std::vector<Optimizer::GroupUpdate> Optimizer::plan_updates(size_t n) {
+  const std::vector<DecayRun> decay = decay_runs(n);
+  const std::vector<GroupRun> groups = groups_.empty() ? std::vector<GroupRun>{GroupRun{0, n, 1.0, std::nullopt, false}} : groups_;
+  const std::vector<StepCount> counts = param_steps(n);
+  const double wd = opts_.weight_decay.value_or(0.0);
+  std::vector<GroupUpdate> updates;
+  std::vector<StepCount> after;
+  bool uniform = true;  // every element updated this step, from one count
+  size_t i = 0, j = 0, k = 0;
+  for (size_t at = 0; at < n;) {
+    const DecayRun& d = decay[i];
+    const GroupRun& g = groups[j];
+    const StepCount& c = counts[k];
+    const size_t end = std::min({d.end, g.end, c.end});
+    const int64_t now = g.frozen ? c.steps : c.steps + 1;
+    uniform = uniform && !g.frozen && c.steps == step_;
+    if (!after.empty() && after.back().steps == now) after.back().end = end;
+    else after.push_back({at, end, now});
+    if (!g.frozen) {
+      const double run_wd = g.weight_decay.value_or(wd);
+      const bool flag = g.weight_decay ? true : d.decay;
+      GroupUpdate* u = nullptr;
+      for (GroupUpdate& x : updates)
+        if (x.lr_scale == g.lr_scale && x.weight_decay == run_wd && x.steps == c.steps) u = &x;
+      if (!u) {
+        updates.push_back(GroupUpdate{g.lr_scale, run_wd, c.steps, {}});
+        u = &updates.back();
+      }
+      if (!u->runs.empty() && u->runs.back().end == at && u->runs.back().decay == flag) u->runs.back().end = end;
+      else u->runs.push_back({at, end, flag});
+    }
+    at = end;
+    if (d.end == end) ++i;
+    if (g.end == end) ++j;
+    if (c.end == end) ++k;
+  }
+  if (uniform) param_steps_.clear();  // all at step_ + 1, which step() is about to make step_
+  else param_steps_ = std::move(after);
+  return updates;
 }
 
 void Optimizer::set_decay_mask(std::vector<uint8_t> mask) {
@@ -99,6 +185,10 @@ void Optimizer::begin_step(const float* params, const float* grads, size_t n, do
   }
   ST_CHECK(n == n_, "{} step over {} parameters but the optimizer state holds {}; the parameter "
            "buffer changed size after the first step (or the checkpoint is from another model)", name(), n, n_);
+  ST_CHECK(groups_.empty() || groups_.back().end == n, "{} step over {} parameters but the parameter groups cover {}",
+           name(), n, groups_.back().end);
+  ST_CHECK(param_steps_.empty() || param_steps_.back().end == n, "{} step over {} parameters but the update "
+           "counts cover {}", name(), n, param_steps_.back().end);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts, Backend& backend) {

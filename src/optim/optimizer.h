@@ -8,6 +8,12 @@
 //
 // The learning rate is an argument of step() rather than a setting, because the schedule
 // (optim/schedule.h) owns it; the optimizer itself never changes it.
+//
+// Parameter groups (optim/param_groups.h: lr scale, weight decay, frozen) arrive as runs of the
+// flat buffer (set_groups). Like torch, which keeps a `step` per parameter, created at its
+// first update, the optimizer counts updates per element range: a stretch frozen for K steps
+// and then trained starts its bias correction (AdamW) and its momentum buffer (SGD) afresh.
+// Those counts are part of the state, so a resume across an unfreeze continues bit for bit.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +26,7 @@
 
 #include "backend/backend.h"
 #include "backend/device_buffer.h"
+#include "optim/param_groups.h"
 
 namespace seqtrain {
 
@@ -41,12 +48,22 @@ struct OptimizerOptions {
   bool nesterov = false;        // sgd; needs momentum > 0 and dampening == 0 (as torch)
 };
 
+// How many updates the elements [begin, end) have had (torch's per-parameter `step`).
+struct StepCount {
+  size_t begin = 0, end = 0;
+  int64_t steps = 0;
+  bool operator==(const StepCount&) const = default;
+};
+
 // A host copy of an optimizer's state for checkpoints. `step` counts completed step() calls;
-// each buffer has the length of the parameter buffer. A freshly made optimizer has step 0 and
-// no buffers.
+// each buffer has the length of the parameter buffer. `param_steps`: the per-range update
+// counts, in order, covering the buffer; empty when every element has had all `step` updates
+// (no group was ever frozen; checkpoints of earlier versions). A freshly made optimizer has
+// step 0 and no buffers.
 struct OptimizerState {
   int64_t step = 0;
   std::map<std::string, std::vector<float>> buffers;
+  std::vector<StepCount> param_steps;
 };
 
 class Optimizer {
@@ -60,8 +77,12 @@ class Optimizer {
   // later calls (and load_state) must agree with it.
   virtual void step(float* params, const float* grads, size_t n, double lr) = 0;
 
-  // Completed step() calls (AdamW's bias corrections depend on it).
+  // Completed step() calls (AdamW's bias corrections depend on each element's own count:
+  // param_steps()).
   int64_t step_count() const { return step_; }
+  // The update count of every element, as runs (see OptimizerState::param_steps, never empty
+  // here once n is known: one run at step_count() until a group is frozen).
+  std::vector<StepCount> param_steps(size_t n) const;
 
   // The names of the state buffers this optimizer keeps, in a fixed order (may be empty, e.g.
   // SGD without momentum).
@@ -84,6 +105,14 @@ class Optimizer {
   void set_decay_mask(std::vector<uint8_t> mask);
   const std::vector<uint8_t>& decay_mask() const { return decay_mask_; }
 
+  // Parameter groups as runs covering [0, n) in order (optim/param_groups.h's group_runs);
+  // empty: one group, the optimizer's own settings. A run's lr is step()'s times its lr_scale;
+  // a set weight_decay decays every element of the run by it (the decay mask aside); a frozen
+  // run is not touched: parameters, moments and update count stay as they are. May change
+  // between steps (the fine-tuning schedule unfreezes the encoder at an epoch).
+  void set_groups(std::vector<GroupRun> runs);
+  const std::vector<GroupRun>& groups() const { return groups_; }
+
   const OptimizerOptions& options() const { return opts_; }
   // The device whose AdamW/SGD update runs over the buffers (the model's ParamStore::backend()).
   Backend& backend() const { return *backend_; }
@@ -104,6 +133,19 @@ class Optimizer {
   using DecayRun = DecayRange;
   std::vector<DecayRun> decay_runs(size_t n) const;
 
+  // One backend update of this step: the ranges that share an lr scale, a weight decay and an
+  // update count (before this step), each with its decay flag. Without groups and frozen
+  // history it is one update over the decay mask's runs, as before groups existed.
+  struct GroupUpdate {
+    double lr_scale = 1.0;
+    double weight_decay = 0.0;  // for the runs whose flag is set
+    int64_t steps = 0;          // updates these elements had before this one
+    std::vector<DecayRun> runs;
+  };
+  // This step's updates over [0, n) (frozen ranges in none), and counts every updated range
+  // one step further (call once per step, after begin_step).
+  std::vector<GroupUpdate> plan_updates(size_t n);
+
   OptimizerOptions opts_;
   int64_t step_ = 0;
 
@@ -115,6 +157,8 @@ class Optimizer {
   std::vector<DeviceBuffer> buffers_;      // in buffer_names() order
   std::vector<uint8_t> decay_mask_;
   std::vector<DecayRun> runs_;  // decay_mask_ as runs; empty without a mask
+  std::vector<GroupRun> groups_;        // empty: one group of the optimizer's settings
+  std::vector<StepCount> param_steps_;  // empty: every element at step_
 };
 
 // Validates opts (ranges as torch checks them, and the name) and builds the optimizer.

@@ -29,23 +29,24 @@ SGD::SGD(OptimizerOptions opts, Backend& backend) : Optimizer("sgd", sgd_buffers
 
 void SGD::step(float* params, const float* grads, size_t n, double lr) {
   begin_step(params, grads, n, lr);
-  // torch creates the momentum buffer as a copy of the first (decayed) gradient rather than
-  // folding it into zeros, so the first step is plain SGD.
-  const bool first = step_ == 0;
+  const std::vector<GroupUpdate> updates = plan_updates(n);
   ++step_;
-  const std::vector<DecayRun> runs = decay_runs(n);
-  SgdUpdate u;
-  u.params = params;
-  u.grads = grads;
-  u.momentum_buffer = opts_.momentum != 0 ? buffer(0) : nullptr;
-  u.runs = &runs;
-  u.lr = lr;
-  u.momentum = opts_.momentum;
-  u.dampening = opts_.dampening;
-  u.weight_decay = *opts_.weight_decay;
-  u.nesterov = opts_.nesterov;
-  u.first = first;
-  backend().sgd(u);
+  for (const GroupUpdate& g : updates) {
+    SgdUpdate u;
+    u.params = params;
+    u.grads = grads;
+    u.momentum_buffer = opts_.momentum != 0 ? buffer(0) : nullptr;
+    u.runs = &g.runs;
+    u.lr = lr * g.lr_scale;
+    u.momentum = opts_.momentum;
+    u.dampening = opts_.dampening;
+    u.weight_decay = g.weight_decay;
+    u.nesterov = opts_.nesterov;
+    // torch creates the momentum buffer as a copy of an element's first (decayed) gradient
+    // rather than folding it into zeros, so its first update is plain SGD.
+    u.first = g.steps == 0;
+    backend().sgd(u);
+  }
 }
 
 }  // namespace seqtrain

@@ -41,6 +41,12 @@ void save_checkpoint(const std::string& dir, const CheckpointData& data) {
     nlohmann::json state = data.state;
     state["optimizer_step"] = data.optimizer.step;
     state["optimizer_buffers"] = nlohmann::json::array();
+    // Per-range update counts, only once parameter groups made them differ (optim/optimizer.h).
+    if (!data.optimizer.param_steps.empty()) {
+      nlohmann::json counts = nlohmann::json::array();
+      for (const StepCount& c : data.optimizer.param_steps) counts.push_back({c.begin, c.end, c.steps});
+      state["optimizer_param_steps"] = counts;
+    }
     for (const auto& [name, values] : data.optimizer.buffers) {
       ST_CHECK(values.size() == data.params->size(), "optimizer buffer '{}' does not match the parameter count", name);
       bufs.push_back({name + ".", values.data()});
@@ -101,6 +107,14 @@ nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, Optim
   if (optimizer) {
     optimizer->step = state.value("optimizer_step", int64_t{0});
     optimizer->buffers.clear();
+    optimizer->param_steps.clear();  // absent (every element at `step`) in older checkpoints
+    try {
+      for (const auto& c : state.value("optimizer_param_steps", nlohmann::json::array()))
+        optimizer->param_steps.push_back({c.at(0).get<size_t>(), c.at(1).get<size_t>(), c.at(2).get<int64_t>()});
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: state.json's optimizer_param_steps is not a list of [begin, end, steps] ({}); the checkpoint is "
+           "damaged, use another one", dir, e.what());
+    }
     std::vector<FlatBufferOut> outs;
     for (const auto& name : state.value("optimizer_buffers", std::vector<std::string>{}))
       optimizer->buffers[name].assign(params.size(), 0.f);

@@ -77,6 +77,9 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   ctx.output_grad = dpred;
   ctx.aux_weight = per_target * static_cast<double>(count);
   model_.backward(ctx);
+  // A frozen tensor gets no gradient from a micro-batch that ran while it was frozen (torch:
+  // requires_grad False), whatever the model's backward added to it.
+  model_.params().zero_frozen_grads();
   scratch_bytes_ = ctx.scratch_bytes;
 
   StepResult r;

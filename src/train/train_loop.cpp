@@ -118,6 +118,8 @@ void TrainLoop::build_optimizer() {
                                                .momentum = t.optimizer.momentum, .nesterov = t.optimizer.nesterov},
                               model_->params().backend());
   optimizer_->set_decay_mask(model_->params().decay_mask());  // the model's train.optimizer.decay policy
+  // train.param_groups and the fine-tuning schedule; applied at each epoch's start (train_epoch).
+  groups_ = std::make_unique<GroupSchedule>(t, model_->params());
   batches_ = batch_count(feed_.source->size(), t.batch_size);
   const int64_t updates_per_epoch = std::max<int64_t>(1, batches_ / t.grad_accum);
   total_updates_ = updates_per_epoch * t.epochs;
@@ -289,6 +291,7 @@ void TrainLoop::replay_partial_accumulation() {
     const auto [lo, hi] = shard_rows(std::min(B, feed_.source->size() - begin), comm_->rank(), comm_->world());
     Batch batch;
     batch.index = b;
+    groups_->apply(e, model_->params(), *optimizer_);  // the replayed batch's epoch's frozen tensors
     fill_batch(*feed_.source, sample_layout(plan_), std::span<const int64_t>(order.data() + begin + lo, hi - lo), e,
                replay_buffers_, batch);
     ST_CHECK(!run_batch(batch, state_.micro_steps - m + i).updated,
@@ -325,6 +328,7 @@ StepResult TrainLoop::run_batch(const Batch& batch, int64_t micro) {
 // Trains the rest of the current epoch; returns false when a stop request ended it.
 bool TrainLoop::train_epoch() {
   epoch_start_ = Clock::now();
+  groups_->apply(state_.epoch, model_->params(), *optimizer_);
   loader_->start_epoch(state_.epoch, state_.batch_in_epoch);
   loader_->reset_wait();
   while (state_.batch_in_epoch < batches_) {

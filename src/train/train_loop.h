@@ -25,6 +25,7 @@
 #include "train/communicator.h"
 #include "train/data_plan.h"
 #include "train/forecast_scorer.h"
+#include "train/group_schedule.h"
 #include "train/objective.h"
 #include "train/observers.h"
 #include "train/resume.h"
@@ -91,6 +92,7 @@ class TrainLoop {
   std::string precision_why_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<GroupSchedule> groups_;  // the parameter groups of each epoch (fine-tuning)
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<Objective> objective_;

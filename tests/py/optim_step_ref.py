@@ -9,6 +9,12 @@ With --layout FILE (JSON [[name, offset, shape], ...] covering the flat vector),
 cut into one Parameter per tensor, grouped as nanoGPT does: weight decay for tensors of 2+
 dimensions that are not embeddings (name starting with "embed"), a weight_decay 0 group for
 the rest. Trajectories and state are written back flat, in the layout's order.
+
+With --groups FILE (JSON [{offset, n, lr_scale, weight_decay (null: the optimizer's),
+frozen_from, frozen_to}, ...] covering the flat vector), each entry is one Parameter in a param
+group of its own: lr = the step's lr * lr_scale, its weight_decay when given, and during steps
+[frozen_from, frozen_to) requires_grad False with no gradient, so torch skips it and its
+per-parameter `step` does not advance.
 """
 import argparse
 import json
@@ -30,7 +36,10 @@ def main():
     ap.add_argument("--dampening", type=float, default=0.0)
     ap.add_argument("--nesterov", type=int, default=0)
     ap.add_argument("--layout", default=None)
+    ap.add_argument("--groups", default=None)
     a = ap.parse_args()
+    if a.groups is not None:
+        return run_groups(a)
 
     p0 = np.load(os.path.join(a.dir, "params0.npy"))
     grads = np.load(os.path.join(a.dir, "grads.npy"))
@@ -75,6 +84,53 @@ def main():
         for offset, n, p in params:
             out[offset:offset + n] = opt.state[p][name].detach().numpy().reshape(-1)
         np.save(os.path.join(a.dir, "state_%s.npy" % name), out)
+
+
+def run_groups(a):
+    p0 = np.load(os.path.join(a.dir, "params0.npy"))
+    grads = np.load(os.path.join(a.dir, "grads.npy"))
+    lrs = np.load(os.path.join(a.dir, "lrs.npy"))
+    with open(a.groups) as f:
+        spec = json.load(f)
+    flat = torch.from_numpy(p0.astype(np.float32))
+    params, groups = [], []
+    for g in spec:
+        p = torch.nn.Parameter(flat[g["offset"]:g["offset"] + g["n"]].clone())
+        params.append((g, p))
+        group = {"params": [p], "lr": float(lrs[0]) * g["lr_scale"]}
+        if g.get("weight_decay") is not None:
+            group["weight_decay"] = g["weight_decay"]
+        groups.append(group)
+    kw = {} if a.weight_decay is None else {"weight_decay": a.weight_decay}
+    if a.opt == "adamw":
+        opt = torch.optim.AdamW(groups, lr=float(lrs[0]), betas=(a.beta1, a.beta2), eps=a.eps, foreach=False, **kw)
+    else:
+        opt = torch.optim.SGD(groups, lr=float(lrs[0]), momentum=a.momentum, dampening=a.dampening,
+                              nesterov=bool(a.nesterov), foreach=False, **kw)
+    traj = np.zeros_like(grads, dtype=np.float32)
+    for k in range(grads.shape[0]):
+        for (g, p), group in zip(params, opt.param_groups):
+            group["lr"] = float(lrs[k]) * g["lr_scale"]
+            frozen = g.get("frozen_from", 0) <= k < g.get("frozen_to", 0)
+            p.requires_grad_(not frozen)
+            o = g["offset"]
+            p.grad = None if frozen else torch.from_numpy(grads[k, o:o + g["n"]].astype(np.float32).copy())
+        opt.step()
+        for g, p in params:
+            traj[k, g["offset"]:g["offset"] + g["n"]] = p.detach().numpy()
+    np.save(os.path.join(a.dir, "params_torch.npy"), traj)
+    steps = np.zeros(len(params), dtype=np.float64)
+    for i, (g, p) in enumerate(params):
+        st = opt.state[p]
+        steps[i] = float(st["step"]) if "step" in st else 0.0
+        for name, v in st.items():
+            if name == "step" or not torch.is_tensor(v) or v.numel() != p.numel():
+                continue
+            path = os.path.join(a.dir, "state_%s.npy" % name)
+            out = np.load(path) if os.path.exists(path) else np.zeros(p0.shape[0], dtype=np.float32)
+            out[g["offset"]:g["offset"] + g["n"]] = v.detach().numpy()
+            np.save(path, out)
+    np.save(os.path.join(a.dir, "steps.npy"), steps)
 
 
 if __name__ == "__main__":

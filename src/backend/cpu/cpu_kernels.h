@@ -24,7 +24,8 @@ struct AdamWRun {
 };
 
 // One AdamW update over the flat buffers [0, n), the scalars formed by the caller
-// (optim/adamw.cpp). The runs cover [0, n) in order: a decaying run scales the parameters by
+// (optim/adamw.cpp). The runs lie in [0, n) in order, elements between them (a frozen or another
+// parameter group's) untouched: a decaying run scales the parameters by
 // s.decay, a non-decaying one by 1 (what torch's weight_decay-0 group does); no runs (null)
 // means one decaying run. One parallel region walks them all: each thread takes a contiguous,
 // vector-aligned piece of [0, n) and the runs inside it, so many small runs (biases, LayerNorm)

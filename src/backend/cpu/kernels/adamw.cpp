@@ -62,11 +62,12 @@ void update_range(const AdamWKernelArgs& a, int64_t lo, int64_t hi) {
     update(a, lo, hi, a.s.decay);
     return;
   }
+  // The runs may leave gaps (a frozen parameter group's elements), which stay untouched.
   for (int64_t r = 0; r < a.n_runs && lo < hi; ++r) {
     const AdamWRun& run = a.runs[r];
     if (run.end <= lo) continue;
-    const int64_t end = imin(run.end, hi);
-    update(a, lo, end, run.decay ? a.s.decay : 1.f);
+    const int64_t begin = run.begin > lo ? run.begin : lo, end = imin(run.end, hi);
+    if (begin < end) update(a, begin, end, run.decay ? a.s.decay : 1.f);
     lo = end;
   }
 }
