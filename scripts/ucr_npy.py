@@ -162,7 +162,7 @@ def main():
             d = os.path.join(tmp, name)
             os.mkdir(d)
             for key, a in arrays.items():
-                np.save(os.path.join(d, key + ".npy"), a)
+                np.save(os.path.join(d, key + ".npy"), np.ascontiguousarray(a))  # C order, as seqtrain reads
             with open(os.path.join(d, "labels.json"), "w") as f:
                 json.dump(meta, f, indent=1)
                 f.write("\n")
