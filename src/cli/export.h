@@ -22,7 +22,7 @@ namespace seqtrain {
 
 struct ExportArgs {
   std::string checkpoint, out;
-  std::string encoder;  // --encoder FILE.safetensors: the encoder alone instead of --out's directory
+  std::string encoder = "";  // --encoder FILE.safetensors: the encoder alone instead of --out's directory
   bool overwrite = false;
 };
 

@@ -55,7 +55,7 @@ std::string source_family(const Source& s) {
   const std::string said = fam == s.file.metadata.end() ? "" : fam->second;
   ST_CHECK(said == from_tensors, "model.encoder_from: {} says its encoder is family '{}' but its tensors are {}; the "
            "file is damaged or was edited: export it again with `seqtrain export RUN --encoder`", s.what, said,
-           from_tensors.empty() ? "no encoder" : "a " + from_tensors + " encoder");
+           from_tensors.empty() ? "no encoder" : "an encoder of family " + from_tensors);
   return said;
 }
 
@@ -84,9 +84,9 @@ EncoderFromReport encoder_from(const std::string& source, Model& model) {
   const std::string want = encoder_family(weight_shapes(params));
   ST_CHECK(!want.empty(), "model.encoder_from is set but model.type '{}' has no encoder to start from one: use "
            "model.type lstm, gru or transformer, or remove model.encoder_from", model.spec().type);
-  ST_CHECK(have == want, "model.encoder_from: {} holds a {} encoder but this model's is a {} (model.type {}); set "
-           "model.type {} (with the source's sizes) or start from a {} run", s.what, have, want, model.spec().type,
-           have, want);
+  ST_CHECK(have == want, "model.encoder_from: {} holds an encoder of family {} but this model's is of family {} "
+           "(model.type {}); set model.type {} (with the source's sizes) or start from a {} run", s.what, have, want,
+           model.spec().type, have, want);
 
   // Every encoder tensor on each side must meet its twin of the same shape.
   std::vector<std::string> skip;
