@@ -211,12 +211,13 @@ namespace {
 // --encoder as an absolute path; an existing file is replaced only with --overwrite and only when
 // it is an earlier encoder export (its metadata says so).
 fs::path encoder_target(const ExportArgs& a) {
-  ST_CHECK(ends_with_text(a.encoder, ".safetensors"), "--encoder {}: the encoder is written as a .safetensors file; give a "
-           "path ending in .safetensors", a.encoder);
+  ST_CHECK(ends_with_text(a.encoder, ".safetensors"),
+           "--encoder {}: the encoder is written as a .safetensors file; give a path ending in .safetensors", a.encoder);
   const fs::path out = fs::absolute(a.encoder).lexically_normal();
   std::error_code ec;
   if (!fs::exists(out, ec)) return out;
-  ST_CHECK(a.overwrite, "'{}' already exists; pass --overwrite to replace it, or choose another --encoder", out.string());
+  ST_CHECK(a.overwrite, "'{}' already exists; pass --overwrite to replace it, or choose another --encoder",
+           out.string());
   bool earlier = false;
   try {
     const Metadata md = read_safetensors(out.string()).metadata;
