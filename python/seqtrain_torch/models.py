@@ -151,30 +151,38 @@ class Forecaster(nn.Module):
         if future_steps:
             self.future_head = nn.Linear(future_steps * input_size, output_size, bias=False)
 
+    def embed(self, x, lengths=None):
+        """The pooled RNN output the head reads (before its dropout): [batch, hidden * dirs]."""
+        if lengths is not None and self.future_steps:
+            raise ValueError("lengths do not combine with future_steps")
+        return rnn_embed(self.rnn, x[:, :self.lookback] if self.future_steps else x, lengths, self.pooling)
+
     def forward(self, x, lengths=None):
         """x: [batch, lookback (+ future_steps), input_size] -> [batch, output_size]. lengths: None
         (every sample runs all steps) or a [batch] int64 tensor of valid steps (1..T)."""
-        past = x[:, :self.lookback] if self.future_steps else x
-        if lengths is None:
-            out, _ = self.rnn(past)
-            lengths = torch.full((x.shape[0],), out.shape[1], dtype=torch.int64)
-        else:
-            if self.future_steps:
-                raise ValueError("lengths do not combine with future_steps")
-            packed = nn.utils.rnn.pack_padded_sequence(past, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            out, _ = nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True,
-                                                      total_length=past.shape[1])
-        if self.pooling == "last":
-            pooled = out[torch.arange(out.shape[0]), lengths - 1]
-        elif self.pooling == "mean":
-            pooled = out.sum(1) / lengths[:, None].to(out.dtype)  # padded steps are zeros
-        else:
-            padding = torch.arange(out.shape[1])[None, :] >= lengths[:, None]  # [batch, T]
-            pooled = out.masked_fill(padding[:, :, None], float("-inf")).max(1).values
-        y = self.head(self.dropout(pooled))
+        y = self.head(self.dropout(self.embed(x, lengths)))
         if self.future_steps:
             y = y + self.future_head(x[:, self.lookback:].reshape(x.shape[0], -1))
         return monotone_quantiles(self.residual(x, y), self.quantile_levels)
+
+
+def rnn_embed(rnn, x, lengths, pooling):
+    """An RNN's outputs over x [batch, T, F] pooled as seqtrain's model.pooling: last (the last valid
+    step's output), mean or max over the valid steps; with `lengths` ([batch] int64, 1..T) the RNN
+    runs on pack_padded_sequence, as seqtrain stops each sample at its length."""
+    if lengths is None:
+        out, _ = rnn(x)
+        lengths = torch.full((x.shape[0],), out.shape[1], dtype=torch.int64)
+    else:
+        lengths = torch.as_tensor(lengths, dtype=torch.int64)
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, _ = nn.utils.rnn.pad_packed_sequence(rnn(packed)[0], batch_first=True, total_length=x.shape[1])
+    if pooling == "last":
+        return out[torch.arange(out.shape[0]), lengths - 1]
+    if pooling == "mean":
+        return out.sum(1) / lengths[:, None].to(out.dtype)  # padded steps are zeros
+    padding = torch.arange(out.shape[1])[None, :] >= lengths[:, None]  # [batch, T]
+    return out.masked_fill(padding[:, :, None], float("-inf")).max(1).values
 
 
 class MLPForecaster(nn.Module):

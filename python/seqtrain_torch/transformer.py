@@ -55,7 +55,7 @@ def _without_bias(cls, *args, **kwargs):
 class TransformerEncoder(nn.Module):
     def __init__(self, input_size, lookback, hidden, layers=1, heads=4, dropout=0.0, output_size=1,
                  positions="auto", pooling="last", patch_size=1, bias=True, residual_to="none", residual_period=1,
-                 residual_inputs=(), quantile_levels=1):
+                 residual_inputs=(), quantile_levels=1, head=True):
         super().__init__()
         if lookback % patch_size:
             raise ValueError(f"patch_size {patch_size} does not divide lookback {lookback}")
@@ -81,8 +81,10 @@ class TransformerEncoder(nn.Module):
         else:
             layer, norm = _without_bias(nn.TransformerEncoderLayer, **layer_args), _without_bias(nn.LayerNorm, hidden)
         self.encoder = nn.TransformerEncoder(layer, layers, norm=norm, enable_nested_tensor=False)
-        self.head = nn.Linear(hidden, output_size)
-        self.residual = _Residual(residual_to, residual_period, residual_inputs, lookback, output_size, quantile_levels)
+        if head:  # head=False: the encoder alone (encoder.py's TransformerEncoderBody)
+            self.head = nn.Linear(hidden, output_size)
+            self.residual = _Residual(residual_to, residual_period, residual_inputs, lookback, output_size,
+                                      quantile_levels)
         self.quantile_levels = quantile_levels
 
     def valid_tokens(self, lengths, batch, steps):
@@ -93,6 +95,11 @@ class TransformerEncoder(nn.Module):
 
     def forward(self, x, lengths=None):
         """x [B, T, input_size] (T a multiple of patch_size), lengths [B] or None -> [B, output_size]."""
+        y = self.head(self.embed(x, lengths))
+        return monotone_quantiles(self.residual(x, y), self.quantile_levels)
+
+    def embed(self, x, lengths=None):
+        """The pooled final-norm output the head reads: [B, hidden]."""
         B, T, F = x.shape
         if F != self.input_size or T % self.patch_size:
             raise ValueError(f"expected [batch, a multiple of {self.patch_size} steps, {self.input_size}], "
@@ -116,5 +123,4 @@ class TransformerEncoder(nn.Module):
             pooled = h.masked_fill(pad[:, :, None], 0).sum(1) / valid[:, None].to(h.dtype)
         else:
             pooled = h.masked_fill(pad[:, :, None], float("-inf")).max(dim=1).values
-        y = self.head(pooled)
-        return monotone_quantiles(self.residual(x, y), self.quantile_levels)
+        return pooled

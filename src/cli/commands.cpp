@@ -185,23 +185,6 @@ std::optional<ForecastScoring> npy_scoring(const Config& config, int64_t steps, 
 }
 
 // Labels must be whole numbers of a class the model has; the file is named when one is not.
-// An X .npy's sample lengths as the run was trained to read them: --lengths (a run trained on
-// data.npy.train_len files needs it), or the run's data.npy.pad_value.
-void attach_lengths(NpySource& x, const Config& config, const std::string& lengths, const std::string& input) {
-  const NpyConfig& n = config.data.npy;
-  if (!lengths.empty()) {
-    ST_CHECK(!n.train_len.empty(), "--lengths {}: this run was trained without sample lengths files (data.npy."
-             "train_len){}; leave --lengths out", lengths,
-             n.pad_value != "none" ? " and finds each sample's length from data.npy.pad_value " + n.pad_value : "");
-    x.read_lengths(lengths);
-  } else if (!n.train_len.empty()) {
-    fail("--input {}: this run was trained on samples of varying length (data.npy.train_len); give each sample's "
-         "length with --lengths L.npy ([N] integers)", input);
-  } else if (n.pad_value != "none") {
-    x.lengths_from_padding(*parse_double(n.pad_value));
-  }
-}
-
 void check_labels(const NpyArray& y, int64_t classes) {
   std::vector<float> v(static_cast<size_t>(y.count));
   y.read_floats(0, y.count, v.data());

@@ -10,9 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/inputs.h"
 #include "data/text.h"
 #include "io/atomic_dir.h"
+#include "io/safetensors.h"
+#include "models/encoder.h"
 #include "models/registry.h"
+#include "train/checkpoint.h"
 #include "train/load_model.h"
 
 namespace seqtrain {
@@ -203,18 +207,71 @@ ExportResult export_model(const ExportArgs& a) {
   return r;
 }
 
+namespace {
+// --encoder as an absolute path; an existing file is replaced only with --overwrite and only when
+// it is an earlier encoder export (its metadata says so).
+fs::path encoder_target(const ExportArgs& a) {
+  ST_CHECK(ends_with_text(a.encoder, ".safetensors"),
+           "--encoder {}: the encoder is written as a .safetensors file; give a path ending in .safetensors", a.encoder);
+  const fs::path out = fs::absolute(a.encoder).lexically_normal();
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return out;
+  ST_CHECK(a.overwrite, "'{}' already exists; pass --overwrite to replace it, or choose another --encoder",
+           out.string());
+  bool earlier = false;
+  try {
+    const Metadata md = read_safetensors(out.string()).metadata;
+    earlier = md.count("format") && md.at("format") == kEncoderFormat;
+  } catch (const Error&) {
+  }
+  ST_CHECK(earlier, "'{}' exists and is not an encoder seqtrain exported (no __metadata__ format \"{}\"), so "
+           "--overwrite will not replace it; choose another --encoder", out.string(), kEncoderFormat);
+  return out;
+}
+}  // namespace
+
+ExportResult export_encoder(const ExportArgs& a) {
+  const fs::path out = encoder_target(a);
+  const LoadedModel m = load_model(a.checkpoint);
+  ST_CHECK(m.spec_from != "export", "'{}' is an export directory: export the encoder from the run it came from ({})",
+           a.checkpoint, m.state.is_object() ? m.dir : std::string("see its config.json \"source\""));
+  const std::string kind = encoder_family(weight_shapes(m.model->params()));
+  ST_CHECK(m.model->embedding_size() > 0 && !kind.empty(),
+           "export --encoder: run '{}' holds a model.type {} model ({}), which has no encoder (lstm, gru and "
+           "transformer models and their masked pretraining have one); export the whole model with --out DIR instead",
+           a.checkpoint, m.spec.type, family(m.spec.type).title);
+  // The checkpoint's own bytes, verified again (load_model verified what it loaded; this is a read).
+  SafetensorsFile all = read_safetensors(verified_model_file(m.dir));
+  std::vector<NamedTensor> encoder;
+  for (auto& t : all.tensors)
+    if (is_encoder_tensor(t.name)) encoder.push_back(std::move(t));
+  Metadata md = encoder_metadata(m.spec, kind, m.model->embedding_size());
+  md["model_type"] = m.spec.type;
+  md["source"] = fs::absolute(m.dir).lexically_normal().string();
+  md["tag"] = m.state.value("tag", std::string());
+  md["updates"] = std::to_string(m.state.value("updates", int64_t{0}));
+  write_safetensors(out.string(), encoder, md);  // a temporary file renamed into place
+  return ExportResult{m.dir, out.string(), {out.filename().string()}};
+}
+
 CLI::App* add_export_command(CLI::App& app, ExportArgs& a) {
   auto* e = app.add_subcommand("export",
                                "Write a trained model as a directory PyTorch loads: model.safetensors, config.json, "
                                "vocab.json (text models), README.md");
   e->add_option("checkpoint", a.checkpoint, "checkpoints/<tag> directory or run directory (its best)")->required();
-  e->add_option("--out", a.out, "directory to create (written under a temporary name, then renamed)")->required();
-  e->add_flag("--overwrite", a.overwrite, "Replace --out when it holds an earlier export");
+  auto* out = e->add_option("--out", a.out, "directory to create (written under a temporary name, then renamed)");
+  auto* enc = e->add_option("--encoder", a.encoder,
+                            "write only the encoder's tensors (PyTorch names, what it is in __metadata__) to this "
+                            ".safetensors file, for model.encoder_from or seqtrain_torch.load_encoder");
+  out->excludes(enc);
+  e->add_flag("--overwrite", a.overwrite, "Replace --out (or --encoder) when it holds an earlier export");
   return e;
 }
 
 int run_export(const ExportArgs& a) {
-  const ExportResult r = export_model(a);
+  ST_CHECK(!a.out.empty() || !a.encoder.empty(), "export needs --out DIR (the whole model) or --encoder "
+           "FILE.safetensors (its encoder alone)");
+  const ExportResult r = a.encoder.empty() ? export_model(a) : export_encoder(a);
   std::string files;
   for (const auto& f : r.files) files += (files.empty() ? "" : ", ") + f;
   std::printf("exported: %s\nfrom: %s\nfiles: %s\n", r.out.c_str(), r.checkpoint_dir.c_str(), files.c_str());

@@ -22,6 +22,7 @@ namespace seqtrain {
 
 struct ExportArgs {
   std::string checkpoint, out;
+  std::string encoder = "";  // --encoder FILE.safetensors: the encoder alone instead of --out's directory
   bool overwrite = false;
 };
 
@@ -35,6 +36,17 @@ struct ExportResult {
 // `overwrite`, an `out` that is not an earlier export (never replaced, even with overwrite), a
 // path that is no checkpoint, a checkpoint that fails its checksums, an unwritable directory.
 ExportResult export_model(const ExportArgs& args);
+
+// `seqtrain export RUN --encoder FILE.safetensors [--overwrite]`: the encoder's tensors alone
+// (models/encoder.h: every tensor outside head., future_head., decoder., mask_token) under their
+// PyTorch names, from the run's best checkpoint (checksums verified), with __metadata__ saying what
+// the encoder is (format "seqtrain.encoder", family, sizes, pooling: models/encoder.h's
+// encoder_metadata; plus model_type, source, tag, updates), written to a temporary file and
+// renamed into place. A model without an encoder (mlp, gpt, char LM) is an Error naming the run and
+// its model.type, with nothing written; an existing FILE is replaced only with overwrite and only
+// when it is an earlier encoder export. model.encoder_from reads the file (train/encoder_from.h),
+// python/seqtrain_torch/encoder.py's load_encoder builds the PyTorch module from it.
+ExportResult export_encoder(const ExportArgs& args);
 
 // Registers the subcommand's options into `args`; main() calls run_export when it parsed.
 CLI::App* add_export_command(CLI::App& app, ExportArgs& args);

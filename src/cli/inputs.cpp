@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <fstream>
 
+#include "config/scalar.h"
 #include "core/error.h"
+#include "data/npy.h"
 
 namespace seqtrain {
 
@@ -29,6 +31,21 @@ void check_input_format(const std::string& input, const std::string& expected, c
            "--input {} is not a .npy array (it does not start with \\x93NUMPY), but this run was trained on npy "
            "arrays (data.source npy): give {}",
            input, what);
+}
+
+void attach_lengths(NpySource& x, const Config& config, const std::string& lengths, const std::string& input) {
+  const NpyConfig& n = config.data.npy;
+  if (!lengths.empty()) {
+    ST_CHECK(!n.train_len.empty(), "--lengths {}: this run was trained without sample lengths files (data.npy."
+             "train_len){}; leave --lengths out", lengths,
+             n.pad_value != "none" ? " and finds each sample's length from data.npy.pad_value " + n.pad_value : "");
+    x.read_lengths(lengths);
+  } else if (!n.train_len.empty()) {
+    fail("--input {}: this run was trained on samples of varying length (data.npy.train_len); give each sample's "
+         "length with --lengths L.npy ([N] integers)", input);
+  } else if (n.pad_value != "none") {
+    x.lengths_from_padding(*parse_double(n.pad_value));
+  }
 }
 
 }  // namespace seqtrain

@@ -24,4 +24,10 @@ bool ends_with_text(const std::string& s, const std::string& suffix);
 // ".csv" or ".npy".
 void check_input_format(const std::string& input, const std::string& expected, const std::string& what);
 
+// An X .npy's sample lengths as the run was trained to read them: --lengths (a run trained on
+// data.npy.train_len files needs it), or the run's data.npy.pad_value; errors name --lengths or
+// --input and the fix (predict, eval, embed).
+class NpySource;
+void attach_lengths(NpySource& x, const Config& config, const std::string& lengths, const std::string& input);
+
 }  // namespace seqtrain

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/isa.h"
 #include "cli/commands.h"
+#include "cli/embed.h"
 #include "cli/export.h"
 #include "cli/generate.h"
 #include "core/error.h"
@@ -103,6 +104,8 @@ void add_inference_commands(CLI::App& app, std::vector<Command>& out) {
   out.push_back({add_generate_command(app, *generate), [generate] { return run_generate(*generate); }});
   auto exporter = std::make_shared<ExportArgs>();
   out.push_back({add_export_command(app, *exporter), [exporter] { return run_export(*exporter); }});
+  auto embed = std::make_shared<EmbedArgs>();
+  out.push_back({add_embed_command(app, *embed), [embed] { return run_embed(*embed); }});
 }
 
 void add_data_commands(CLI::App& app, std::vector<Command>& out) {

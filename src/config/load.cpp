@@ -537,6 +537,10 @@ class Loader {
       fail("{}: config key '{}' is set but model.init_from is empty; it only applies when a model starts from "
            "another run's weights: set model.init_from or remove it", origin(key), key);
     }
+    if (!m.encoder_from.empty() && !m.init_from.empty())
+      fail("{}: config keys 'model.encoder_from' and 'model.init_from' are both set; a model starts from one source: "
+           "keep model.encoder_from for a pretrained encoder under a fresh head, or model.init_from (with its map and "
+           "skip list) for anything else", origin("model.encoder_from"));
     if (t.optimizer.name == "sgd" && t.optimizer.nesterov && t.optimizer.momentum <= 0)
       fail("{}: config key 'train.optimizer.nesterov' is true but train.optimizer.momentum is 0; Nesterov "
            "needs momentum > 0 (e.g. 0.9)",

@@ -27,20 +27,16 @@ void Forecaster::init_params(Rng& rng) {
   if (future_head_) future_head_->init(rng);
 }
 
-Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
+// The RNN over the window (the lookback only when x carries known future rows, handed back in
+// *future as [B, future_steps * F]) and its pooled top layer: what the head reads.
+Tensor Forecaster::encode(const Batch& batch, StepContext& ctx, bool training, Tensor* future) {
   Arena& arena = ctx.arena;
   const std::span<const int64_t> lengths = host_lengths(batch, ctx);
   // Both would need a rule for where a short window's known future and last value sit.
   ST_CHECK(lengths.empty() || (!future_head_ && !residual_.active()),
            "variable-length windows (a batch with lengths) do not combine with data.future_features or "
            "model.residual_to: use fixed-length windows for those");
-  if (recon_) {
-    // Masked pretraining: every step's output, batch-first, decoded back to the inputs.
-    const Tensor top = rnn_.forward(recon_->mask_inputs(batch, arena), arena, ctx.training, ctx.dropout_seed, lengths);
-    top_shape_ = top.shape;
-    return recon_->forward(transpose01(params_.backend(), top, arena), batch.inputs.shape, lengths, ctx);
-  }
-  Tensor top, future;
+  Tensor top;
   if (future_head_) {
     // Time-major, the lookback is a prefix and the known future the rest: [L + H, B, F].
     const Tensor& x = batch.inputs;
@@ -48,13 +44,26 @@ Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
              "forecaster input must be [batch, {} + {} known-future steps, {}], got {}", spec_.lookback,
              spec_.future_steps, spec_.input_size, shape_str(x.shape));
     const Tensor xt = transpose01(params_.backend(), x, arena);
-    top = rnn_.forward_time_major(xt.slice0(0, spec_.lookback), arena, ctx.training, ctx.dropout_seed);
+    top = rnn_.forward_time_major(xt.slice0(0, spec_.lookback), arena, training, ctx.dropout_seed);
     const Tensor ahead = transpose01(params_.backend(), xt.slice0(spec_.lookback, x.shape[1]), arena);
-    future = ahead.reshape({x.shape[0], spec_.future_steps * spec_.input_size});
+    if (future) *future = ahead.reshape({x.shape[0], spec_.future_steps * spec_.input_size});
   } else {
-    top = rnn_.forward(batch.inputs, arena, ctx.training, ctx.dropout_seed, lengths);
+    top = rnn_.forward(batch.inputs, arena, training, ctx.dropout_seed, lengths);
   }
-  Tensor pooled = pool(top, lengths, arena);
+  return pool(top, lengths, arena);
+}
+
+Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
+  Arena& arena = ctx.arena;
+  if (recon_) {
+    // Masked pretraining: every step's output, batch-first, decoded back to the inputs.
+    const std::span<const int64_t> lengths = host_lengths(batch, ctx);
+    const Tensor top = rnn_.forward(recon_->mask_inputs(batch, arena), arena, ctx.training, ctx.dropout_seed, lengths);
+    top_shape_ = top.shape;
+    return recon_->forward(transpose01(params_.backend(), top, arena), batch.inputs.shape, lengths, ctx);
+  }
+  Tensor future;
+  Tensor pooled = encode(batch, ctx, ctx.training, &future);
   Tensor h = drop_.forward(pooled, arena, ctx.training, mix_seed(ctx.dropout_seed, 0x4ead));
   Tensor out = head_->forward(h, arena);
   if (future_head_) {
@@ -64,6 +73,8 @@ Tensor Forecaster::forward(const Batch& batch, StepContext& ctx) {
   residual_.add_to(batch.inputs, out);
   return quantiles_.forward(out, arena);
 }
+
+Tensor Forecaster::embed(const Batch& batch, StepContext& ctx) { return encode(batch, ctx, false, nullptr); }
 
 // The RNN's top layer [T, N, F] (time major) as one vector per sample. A whole window's last step
 // is a contiguous block of it, read in place; every other pooling takes the batch-first copy

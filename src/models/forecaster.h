@@ -31,10 +31,15 @@ class Forecaster : public Model {
   Tensor forward(const Batch& batch, StepContext& ctx) override;
   void backward(StepContext& ctx) override;
 
+  // The pooled RNN output the head reads (before its dropout), [batch, hidden * directions].
+  int64_t embedding_size() const override { return rnn_.output_size(); }
+  Tensor embed(const Batch& batch, StepContext& ctx) override;
+
   RnnStack& rnn() { return rnn_; }
 
  private:
   void init_params(Rng& rng) override;
+  Tensor encode(const Batch& batch, StepContext& ctx, bool training, Tensor* future);
   RnnStack rnn_;
   Tensor pool(const Tensor& top, std::span<const int64_t> lengths, Arena& arena);  // model.pooling
   Tensor unpool(const Tensor& dpooled, Arena& arena);                            // its gradient

@@ -30,6 +30,11 @@ void Model::finish_params() {
   apply_decay_policy(params_, spec_.decay);
 }
 
+Tensor Model::embed(const Batch&, StepContext&) {
+  fail("model.type '{}' has no encoder whose pooled output could be embedded: only lstm, gru and transformer models "
+       "(and their masked pretraining) have one", spec_.type);
+}
+
 void Model::init(Rng& rng) {
   ParamStore::HostParams host(params_);
   init_params(rng);

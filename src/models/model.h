@@ -109,6 +109,17 @@ class Model {
   // host and uploaded once).
   void init(Rng& rng);
 
+  // The encoder's pooled output: what the head reads, one vector per sample ([batch,
+  // embedding_size()] f32, the model backend's memory, from ctx.arena), for the same Batch forward()
+  // takes (its lengths honoured: model.pooling last | mean | max | cls over each sample's valid
+  // steps). Always eval mode: no dropout, whatever ctx.training says; no backward follows it, and
+  // the layers' saved state may be overwritten. `seqtrain embed` and export --encoder ask for it.
+  // Models with an encoder (lstm/gru Forecaster, TransformerEncoder, the masked pretrainer) return
+  // its width from embedding_size() and override embed(); the default 0 means "no encoder", and
+  // the default embed() is an Error naming the model.type.
+  virtual int64_t embedding_size() const { return 0; }
+  virtual Tensor embed(const Batch& batch, StepContext& ctx);
+
   // Models that generate text return their TextGenerator (models/text_generator.h); the
   // registry's text_generator() is the checked way to ask.
   virtual TextGenerator* as_text_generator() { return nullptr; }

@@ -96,7 +96,8 @@ const uint8_t* TransformerEncoder::token_mask(const Batch& batch, const StepCont
   return padding_mask(valid_, N, ctx.arena, params_.backend());
 }
 
-Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
+// Patches -> blocks -> final norm -> pooling over the valid tokens: what the head reads.
+Tensor TransformerEncoder::encode(const Batch& batch, StepContext& ctx, bool training, bool pooled) {
   Arena& arena = ctx.arena;
   const Tensor& x = batch.inputs;
   ST_CHECK(x.shape.size() == 3 && x.dim(2) == spec_.input_size && x.dim(1) <= spec_.lookback && x.contiguous(),
@@ -110,7 +111,7 @@ Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
   Tensor h = input_proj_.forward(xin.reshape({B, T / patch_, patch_ * spec_.input_size}), arena);
   if (cls_) h = prepend_cls(h, arena);
   positions_.add(h, arena);
-  h = drop_.forward(h, arena, ctx.training, mix_seed(ctx.dropout_seed, 0xe3b));
+  h = drop_.forward(h, arena, training, mix_seed(ctx.dropout_seed, 0xe3b));
   packing_.reset();
   if (mask && pack_) {
     packing_.emplace(valid_, h.dim(1));
@@ -118,14 +119,20 @@ Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
   }
   const TokenPacking* packing = packing_ ? &*packing_ : nullptr;
   for (size_t l = 0; l < blocks_.size(); ++l)
-    h = blocks_[l]->forward(h, arena, scratch_, ctx.training, mix_seed(ctx.dropout_seed, l), mask, packing);
+    h = blocks_[l]->forward(h, arena, scratch_, training, mix_seed(ctx.dropout_seed, l), mask, packing);
   h = ln_f_.forward(h, arena);
-  if (recon_) return recon_->forward(h, x.shape, valid_, ctx);
-  Tensor out = head_->forward(packing ? pool_.forward(h, *packing, arena) : pool_.forward(h, valid_, mask, arena),
-                             arena);
-  residual_.add_to(x, out);
-  return quantiles_.forward(out, arena);
+  if (!pooled) return h;
+  return packing ? pool_.forward(h, *packing, arena) : pool_.forward(h, valid_, mask, arena);
 }
+
+Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
+  if (recon_) return recon_->forward(encode(batch, ctx, ctx.training, /*pooled=*/false), batch.inputs.shape, valid_, ctx);
+  Tensor out = head_->forward(encode(batch, ctx, ctx.training), ctx.arena);
+  residual_.add_to(batch.inputs, out);
+  return quantiles_.forward(out, ctx.arena);
+}
+
+Tensor TransformerEncoder::embed(const Batch& batch, StepContext& ctx) { return encode(batch, ctx, false); }
 
 void TransformerEncoder::backward(StepContext& ctx) {
   Arena& arena = ctx.arena;

@@ -58,11 +58,16 @@ class TransformerEncoder : public Model {
   explicit TransformerEncoder(const ModelSpec& spec, const ModelEnv& env = {});
   Tensor forward(const Batch& batch, StepContext& ctx) override;
   void backward(StepContext& ctx) override;
+  // The pooled final-norm output the head reads, [batch, hidden].
+  int64_t embedding_size() const override { return spec_.hidden; }
+  Tensor embed(const Batch& batch, StepContext& ctx) override;
   // Whether padded batches run packed (the default); tests turn it off to compare the padded path.
   void set_packing(bool on) { pack_ = on; }
 
  private:
   void init_params(Rng& rng) override;
+  // The pooled encoder output [B, C] (pooled), or every token's after the final norm [B, N, C].
+  Tensor encode(const Batch& batch, StepContext& ctx, bool training, bool pooled = true);
   // The valid tokens of each sample from the batch's lengths (empty when every token is valid) and
   // their padding mask in the arena (null then).
   const uint8_t* token_mask(const Batch& batch, const StepContext& ctx, int64_t T);

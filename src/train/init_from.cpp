@@ -119,7 +119,10 @@ InitFromOptions init_from_options(const ModelConfig& model) {
 
 InitFromReport init_from(const std::string& source, ParamStore& params, const InitFromOptions& options) {
   const std::string path = fs::is_directory(source) ? verified_model_file(source) : source;
-  const SafetensorsFile file = read_safetensors(path);
+  return init_from(read_safetensors(path), params, options);
+}
+
+InitFromReport init_from(const SafetensorsFile& file, ParamStore& params, const InitFromOptions& options) {
   const std::vector<PrefixPair> map = parse_map(options.map);
   check_entries_match(file, params, map, options.skip);
   InitFromReport report;

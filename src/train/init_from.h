@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "io/safetensors.h"
 #include "nn/params.h"
 
 namespace seqtrain {
@@ -42,5 +43,7 @@ InitFromOptions init_from_options(const ModelConfig& model);
 // the available names), a model tensor left unfilled in strict mode, a source tensor the model
 // lacks in strict mode, two source tensors mapped onto one, and a shape mismatch (both shapes).
 InitFromReport init_from(const std::string& source, ParamStore& params, const InitFromOptions& options);
+// The same from a file already read (model.encoder_from checks it first: train/encoder_from.h).
+InitFromReport init_from(const SafetensorsFile& file, ParamStore& params, const InitFromOptions& options);
 
 }  // namespace seqtrain

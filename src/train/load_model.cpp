@@ -17,7 +17,6 @@
 namespace seqtrain {
 namespace fs = std::filesystem;
 
-namespace {
 // A run directory means its best checkpoint. When a crash fell between moving the previous
 // best aside and renaming the new one in, the previous one (.old-best) is whole: use it.
 // (Only reading here; the next `train --resume` puts it back in place.)
@@ -28,6 +27,8 @@ std::string checkpoint_dir(const std::string& path, bool bare_ok) {
   if (bare_ok && fs::exists(ck / "best" / "model.safetensors")) return (ck / "best").string();
   return path;
 }
+
+namespace {
 
 Config run_config(const std::string& dir, const nlohmann::json& state) {
   return load_config_text(state.at("config").get<std::string>(), dir + "/state.json:config", ".", {});

@@ -26,6 +26,11 @@ struct CheckpointRef {
   nlohmann::json state;
   Config config;
 };
+// The checkpoint directory `path` means: a run directory's checkpoints/best (or .old-best after a
+// crash between moving best aside and renaming the new one in; with bare_ok a best without
+// state.json), else `path` itself. Nothing is verified.
+std::string checkpoint_dir(const std::string& path, bool bare_ok = false);
+
 // `path` is a checkpoint directory or a run directory (its checkpoints/best, or .old-best when a
 // crash fell between moving best aside and renaming the new one in). Error when it is neither.
 CheckpointRef open_checkpoint(const std::string& path);

@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "models/registry.h"
 #include "models/summary.h"
+#include "train/encoder_from.h"
 #include "train/init_from.h"
 #include "train/metrics.h"
 #include "train/summary_json.h"
@@ -108,6 +109,8 @@ void TrainLoop::build_model() {
   model_->init(init_rng);
   if (!config_.model.init_from.empty())
     init_from(config_.model.init_from, model_->params(), init_from_options(config_.model));
+  if (!config_.model.encoder_from.empty())  // (config/load.cpp refuses it beside model.init_from)
+    observers_.on_note(encoder_from(config_.model.encoder_from, *model_).line());
 }
 
 void TrainLoop::build_optimizer() {

@@ -99,7 +99,7 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
 }
 
 void forward_batches(Model& model, const BatchSource& source, const SampleLayout& layout, int64_t batch_size,
-                     const BatchUse& use) {
+                     const BatchUse& use, const ModelPass& pass) {
   Backend& backend = model.params().backend();
   Arena arena(backend);
   BatchBuffers buf;
@@ -115,7 +115,7 @@ void forward_batches(Model& model, const BatchSource& source, const SampleLayout
     StepContext ctx(arena);
     ctx.host_batch = &host;
     const Batch batch = device_batch(host, arena, backend);
-    Tensor pred = model.forward(batch, ctx);
+    Tensor pred = pass ? pass(batch, ctx) : model.forward(batch, ctx);
     use(b, host, batch, pred, arena);
   }
 }

@@ -94,8 +94,10 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
 // them: backend/device_batch.h).
 using BatchUse = std::function<void(int64_t first, const Batch& host, const Batch& device, const Tensor& pred,
                                     Arena& arena)>;
+// `pass` replaces model.forward when given (`seqtrain embed`: the model's embed).
+using ModelPass = std::function<Tensor(const Batch& batch, StepContext& ctx)>;
 void forward_batches(Model& model, const BatchSource& source, const SampleLayout& layout, int64_t batch_size,
-                     const BatchUse& use);
+                     const BatchUse& use, const ModelPass& pass = {});
 
 // What an evaluation also hands each batch to, beside the objective: its size, host x and y,
 // and the model's outputs copied to the host (a ForecastScorer's add).
