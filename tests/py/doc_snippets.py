@@ -49,6 +49,8 @@ SHORTEN = {
     "examples/co2_forecast.yaml": ["train.epochs=2", "runtime.threads=1"],
     "examples/set_encoder.yaml": ["train.epochs=1", "train.max_steps=2", "train.eval_every=1u",
                                   "train.schedule.warmup_steps=1", "runtime.threads=1"],
+    "examples/pretrain_bilstm.yaml": ["train.epochs=1", "train.max_steps=2", "runtime.threads=1"],
+    "examples/finetune_bilstm.yaml": ["train.epochs=3", "runtime.threads=1"],
     "examples/shakespeare_gpt.yaml": ["train.epochs=1", "train.max_steps=5", "train.eval_every=5u",
                                       "train.schedule.warmup_steps=2", "runtime.threads=1"],
 }
