@@ -1,14 +1,10 @@
 #include "train/group_schedule.h"
 
+
 #include "core/error.h"
+#include "models/encoder.h"
 
 namespace seqtrain {
-
-bool is_encoder_tensor(std::string_view name) {
-  for (std::string_view p : {"head.", "future_head.", "decoder.", "mask_token"})
-    if (name.substr(0, p.size()) == p) return false;
-  return true;
-}
 
 GroupSchedule::GroupSchedule(const TrainConfig& t, const ParamStore& params)
     : base_(entry_groups(params, t.param_groups, "train.param_groups")),

@@ -1,6 +1,6 @@
 // GroupSchedule: the parameter groups of each epoch of a run. train.param_groups as given
 // (optim/param_groups.h), and the fine-tuning schedule on top: the encoder (every tensor a
-// pretrained encoder brings, is_encoder_tensor) is frozen for the first
+// pretrained encoder brings, models/encoder.h's is_encoder_tensor) is frozen for the first
 // train.freeze_encoder_epochs epochs and learns with lr * train.encoder_lr_scale afterwards.
 // The groups follow the epoch rather than the step so that a resumed run, which knows its
 // epoch, is back in the same state without saving the groups themselves; the optimizer's own
@@ -16,10 +16,6 @@
 #include "optim/param_groups.h"
 
 namespace seqtrain {
-
-// Whether a tensor belongs to a model's encoder: everything but a task head (head.*,
-// future_head.*) and what only masked pretraining has (decoder.*, mask_token).
-bool is_encoder_tensor(std::string_view name);
 
 class GroupSchedule {
  public:
