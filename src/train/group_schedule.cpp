@@ -1,6 +1,5 @@
 #include "train/group_schedule.h"
 
-
 #include "core/error.h"
 #include "models/encoder.h"
 
