@@ -13,6 +13,7 @@
 #include "test_trainer_util.h"
 #include "train/checkpoint.h"
 #include "train/data_plan.h"
+#include "models/encoder.h"
 #include "train/group_schedule.h"
 #include "train/observer.h"
 #include "train/stop_token.h"
