@@ -126,7 +126,10 @@ Tensor TransformerEncoder::encode(const Batch& batch, StepContext& ctx, bool tra
 }
 
 Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
-  if (recon_) return recon_->forward(encode(batch, ctx, ctx.training, /*pooled=*/false), batch.inputs.shape, valid_, ctx);
+  if (recon_) {
+    const Tensor h = encode(batch, ctx, ctx.training, /*pooled=*/false);  // fills valid_ first
+    return recon_->forward(h, batch.inputs.shape, valid_, ctx);
+  }
   Tensor out = head_->forward(encode(batch, ctx, ctx.training), ctx.arena);
   residual_.add_to(batch.inputs, out);
   return quantiles_.forward(out, ctx.arena);
