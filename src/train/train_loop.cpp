@@ -185,7 +185,7 @@ void TrainLoop::resume_or_start() {
                                                    .shuffle = config_.train.shuffle, .seed = config_.seed,
                                                    .allocator = model_->params().backend().pinned_allocator(),
                                                    .rank = comm_->rank(), .world = comm_->world(),
-                                                   .layout = sample_layout(plan_)});
+                                                   .layout = sample_layout(plan_, MaskDraw::per_epoch)});
   replay_buffers_.reserve(*feed_.source, config_.train.batch_size);
   if (resuming_) {
     replay_partial_accumulation();
@@ -289,7 +289,7 @@ void TrainLoop::replay_partial_accumulation() {
     const auto [lo, hi] = shard_rows(std::min(B, feed_.source->size() - begin), comm_->rank(), comm_->world());
     Batch batch;
     batch.index = b;
-    fill_batch(*feed_.source, sample_layout(plan_), std::span<const int64_t>(order.data() + begin + lo, hi - lo), e,
+    fill_batch(*feed_.source, sample_layout(plan_, MaskDraw::per_epoch), std::span<const int64_t>(order.data() + begin + lo, hi - lo), e,
                replay_buffers_, batch);
     ST_CHECK(!run_batch(batch, state_.micro_steps - m + i).updated,
              "internal error: replaying a partial gradient accumulation completed an optimizer step");
@@ -430,7 +430,7 @@ EvalEvent TrainLoop::eval_event(const std::string& split, double loss) const {
 double TrainLoop::evaluate_split(const BatchSource& split, double* accuracy, nlohmann::json* forecast) {
   std::optional<ForecastScorer> scorer;
   if (scoring_) scorer.emplace(*scoring_);
-  const double loss = evaluate(*model_, split, sample_layout(plan_), *objective_, config_.train.batch_size, accuracy,
+  const double loss = evaluate(*model_, split, sample_layout(plan_, MaskDraw::per_sample), *objective_, config_.train.batch_size, accuracy,
                                scorer_hook(scorer));
   if (scorer) *forecast = scorer->report();
   return loss;
