@@ -188,7 +188,7 @@ TEST(DataLoader, BatchCarriesTypedInputsAndTargets) {
     }
   } labelled(10);
   LoaderOptions ids = o;
-  ids.layout = SampleLayout{.x = {6}, .x_ids = true, .y = {}, .y_ids = true};
+  ids.layout = SampleLayout{.x = {6}, .x_ids = true, .y = {}, .y_ids = true, .mask = {}};
   Loader typed(labelled, ids);
   typed.start_epoch(0);
   b = typed.next();

@@ -278,7 +278,7 @@ int eval_planned_run(const CheckpointRef& ck, const EvalArgs& a) {
                                      Normalizer::from_json(plan.normalizer), plan.train.get());
   std::optional<ForecastScorer> scorer;
   if (scoring) scorer.emplace(*scoring);
-  const double loss = evaluate(*model, *split, sample_layout(plan), *objective, config.train.batch_size, &accuracy,
+  const double loss = evaluate(*model, *split, sample_layout(plan, MaskDraw::per_sample), *objective, config.train.batch_size, &accuracy,
                                scorer_hook(scorer));
   print_checkpoint(ck);
   // The training log's val records score only the first train.eval_iters batches when it is set.

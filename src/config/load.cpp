@@ -676,14 +676,25 @@ class Loader {
       fix = "classify and regress read one target per sample from npy arrays: set data.source npy with data.npy.train_y";
     if (t == "forecast" && kind == SourceKind::text)
       fix = "data.source text trains next-token prediction: set train.task: next_token or auto";
+    if (t == "masked_pretrain" && kind != SourceKind::arrays)
+      fix = "masked pretraining reconstructs samples given whole: set data.source npy with data.npy.train_x (X [N, T, "
+            "F]; no y needed)";
     if (fix) fail("{}: config key 'train.task' is {} but data.source is {}; {}", origin("train.task"), t, c.data.source, fix);
+    // span masking: an unmasked run of mean lm (1 - r) / r must last at least a step.
+    const MaskingConfig& m = c.train.masking;
+    if (t == "masked_pretrain" && m.strategy == "span" && m.mask_ratio > m.mean_span / (1 + m.mean_span))
+      fail("{}: config key 'train.masking.mask_ratio' is {} but span masking with train.masking.mean_span {} masks "
+           "at most {:.4g} of the steps (unmasked runs of mean mean_span * (1 - ratio) / ratio must last a step); "
+           "lower the ratio or raise mean_span", origin("train.masking.mask_ratio"), m.mask_ratio, m.mean_span,
+           m.mean_span / (1 + m.mean_span));
   }
 
   // data.source npy: the train arrays are required, a split's y goes with its X, and only
   // normalizations that work per feature over [N, T, F] apply.
   void check_npy(const Config& c) const {
     const NpyConfig& n = c.data.npy;
-    if (n.train_x.empty() || n.train_y.empty()) {
+    const bool masked = c.train.task == "masked_pretrain";  // X alone: y is not needed (nor read)
+    if (n.train_x.empty() || (n.train_y.empty() && !masked)) {
       const char* key = n.train_x.empty() ? "data.npy.train_x" : "data.npy.train_y";
       fail("{}: config key '{}' is empty but data.source is 'npy'; set it to the .npy file (or glob, e.g. "
            "data/train_*_{}.npy) of the training {}", origin(key), key, n.train_x.empty() ? "X" : "y",
@@ -693,7 +704,7 @@ class Loader {
         {{"data.npy.val_x", &n.val_x}, {"data.npy.val_y", &n.val_y}},
         {{"data.npy.test_x", &n.test_x}, {"data.npy.test_y", &n.test_y}}};
     for (const auto& p : pairs)
-      if (p[0].second->empty() != p[1].second->empty()) {
+      if (!masked && p[0].second->empty() != p[1].second->empty()) {
         const auto& set = p[0].second->empty() ? p[1] : p[0];
         const auto& unset = p[0].second->empty() ? p[0] : p[1];
         fail("{}: config key '{}' is set but '{}' is empty; a split needs both X and y (or neither)",

@@ -36,6 +36,10 @@ uint64_t Rng::next_u64() {
   return result;
 }
 
+void Rng::fill_u64(uint64_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = next_u64();
+}
+
 float Rng::uniform() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
 
 float Rng::normal() {

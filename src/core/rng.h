@@ -20,6 +20,8 @@ class Rng {
   float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
   float normal();                        // mean 0, std 1
   uint64_t below(uint64_t n);            // uniform integer in [0, n), n > 0
+  // out[0..n) = the next n next_u64() draws, in order: the bulk path (one call, an inlined loop).
+  void fill_u64(uint64_t* out, int64_t n);
   // x[i] += scale * z_i for n standard normal z_i drawn by the ziggurat method, two per 64-bit
   // draw in order (so the stream is reproducible; calls in pieces of even length continue it
   // exactly). Leaves the normal() spare alone.

@@ -68,6 +68,20 @@ void make_length_tensors(const BatchSource& source, int64_t steps, Batch& b, Bat
   b.key_padding_mask = Tensor(buf.padding.data(), {b.count, steps}, DType::u8);
 }
 
+// Masked pretraining: the loss mask over the valid steps, and x as its own target.
+void make_loss_mask(const SampleLayout& layout, Batch& b, BatchBuffers& buf) {
+  b.loss_mask = Tensor();
+  if (!layout.mask) return;
+  ST_CHECK(!layout.x_ids && layout.x.size() == 2, "batch: masked pretraining needs inputs of [T, F] values, got {}{}",
+           shape_str(layout.x), layout.x_ids ? " token ids" : "");
+  const int64_t T = layout.x[0], F = layout.x[1];
+  buf.loss_mask.resize(static_cast<size_t>(b.count * T * F));
+  fill_masks(*layout.mask, b.samples, b.epoch, T, F, b.lengths.ptr == nullptr ? nullptr : buf.lengths.data(),
+             buf.loss_mask.data());
+  b.loss_mask = Tensor(buf.loss_mask.data(), {b.count, T, F});
+  b.targets = b.inputs;
+}
+
 }  // namespace
 
 void BatchBuffers::reserve(const BatchSource& source, int64_t rows) {
@@ -87,6 +101,7 @@ void fill_batch(const BatchSource& source, const SampleLayout& layout, std::span
   source.fill(idx, epoch, buf.x, const_cast<float*>(b.y));
   make_batch_tensors(layout, source.x_size(), source.y_size(), b, buf.x_ids, buf.y_ids);
   make_length_tensors(source, layout.x.empty() ? source.x_size() : layout.x[0], b, buf);
+  make_loss_mask(layout, b, buf);
 }
 
 SampleLayout sample_layout(int64_t steps, int64_t features, bool token_ids, bool labels, int64_t y_size) {

@@ -4,6 +4,7 @@
 #include "train/data_plan.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -49,16 +50,18 @@ std::string shape_of(const std::vector<int64_t>& tail) {
 
 // The samples of one npy split: X, y (and lengths) files matched in sorted order, checked against
 // `ref` (set from the first file seen), labels checked and their maximum kept in *max_label.
-// The split's file keys are data.npy.<split>_x, _y and _len; n gives classes and pad_value.
+// The split's file keys are data.npy.<split>_x, _y and _len; n gives classes and pad_value. An
+// empty y_glob opens X alone (masked pretraining: x is its own target).
 std::shared_ptr<const BatchSource> open_npy_split(const std::string& split, const std::string& x_glob,
                                                   const std::string& y_glob, const std::string& l_glob,
                                                   const NpyConfig& n, NpyShape& ref, std::vector<std::string>& files,
                                                   int64_t* max_label) {
   const std::string xk = "data.npy." + split + "_x", yk = "data.npy." + split + "_y", lk = "data.npy." + split + "_len";
   const int64_t classes = n.classes;
-  const auto xs = glob_files(x_glob, xk), ys = glob_files(y_glob, yk);
+  const bool with_y = !y_glob.empty();
+  const auto xs = glob_files(x_glob, xk), ys = with_y ? glob_files(y_glob, yk) : std::vector<std::string>{};
   const auto ls = l_glob.empty() ? std::vector<std::string>{} : glob_files(l_glob, lk);
-  ST_CHECK(xs.size() == ys.size(),
+  ST_CHECK(!with_y || xs.size() == ys.size(),
            "{} matches {} file(s) ('{}') but {} matches {} ('{}'); each X file needs one y file, paired in sorted "
            "order", xk, xs.size(), x_glob, yk, ys.size(), y_glob);
   ST_CHECK(ls.empty() || ls.size() == xs.size(),
@@ -67,12 +70,23 @@ std::shared_ptr<const BatchSource> open_npy_split(const std::string& split, cons
   std::vector<std::shared_ptr<const BatchSource>> parts;
   std::vector<std::string> names;
   for (size_t i = 0; i < xs.size(); ++i) {
-    auto src = with_key(xk + " / " + yk, [&] { return std::make_shared<NpySource>(NpySource::open(xs[i], ys[i])); });
+    auto src = with_key(with_y ? xk + " / " + yk : xk,
+                        [&] { return std::make_shared<NpySource>(NpySource::open(xs[i], with_y ? ys[i] : "")); });
     if (!ls.empty()) {
       with_key(lk, [&] { src->read_lengths(ls[i]); });
       files.push_back(ls[i]);
     } else if (n.pad_value != "none") {
       with_key("data.npy.pad_value", [&] { src->lengths_from_padding(*parse_double(n.pad_value)); });
+    }
+    files.push_back(xs[i]);
+    names.push_back(xs[i]);
+    if (!with_y) {
+      ST_CHECK(!ref.known || (src->steps() == ref.steps && src->features() == ref.features),
+               "{}: {} has samples of {} steps x {} features but {} has {} x {}; every X file needs the same [T, F]",
+               xk, xs[i], src->steps(), src->features(), ref.x_file, ref.steps, ref.features);
+      if (!ref.known) ref = {true, src->steps(), src->features(), {}, xs[i], ""};
+      parts.push_back(std::move(src));
+      continue;
     }
     const NpyArray& y = *src->y();
     const std::vector<int64_t> tail(y.shape.begin() + 1, y.shape.end());
@@ -98,27 +112,55 @@ std::shared_ptr<const BatchSource> open_npy_split(const std::string& split, cons
         *max_label = std::max(*max_label, static_cast<int64_t>(l));
       }
     }
-    files.push_back(xs[i]);
     files.push_back(ys[i]);
     parts.push_back(std::move(src));
-    names.push_back(xs[i]);
   }
   if (parts.size() == 1) return parts[0];
   return with_key(xk, [&] { return std::make_shared<ConcatSource>(parts, names); });
 }
 
+// The masks' own seed: the job's seed, kept apart from the epoch order's and augmentation's.
+uint64_t mask_seed(uint64_t seed) { return mix_seed(seed, 0x3a5c); }
+
+// Masked pretraining reads X alone; y files given anyway are said to be unused, not read.
+void warn_unused_y(const NpyConfig& n) {
+  std::string given;
+  for (const auto& [key, glob] : {std::pair<const char*, const std::string*>{"data.npy.train_y", &n.train_y},
+                                  {"data.npy.val_y", &n.val_y}, {"data.npy.test_y", &n.test_y}})
+    if (!glob->empty()) given += (given.empty() ? "" : ", ") + std::string(key);
+  if (!given.empty())
+    std::fprintf(stderr, "seqtrain: warning: %s set but unused: train.task masked_pretrain reconstructs X itself; "
+                 "drop %s to silence this\n", given.c_str(), given.find(',') == std::string::npos ? "it" : "them");
+}
+
+// train.task masked_pretrain: x [T, F] is its own target, hidden where the masks say.
+void plan_masking(const Config& config, const NpyShape& ref, DataPlan& p) {
+  const MaskingConfig& m = config.train.masking;
+  if (m.strategy == "patch" && m.patch_size > ref.steps)
+    fail("config key 'train.masking.patch_size' is {} but the samples of data.npy.train_x ({}) have T = {} steps; set "
+         "train.masking.patch_size to at most {} (or use train.masking.strategy random or span)", m.patch_size,
+         ref.x_file, ref.steps, ref.steps);
+  p.outputs = p.steps * p.features;
+  p.masking = SampleMasking{mask_options(m), mask_seed(config.seed), MaskDraw::per_epoch};
+}
+
 DataPlan plan_npy(const Config& config) {
   const NpyConfig& n = config.data.npy;
+  const bool masked = config.train.task == "masked_pretrain";
+  if (masked) warn_unused_y(n);
+  const auto y_of = [&](const std::string& glob) { return masked ? std::string() : glob; };
   DataPlan p;
   NpyShape ref;
   int64_t max_label = -1;
-  auto train = open_npy_split("train", n.train_x, n.train_y, n.train_len, n, ref, p.files, &max_label);
+  auto train = open_npy_split("train", n.train_x, y_of(n.train_y), n.train_len, n, ref, p.files, &max_label);
   std::shared_ptr<const BatchSource> val, test;
-  if (!n.val_x.empty()) val = open_npy_split("val", n.val_x, n.val_y, n.val_len, n, ref, p.files, &max_label);
-  if (!n.test_x.empty()) test = open_npy_split("test", n.test_x, n.test_y, n.test_len, n, ref, p.files, &max_label);
+  if (!n.val_x.empty())
+    val = open_npy_split("val", n.val_x, y_of(n.val_y), n.val_len, n, ref, p.files, &max_label);
+  if (!n.test_x.empty())
+    test = open_npy_split("test", n.test_x, y_of(n.test_y), n.test_len, n, ref, p.files, &max_label);
   p.steps = ref.steps;
   p.features = ref.features;
-  const bool labels = ref.y_tail.empty();
+  const bool labels = !masked && ref.y_tail.empty();
   if (!labels && config.train.task == "classify")
     fail("config key 'train.task' is classify, but data.npy.train_y ({}) holds float targets of shape {}, not class "
          "labels; save integer labels of shape [N], or set train.task: regress (or forecast)", ref.y_file,
@@ -126,7 +168,9 @@ DataPlan plan_npy(const Config& config) {
   if (labels && (config.train.task == "regress" || config.train.task == "forecast"))
     fail("config key 'train.task' is {}, but data.npy.train_y ({}) holds class labels (shape [N]); save y as [N, "
          "targets] floats, or set train.task: classify", config.train.task, ref.y_file);
-  if (labels) {
+  if (masked) {
+    plan_masking(config, ref, p);
+  } else if (labels) {
     ST_CHECK(config.train.loss == "cross_entropy",
              "data.npy.train_y: {} holds class labels (shape [N]), which need train.loss: cross_entropy (got {}); for "
              "a regression target save y as [N, 1] or [N, H, targets]", ref.y_file, config.train.loss);
@@ -172,8 +216,11 @@ DataPlan plan_npy(const Config& config) {
   p.test = std::move(test);
   p.normalizer = stats.to_json();
   p.unit = "samples";
-  p.source = fmt::format("npy: {} file(s), X [N, {}, {}], y {}{}", p.files.size(), p.steps, p.features,
-                         shape_of(ref.y_tail), labels ? fmt::format(" ({} classes)", p.classes) : "");
+  p.source = masked ? fmt::format("npy: {} file(s), X [N, {}, {}] (masked pretraining: {} masks, ratio {})",
+                                  p.files.size(), p.steps, p.features, config.train.masking.strategy,
+                                  config.train.masking.mask_ratio)
+                    : fmt::format("npy: {} file(s), X [N, {}, {}], y {}{}", p.files.size(), p.steps, p.features,
+                                  shape_of(ref.y_tail), labels ? fmt::format(" ({} classes)", p.classes) : "");
   return p;
 }
 
@@ -323,8 +370,13 @@ TrainFeed training_feed(const DataPlan& plan, const Config& config, int64_t work
   return f;
 }
 
-SampleLayout sample_layout(const DataPlan& plan) {
-  return sample_layout(plan.steps, plan.features, plan.vocab > 0, plan.classes > 0, plan.train->y_size());
+SampleLayout sample_layout(const DataPlan& plan, MaskDraw draw) {
+  SampleLayout l = sample_layout(plan.steps, plan.features, plan.vocab > 0, plan.classes > 0, plan.train->y_size());
+  if (plan.masking) {
+    l.mask = plan.masking;
+    l.mask->draw = draw;
+  }
+  return l;
 }
 
 }  // namespace seqtrain

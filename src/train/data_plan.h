@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "data/cache.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/masking.h"
 
 namespace seqtrain {
 
@@ -28,6 +30,8 @@ struct DataPlan {
   std::vector<int64_t> y_shape;     // npy regression: a sample's y shape ([H] or [H, targets])
   std::vector<int64_t> target_inputs;  // npy regression: data.npy.target_features, checked
   nlohmann::json vocab_json;        // text: the vocabulary, saved in state.json
+  // train.task masked_pretrain: the masks every batch draws (x is its own target, y unused).
+  std::optional<SampleMasking> masking;
   std::shared_ptr<const Dataset> windows;  // csv/synthetic only: columns, normalizer, baseline
   nlohmann::json normalizer;        // the statistics state.json keeps (compared on resume)
   std::vector<std::string> files;   // source files in order (hashed into the cache key)
@@ -70,9 +74,10 @@ TrainFeed training_feed(const DataPlan& plan, const Config& config, int64_t work
 // `seqtrain predict` rebuilds the model of an npy run from it without the training files.
 nlohmann::json model_io_json(const DataPlan& plan);
 
-// What a training sample of `plan` is, for the loader's typed batches: x [steps, features]
-// values or [steps] token ids (text); y [outputs] values, one int64 label (classification),
-// or [T] int64 next tokens.
-SampleLayout sample_layout(const DataPlan& plan);
+// What a sample of `plan` is, for the loader's typed batches: x [steps, features] values or
+// [steps] token ids (text); y [outputs] values, one int64 label (classification), or [T] int64
+// next tokens; for masked pretraining, its masks: `draw` per_epoch for the training batches,
+// per_sample for validation and test (fixed masks).
+SampleLayout sample_layout(const DataPlan& plan, MaskDraw draw);
 
 }  // namespace seqtrain

@@ -190,7 +190,7 @@ void TrainLoop::resume_or_start() {
                                                    .shuffle = config_.train.shuffle, .seed = config_.seed,
                                                    .allocator = model_->params().backend().pinned_allocator(),
                                                    .rank = comm_->rank(), .world = comm_->world(),
-                                                   .layout = sample_layout(plan_)});
+                                                   .layout = sample_layout(plan_, MaskDraw::per_epoch)});
   replay_buffers_.reserve(*feed_.source, config_.train.batch_size);
   if (resuming_) {
     replay_partial_accumulation();
@@ -295,7 +295,8 @@ void TrainLoop::replay_partial_accumulation() {
     Batch batch;
     batch.index = b;
     groups_->apply(e, model_->params(), *optimizer_);  // the replayed batch's epoch's frozen tensors
-    fill_batch(*feed_.source, sample_layout(plan_), std::span<const int64_t>(order.data() + begin + lo, hi - lo), e,
+    fill_batch(*feed_.source, sample_layout(plan_, MaskDraw::per_epoch),
+               std::span<const int64_t>(order.data() + begin + lo, hi - lo), e,
                replay_buffers_, batch);
     ST_CHECK(!run_batch(batch, state_.micro_steps - m + i).updated,
              "internal error: replaying a partial gradient accumulation completed an optimizer step");
@@ -437,7 +438,7 @@ EvalEvent TrainLoop::eval_event(const std::string& split, double loss) const {
 double TrainLoop::evaluate_split(const BatchSource& split, double* accuracy, nlohmann::json* forecast) {
   std::optional<ForecastScorer> scorer;
   if (scoring_) scorer.emplace(*scoring_);
-  const double loss = evaluate(*model_, split, sample_layout(plan_), *objective_, config_.train.batch_size, accuracy,
+  const double loss = evaluate(*model_, split, sample_layout(plan_, MaskDraw::per_sample), *objective_, config_.train.batch_size, accuracy,
                                scorer_hook(scorer));
   if (scorer) *forecast = scorer->report();
   return loss;
