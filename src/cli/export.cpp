@@ -250,6 +250,8 @@ ExportResult export_encoder(const ExportArgs& a) {
   md["source"] = fs::absolute(m.dir).lexically_normal().string();
   md["tag"] = m.state.value("tag", std::string());
   md["updates"] = std::to_string(m.state.value("updates", int64_t{0}));
+  std::error_code ec;  // as --out does: the file's directory is made when missing
+  if (!out.parent_path().empty()) fs::create_directories(out.parent_path(), ec);
   write_safetensors(out.string(), encoder, md);  // a temporary file renamed into place
   return ExportResult{m.dir, out.string(), {out.filename().string()}};
 }
