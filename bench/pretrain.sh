@@ -30,7 +30,7 @@ for model in bilstm transformer; do
     pin "$PYPI" bench/torch_pretrain.py --model "$model" --compile --threads "$THREADS" --steps "$STEPS" \
       --warmup "$WARMUP" --json "$out/pypi-compile-$model.json" >/dev/null || true
   fi
-  pin /usr/bin/python3 bench/torch_pretrain.py --model "$model" --threads "$THREADS" --steps 1 --warmup 1 \
+  timeout 240 taskset -c 0-$((THREADS - 1)) /usr/bin/python3 bench/torch_pretrain.py --model "$model" --threads "$THREADS" --steps 1 --warmup 0 \
     --json "$out/debian-eager-$model.json" >/dev/null || true
 done
 for ft in frozen unfrozen; do

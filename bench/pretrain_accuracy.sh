@@ -17,7 +17,7 @@ BIN=$BUILD_DIR/seqtrain
 cmake --build "$BUILD_DIR" --target seqtrain >/dev/null
 out=bench/results/pretrain_accuracy-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$out"
-acc() { "$BIN" eval "$1" 2>/dev/null | sed -n 's/^test_accuracy: //p'; }
+acc() { "$BIN" eval "$1" 2>/dev/null | sed -n 's/^accuracy: //p'; }
 for ds in $DATASETS; do
   d=data/ucr/$ds
   [ -f "$d/train_x.npy" ] || { echo "pretrain_accuracy: $d/train_x.npy missing: run bash scripts/fetch_ucr.sh" >&2; exit 1; }
