@@ -166,17 +166,23 @@ class Forecaster(nn.Module):
         return monotone_quantiles(self.residual(x, y), self.quantile_levels)
 
 
-def rnn_embed(rnn, x, lengths, pooling):
-    """An RNN's outputs over x [batch, T, F] pooled as seqtrain's model.pooling: last (the last valid
-    step's output), mean or max over the valid steps; with `lengths` ([batch] int64, 1..T) the RNN
-    runs on pack_padded_sequence, as seqtrain stops each sample at its length."""
+def rnn_steps(rnn, x, lengths=None):
+    """An RNN's every output over x [batch, T, F] and the lengths [batch]: with `lengths` ([batch]
+    int64, 1..T) it runs on pack_padded_sequence, as seqtrain stops each sample at its length (the
+    outputs after it are zeros)."""
     if lengths is None:
         out, _ = rnn(x)
-        lengths = torch.full((x.shape[0],), out.shape[1], dtype=torch.int64)
-    else:
-        lengths = torch.as_tensor(lengths, dtype=torch.int64)
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, _ = nn.utils.rnn.pad_packed_sequence(rnn(packed)[0], batch_first=True, total_length=x.shape[1])
+        return out, torch.full((x.shape[0],), out.shape[1], dtype=torch.int64)
+    lengths = torch.as_tensor(lengths, dtype=torch.int64)
+    packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    out, _ = nn.utils.rnn.pad_packed_sequence(rnn(packed)[0], batch_first=True, total_length=x.shape[1])
+    return out, lengths
+
+
+def rnn_embed(rnn, x, lengths, pooling):
+    """rnn_steps' outputs pooled as seqtrain's model.pooling: last (the last valid step's output),
+    mean or max over the valid steps."""
+    out, lengths = rnn_steps(rnn, x, lengths)
     if pooling == "last":
         return out[torch.arange(out.shape[0]), lengths - 1]
     if pooling == "mean":

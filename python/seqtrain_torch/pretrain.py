@@ -17,38 +17,29 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from .transformer import sinusoid_table, _without_bias
+from .encoder import RNNEncoder, TransformerEncoderBody
+from .models import rnn_steps
 
 
 class MaskedPretrainer(nn.Module):
     def __init__(self, type, input_size, hidden, layers=1, bidirectional=False, lookback=1, heads=4, dropout=0.0,
-                 positions="auto", patch_size=1, bias=True, mask_fill="token", std_penalty=0.0):
+                 positions="auto", patch_size=1, bias=True, mask_fill="token", std_penalty=0.0, pooling="mean"):
         super().__init__()
         self.type, self.input_size, self.patch_size, self.std_penalty = type, input_size, patch_size, std_penalty
         if type in ("lstm", "gru"):
-            cells = {"lstm": nn.LSTM, "gru": nn.GRU}
-            self.rnn = cells[type](input_size, hidden, num_layers=layers, batch_first=True,
-                                   dropout=dropout if layers > 1 else 0.0, bidirectional=bidirectional)
+            body = RNNEncoder(type, input_size, hidden, layers, bidirectional, dropout, pooling)
             width = hidden * (2 if bidirectional else 1)
         elif type == "transformer":
-            self.positions = "learned" if positions == "auto" else positions
-            self.input_proj = nn.Linear(patch_size * input_size, hidden)
-            tokens = lookback // patch_size
-            if self.positions == "learned":
-                self.pos_embed = nn.Embedding(tokens, hidden)
-            elif self.positions == "sinusoidal":
-                self.register_buffer("pos_table", sinusoid_table(tokens, hidden), persistent=False)
-            self.dropout = nn.Dropout(dropout)
-            args = dict(d_model=hidden, nhead=heads, dim_feedforward=4 * hidden, dropout=dropout,
-                        activation="gelu", batch_first=True, norm_first=True)
-            if bias:
-                layer, norm = nn.TransformerEncoderLayer(**args), nn.LayerNorm(hidden)
-            else:
-                layer, norm = _without_bias(nn.TransformerEncoderLayer, **args), _without_bias(nn.LayerNorm, hidden)
-            self.encoder = nn.TransformerEncoder(layer, layers, norm=norm, enable_nested_tensor=False)
+            body = TransformerEncoderBody(input_size, lookback, hidden, layers, heads, dropout, positions, pooling,
+                                          patch_size, bias)
             width = hidden
         else:
             raise ValueError(f"type must be lstm, gru or transformer, got {type!r}")
+        # The encoder module's layers under its own names (rnn.*; input_proj, pos_embed, encoder.*), as
+        # seqtrain keeps them, so they load into the classifier's encoder unchanged.
+        self.body = [body]  # a plain list: not a submodule, so no "body." prefix in the state_dict
+        for name, child in body.named_children():
+            self.add_module(name, child)
         if mask_fill == "token":
             self.mask_token = nn.Parameter(torch.zeros(input_size))
         self.decoder = nn.Sequential(OrderedDict(norm=nn.LayerNorm(width), fc1=nn.Linear(width, width),
@@ -62,21 +53,13 @@ class MaskedPretrainer(nn.Module):
 
     def encode(self, x, lengths=None):
         """x [B, T, F] -> h [B, N, C] (padded rows: an RNN's zeros, a transformer's whatever)."""
-        B, T, F = x.shape
         if self.type in ("lstm", "gru"):
-            if lengths is None:
-                return self.rnn(x)[0]
-            packed = nn.utils.rnn.pack_padded_sequence(x, torch.as_tensor(lengths).cpu(), batch_first=True,
-                                                       enforce_sorted=False)
-            return nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True, total_length=T)[0]
-        h = self.input_proj(x.reshape(B, T // self.patch_size, self.patch_size * F))
-        N = h.shape[1]
-        if self.positions == "learned":
-            h = h + self.pos_embed.weight[:N]
-        elif self.positions == "sinusoidal":
-            h = h + self.pos_table[:N].to(h.dtype)
-        pad = torch.arange(N)[None, :] >= self.valid_rows(lengths, B, T)[:, None]
-        return self.encoder(self.dropout(h), src_key_padding_mask=pad if lengths is not None else None)
+            return rnn_steps(self.rnn, x, lengths)[0]
+        return self.body[0].tokens(x, lengths)[0]
+
+    def embed(self, x, lengths=None):
+        """Each sample's pooled encoder output [B, C], as `seqtrain embed` writes it."""
+        return self.body[0].embed(x, lengths)
 
     def forward(self, x, mask=None, lengths=None):
         """x [B, T, F], mask [B, T, F] (1 = masked) -> (reconstruction [B, T, F], h [B, N, C])."""
@@ -109,4 +92,5 @@ def from_spec(spec):
     return MaskedPretrainer(spec["type"], spec["input_size"], spec["hidden"], spec.get("layers", 1),
                             spec.get("bidirectional", False), spec.get("lookback", 1), spec.get("heads", 4),
                             spec.get("dropout", 0.0), spec.get("positions", "auto"), spec.get("patch_size", 1),
-                            spec.get("bias", True), spec.get("mask_fill", "token"), spec.get("std_penalty", 0.0))
+                            spec.get("bias", True), spec.get("mask_fill", "token"), spec.get("std_penalty", 0.0),
+                            spec.get("pooling", "mean"))

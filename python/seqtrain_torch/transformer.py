@@ -98,8 +98,8 @@ class TransformerEncoder(nn.Module):
         y = self.head(self.embed(x, lengths))
         return monotone_quantiles(self.residual(x, y), self.quantile_levels)
 
-    def embed(self, x, lengths=None):
-        """The pooled final-norm output the head reads: [B, hidden]."""
+    def tokens(self, x, lengths=None):
+        """Every token's final-norm output [B, N, hidden], the valid tokens [B] and the padding [B, N]."""
         B, T, F = x.shape
         if F != self.input_size or T % self.patch_size:
             raise ValueError(f"expected [batch, a multiple of {self.patch_size} steps, {self.input_size}], "
@@ -115,6 +115,12 @@ class TransformerEncoder(nn.Module):
         valid = self.valid_tokens(lengths, B, T)
         pad = torch.arange(N)[None, :] >= valid[:, None]
         h = self.encoder(self.dropout(h), src_key_padding_mask=pad if lengths is not None else None)
+        return h, valid, pad
+
+    def embed(self, x, lengths=None):
+        """The pooled final-norm output the head reads: [B, hidden]."""
+        B = x.shape[0]
+        h, valid, pad = self.tokens(x, lengths)
         if self.pooling == "cls":
             pooled = h[:, 0]
         elif self.pooling == "last":
