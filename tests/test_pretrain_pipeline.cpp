@@ -75,10 +75,11 @@ TEST(PretrainPipeline, PretrainExportEmbedAndFineTuneFromTheEncoder) {
   std::vector<int64_t> shape;
   read_npy(emb, &shape);
   EXPECT_EQ(shape, (std::vector<int64_t>{kN, 16}));
-  if (torch_available())
+  if (torch_available()) {
     EXPECT_EQ(run_python("encoder_check.py", enc + " " + pre + "/checkpoints/best/state.json " + (dir / "x.npy") +
                                                  " " + emb + " lstm " + (dir / "len.npy")),
               0);
+  }
 
   // The classifier's model as the training loop builds it, then model.encoder_from's fill: the
   // encoder is the exported one bit for bit, the head the fresh init's.
