@@ -120,7 +120,11 @@ int main(int argc, char** argv) {
   AdamW opt(oo, model->params().backend());
   if (a.finetune == "frozen") {
     // The fine-tuning schedule's first epochs: every tensor but the head's frozen.
-    const std::vector<ParamGroup> groups{{.prefix = "head.", .lr_scale = 1.0}, {.prefix = "", .frozen = true}};
+    ParamGroup head, rest;
+    head.prefix = "head.";
+    rest.prefix = "";
+    rest.frozen = true;
+    const std::vector<ParamGroup> groups{head, rest};
     const std::vector<ParamGroup> per_entry = entry_groups(model->params(), groups);
     apply_frozen(model->params(), per_entry);
     opt.set_groups(group_runs(model->params(), per_entry));
