@@ -91,31 +91,23 @@ double ReconstructionHead::penalty_forward(const Tensor& h, std::span<const int6
   Backend& be = params_.backend();
   ST_CHECK(be.host_accessible(), "train.masking.std_penalty runs on the CPU for now; the {} backend has none: set "
            "runtime.device: cpu or train.masking.std_penalty: 0", be.name());
-  const int64_t B = h.dim(0), N = h.dim(1), C = h.dim(2);
+  const int64_t C = h.dim(2);
   h_ = h;
   valid_.assign(valid.begin(), valid.end());
   mean_.assign(static_cast<size_t>(C), 0.0);
   std::vector<double> sq(static_cast<size_t>(C), 0.0);
   rows_ = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t rows = valid_.empty() ? N : valid_[static_cast<size_t>(b)];
-    rows_ += rows;
-    for (int64_t n = 0; n < rows; ++n) {
-      const float* r = h.f32() + (b * N + n) * C;
-      for (int64_t c = 0; c < C; ++c) mean_[static_cast<size_t>(c)] += r[c];
-    }
-  }
+  for_each_valid_row([&](const float* r, float*) {
+    ++rows_;
+    for (int64_t c = 0; c < C; ++c) mean_[static_cast<size_t>(c)] += r[c];
+  });
   for (double& m : mean_) m /= static_cast<double>(rows_);
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t rows = valid_.empty() ? N : valid_[static_cast<size_t>(b)];
-    for (int64_t n = 0; n < rows; ++n) {
-      const float* r = h.f32() + (b * N + n) * C;
-      for (int64_t c = 0; c < C; ++c) {
-        const double d = r[c] - mean_[static_cast<size_t>(c)];
-        sq[static_cast<size_t>(c)] += d * d;
-      }
+  for_each_valid_row([&](const float* r, float*) {
+    for (int64_t c = 0; c < C; ++c) {
+      const double d = r[c] - mean_[static_cast<size_t>(c)];
+      sq[static_cast<size_t>(c)] += d * d;
     }
-  }
+  });
   active_inv_std_.assign(static_cast<size_t>(C), 0.0);
   double penalty = 0;
   for (int64_t c = 0; c < C; ++c) {
@@ -131,19 +123,16 @@ double ReconstructionHead::penalty_forward(const Tensor& h, std::span<const int6
 // d/dh[r, c] of weight * mean_c relu(1 - std_c) = -weight / C * (h[r, c] - mean_c) / (R std_c)
 // where the relu is active (the mean's own gradient sums to zero over the rows).
 void ReconstructionHead::penalty_backward(Tensor dh, double weight) const {
-  const int64_t B = h_.dim(0), N = h_.dim(1), C = h_.dim(2);
+  const int64_t C = h_.dim(2);
   const double k = -weight / static_cast<double>(C) / static_cast<double>(rows_);
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t rows = valid_.empty() ? N : valid_[static_cast<size_t>(b)];
-    for (int64_t n = 0; n < rows; ++n) {
-      const float* r = h_.f32() + (b * N + n) * C;
-      float* d = dh.f32() + (b * N + n) * C;
-      for (int64_t c = 0; c < C; ++c) {
-        const double s = active_inv_std_[static_cast<size_t>(c)];
-        if (s != 0) d[c] += static_cast<float>(k * (r[c] - mean_[static_cast<size_t>(c)]) * s);
-      }
-    }
-  }
+  for_each_valid_row(
+      [&](const float* r, float* d) {
+        for (int64_t c = 0; c < C; ++c) {
+          const double s = active_inv_std_[static_cast<size_t>(c)];
+          if (s != 0) d[c] += static_cast<float>(k * (r[c] - mean_[static_cast<size_t>(c)]) * s);
+        }
+      },
+      &dh);
 }
 
 }  // namespace seqtrain

@@ -54,6 +54,15 @@ class ReconstructionHead {
  private:
   double penalty_forward(const Tensor& h, std::span<const int64_t> valid);
   void penalty_backward(Tensor dh, double weight) const;
+  // fn(row of h_, the same row of *d or null) for each valid row of the last penalty_forward's h
+  // [B, N, C] (the first valid_[b] rows of sample b; every row when valid_ is empty).
+  template <typename Fn>
+  void for_each_valid_row(Fn&& fn, Tensor* d = nullptr) const {
+    const int64_t B = h_.dim(0), N = h_.dim(1), C = h_.dim(2);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t n = 0, rows = valid_.empty() ? N : valid_[static_cast<size_t>(b)]; n < rows; ++n)
+        fn(h_.f32() + (b * N + n) * C, d ? d->f32() + (b * N + n) * C : nullptr);
+  }
 
   ParamStore& params_;
   int64_t features_;

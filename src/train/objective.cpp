@@ -1,6 +1,8 @@
 // Objectives over nn/loss's sum-reduced losses. See objective.h.
 #include "train/objective.h"
 
+#include <algorithm>
+
 #include "backend/backend.h"
 #include "backend/cuda_plugin.h"
 #include "core/error.h"
@@ -119,7 +121,10 @@ class MaskedReconstructionObjective final : public Objective {
     float* g = dpred.f32();
     for (int64_t i = 0; i < o.n; ++i) g[i] = o.m[i] != 0.f ? k * (o.p[i] - o.t[i]) : 0.f;
   }
-  int64_t count(const Tensor& pred, const Batch& host) const override { return forward(pred, host).count; }
+  int64_t count(const Tensor& pred, const Batch& host) const override {
+    const Operands o = operands(pred, host);
+    return std::count_if(o.m, o.m + o.n, [](float m) { return m != 0.f; });
+  }
   void accumulate(const Tensor& pred, const Batch& b, double* acc) const override { acc[0] += forward(pred, b).loss; }
 
  private:
