@@ -69,30 +69,10 @@ int run_data_export(const DataExportArgs& a) {
 }
 
 int run_data_sets(const DataSetsArgs& a) {
-  // Every file is made in memory first and the directory published whole: a failure leaves none.
-  const std::string tmp = a.out + ".tmp";
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  ST_CHECK(!ec, "--out {}: cannot create {}: {} (choose a writable directory)", a.out, tmp, ec.message());
-  const std::pair<const char*, int64_t> splits[3] = {{"train", a.samples}, {"val", std::max<int64_t>(1, a.samples / 5)},
-                                                     {"test", std::max<int64_t>(1, a.samples / 5)}};
-  SetTaskOptions o;
-  o.seed = a.seed;
-  for (uint64_t k = 0; k < 3; ++k) {
-    const auto& [name, n] = splits[k];
-    o.samples = n;
-    o.split = k;
-    const SetSplit s = make_set_split(o);
-    const std::string stem = (fs::path(tmp) / name).string();
-    write_file_atomic(stem + "_x.npy", npy_bytes_f32({n, o.max_size, o.features}, s.x.data(), stem + "_x.npy"));
-    write_file_atomic(stem + "_y.npy", npy_bytes_i64({n}, s.labels.data(), stem + "_y.npy"));
-    write_file_atomic(stem + "_len.npy", npy_bytes_i64({n}, s.lengths.data(), stem + "_len.npy"));
-  }
-  publish_dir(tmp, a.out);
+  const std::array<int64_t, 3> n = write_set_task(a.out, a.samples, a.seed);
+  const SetTaskOptions o;
   std::printf("wrote %ld/%ld/%ld sets (train/val/test) of %ld-%ld elements x %ld features, 4 classes, to %s\n",
-              (long)splits[0].second, (long)splits[1].second, (long)splits[2].second, (long)o.min_size,
-              (long)o.max_size, (long)o.features, a.out.c_str());
+              (long)n[0], (long)n[1], (long)n[2], (long)o.min_size, (long)o.max_size, (long)o.features, a.out.c_str());
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "cli/embed.h"
 #include "cli/export.h"
 #include "cli/generate.h"
+#include "cli/serve.h"
 #include "core/error.h"
 #include "train/trainer.h"
 
@@ -106,6 +107,8 @@ void add_inference_commands(CLI::App& app, std::vector<Command>& out) {
   out.push_back({add_export_command(app, *exporter), [exporter] { return run_export(*exporter); }});
   auto embed = std::make_shared<EmbedArgs>();
   out.push_back({add_embed_command(app, *embed), [embed] { return run_embed(*embed); }});
+  auto serve = std::make_shared<ServeArgs>();
+  out.push_back({add_serve_command(app, *serve), [serve] { return run_serve(*serve); }});
 }
 
 void add_data_commands(CLI::App& app, std::vector<Command>& out) {

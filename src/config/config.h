@@ -271,5 +271,8 @@ std::string config_hash(const Config& config);
 
 // Every valid dotted key, in canonical order (for help text and tests).
 std::vector<std::string> config_keys();
+// The keys whose value is a file path (data.path, data.npy.*, model.init_from, ...): the
+// service keeps overrides of these inside its root.
+std::vector<std::string> config_path_keys();
 
 }  // namespace seqtrain

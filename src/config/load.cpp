@@ -81,7 +81,12 @@ std::string describe_range(const Range& r, bool integer) {
 // Visitor that only records key names.
 struct CollectKeys {
   std::vector<std::string> keys;
+  std::vector<std::string> paths;  // the keys whose value is a file path
   template <typename... Rest> void field(const char* key, Rest&&...) { keys.emplace_back(key); }
+  void field(const char* key, const std::string&, PathTag) {
+    keys.emplace_back(key);
+    paths.emplace_back(key);
+  }
 };
 
 std::vector<std::string> all_keys() {
@@ -787,6 +792,13 @@ class Loader {
 }  // namespace
 
 std::vector<std::string> config_keys() { return all_keys(); }
+
+std::vector<std::string> config_path_keys() {
+  CollectKeys c;
+  const Config cfg;
+  visit_fields(cfg, c);
+  return c.paths;
+}
 
 Config load_config_text(const std::string& text, const std::string& name, const std::string& base_dir,
                         const std::vector<std::string>& overrides) {

@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/npy.h"
+#include "io/atomic_dir.h"
 
 namespace seqtrain {
 
@@ -42,6 +45,36 @@ SetSplit make_set_split(const SetTaskOptions& o) {
     s.lengths[static_cast<size_t>(i)] = n;
   }
   return s;
+}
+
+}  // namespace seqtrain
+
+namespace seqtrain {
+
+std::array<int64_t, 3> write_set_task(const std::string& out, int64_t samples, uint64_t seed) {
+  namespace fs = std::filesystem;
+  // Every file is made in memory first and the directory published whole: a failure leaves none.
+  const std::string tmp = out + ".tmp";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  ST_CHECK(!ec, "{}: cannot create {}: {} (choose a writable directory)", out, tmp, ec.message());
+  const std::array<int64_t, 3> sizes = {samples, std::max<int64_t>(1, samples / 5), std::max<int64_t>(1, samples / 5)};
+  const char* names[3] = {"train", "val", "test"};
+  SetTaskOptions o;
+  o.seed = seed;
+  for (uint64_t k = 0; k < 3; ++k) {
+    const int64_t n = sizes[k];
+    o.samples = n;
+    o.split = k;
+    const SetSplit s = make_set_split(o);
+    const std::string stem = (fs::path(tmp) / names[k]).string();
+    write_file_atomic(stem + "_x.npy", npy_bytes_f32({n, o.max_size, o.features}, s.x.data(), stem + "_x.npy"));
+    write_file_atomic(stem + "_y.npy", npy_bytes_i64({n}, s.labels.data(), stem + "_y.npy"));
+    write_file_atomic(stem + "_len.npy", npy_bytes_i64({n}, s.lengths.data(), stem + "_len.npy"));
+  }
+  publish_dir(tmp, out);
+  return sizes;
 }
 
 }  // namespace seqtrain

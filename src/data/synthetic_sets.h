@@ -7,7 +7,9 @@
 // model must look at every element (a mean over raw features dilutes a marker differently at
 // every set size). Deterministic in the seed.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace seqtrain {
@@ -29,5 +31,10 @@ struct SetSplit {
 };
 
 SetSplit make_set_split(const SetTaskOptions& options);
+
+// Writes {train,val,test}_{x,y,len}.npy of the task into directory `out`, `samples` training
+// sets and a fifth as many for validation and test, all nine files or none. Returns the
+// split sizes. Serves `seqtrain data sets` and the service's set-encoder template.
+std::array<int64_t, 3> write_set_task(const std::string& out, int64_t samples, uint64_t seed);
 
 }  // namespace seqtrain
