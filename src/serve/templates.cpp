@@ -225,7 +225,8 @@ const std::map<std::string, KeyDoc>& key_docs() {
       if (line.rfind("| `", 0) != 0) continue;
       const std::vector<std::string> c = cells(line);
       if (c.size() < 4) continue;
-      out[unquote(c[0])] = KeyDoc{c[1], unquote(c[2]), c[3]};
+      std::istringstream names(c[0]);  // a row may document several keys: `a`, `b`
+      for (std::string name; std::getline(names, name, ',');) out[unquote(name)] = KeyDoc{c[1], unquote(c[2]), c[3]};
     }
     return out;
   }();
