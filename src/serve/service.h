@@ -77,7 +77,7 @@ class Service {
     std::streamoff metrics_offset = 0;
   };
   void loop();
-  void reap_locked(double now);
+  void reap_locked(double now, bool follow);
   void follow_locked(Task& t, Running& r);
   void launch_locked(double now);
   void finish_locked(Task& t, int code, int signal, double now);

@@ -119,8 +119,37 @@ def write_ucr_standin(tmp, args):
             json.dump({"dataset": name, "classes": classes, "index_of": {c: i for i, c in enumerate(classes)}}, f)
 
 
+def check_serve(tmp, args):
+    """`seqtrain serve ARGS` as the docs write it, on a free port instead of theirs: it must
+    start, answer GET /api/templates with templates that load, and stop on SIGTERM with exit 0."""
+    import json
+    import signal
+    import urllib.request
+    argv = [BIN, "serve"] + re.sub(r"--port\s+\d+", "", args[0] if args else "").split() + ["--port", "0"]
+    p = subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        m = re.search(r"http://([\d.]+):(\d+)/", line)
+        if not m:
+            fail("serve", f"{' '.join(argv)} did not start: {line!r} {p.stderr.read() if p.poll() is not None else ''}")
+            return
+        with urllib.request.urlopen(f"http://{m.group(1)}:{m.group(2)}/api/templates", timeout=30) as r:
+            templates = json.load(r)
+        broken = [t["name"] for t in templates if not t["ok"]]
+        if not templates or broken:
+            fail("serve", f"templates missing or broken: {broken or templates}")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        if p.wait(timeout=60) != 0:
+            fail("serve", f"{' '.join(argv)} exited {p.returncode} on SIGTERM")
+
+
 # Commands matched by regex (on the command without its comment): None = skipped.
 SUBSTITUTE = [
+    (r"build/seqtrain serve\b(.*)$", check_serve,
+     "a server runs until stopped: started on a free port, its templates listed over HTTP, then stopped"),
+    (r"curl .*http://127\.0\.0\.1:8080/", None,
+     "needs a server left running on port 8080; tests/py/serve_api.py drives every route"),
     (r"bash scripts/quickstart\.sh\b", None,
      "the Quickstart itself: installs packages and builds; its train command is the README's"),
     (r"bash scripts/test\.sh\b", None, "installs packages, builds and runs ctest, which runs this test"),

@@ -40,9 +40,10 @@ class Server:
 
     def __init__(self, root, *extra, expect_start=True):
         self.root = root
-        self.args = [BINARY, "serve", "--root", root, "--port", "0", "--threads", "1"] + list(extra)
-        if "--jobs" not in extra:
-            self.args += ["--jobs", "1"]
+        self.args = [BINARY, "serve", "--root", root, "--port", "0"] + list(extra)
+        for flag in ("--jobs", "--threads"):  # one task at a time, on one thread, unless told
+            if flag not in extra:
+                self.args += [flag, "1"]
         self.token = None
         if "--token" in extra:
             self.token = extra[list(extra).index("--token") + 1]

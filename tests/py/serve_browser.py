@@ -80,6 +80,7 @@ def main():
             b.wait_for("!!document.querySelector('#tasks tr[data-task=\"%d\"] button.cancel')" % tid, what="the cancel button")
             if a.screenshot:
                 os.makedirs(os.path.dirname(os.path.abspath(a.screenshot)), exist_ok=True)
+                b.eval("document.activeElement.blur(), window.scrollTo(0, 0), document.querySelector('#submit-error').textContent = '', true")
                 b.screenshot(a.screenshot)
             b.eval("document.querySelector('#tasks tr[data-task=\"%d\"] button.cancel').click(), true" % tid)
             b.wait_for("document.querySelector('#tasks tr[data-task=\"%d\"]').dataset.state === 'cancelled'" % tid,
