@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <fmt/format.h>
 #include <regex>
 
 #include "test_trainer_util.h"
@@ -207,10 +208,13 @@ TEST(FirstHour, SmallInconsistenciesAreGone) {
     if (rec["split"] == "test") test_epoch = rec["epoch"];
   }
   EXPECT_EQ(test_epoch, val_epoch);
-  // The first step (autotune, warm-up) gives no ETA; the val line says its step.
-  EXPECT_CONTAINS(r.out, "epoch 0 step 1 loss");
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("epoch 0 step 1 loss [^\n]* ETA --\n"))) << r.out;
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("epoch 0 step 2 loss [^\n]* ETA [0-9]+s\n"))) << r.out;
+  // The first step (autotune, warm-up) gives no ETA; each line says the step of the run's total
+  // and how much of the epoch is done; the val line says its step.
+  const int64_t total = 2 * int64_t(value_after(r.out, "steps") / 2);  // two equal epochs
+  EXPECT_CONTAINS(r.out, fmt::format("epoch 0 ({}%) step 1/{} loss", int(std::lround(100.0 * 2 / total)), total));
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("epoch 0 \\([0-9]+%\\) step 1/[0-9]+ loss [^\n]* ETA --\n"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("epoch 0 \\([0-9]+%\\) step 2/[0-9]+ loss [^\n]* ETA [0-9]+s\n"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("epoch 1 \\(100%\\) step [0-9]+/[0-9]+ loss"))) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex("epoch 1 step [0-9]+ val loss"))) << r.out;
   // --quiet means no resume line.
   Result q = run("train --resume " + out + " --set train.epochs=3 --quiet");

@@ -110,6 +110,7 @@ int run_train(const TrainArgs& a) {
     if (out.empty()) out = (fs::path("runs") / fs::path(a.config).stem()).string();
   }
   if (a.threads >= 0) config.runtime.threads = a.threads;
+  if (a.profile >= 0) config.runtime.profile = a.profile;
   TrainOptions opt{out, !a.resume.empty(), a.overwrite, a.quiet};
   opt.stop = &signal_stop_token();  // SIGINT/SIGTERM (route_stop_signals in main)
   TrainSummary s = train(config, opt);

@@ -10,6 +10,7 @@ struct TrainArgs {
   std::vector<std::string> overrides;
   bool overwrite = false, quiet = false;
   int threads = -1;
+  int64_t profile = -1;  // --profile[=STEPS]: runtime.profile
 };
 // input: a CSV (csv/synthetic runs), or an X .npy with `labels` its y .npy (npy runs).
 struct EvalArgs { std::string checkpoint, input, labels, lengths, split = "test"; };

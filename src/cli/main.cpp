@@ -50,6 +50,9 @@ void add_training_commands(CLI::App& app, std::vector<Command>& out) {
     c.add_flag("--overwrite", a.overwrite, "Replace a run already in --out");
     c.add_option("--threads", a.threads, "Intra-op threads (default: runtime.threads, 0 = all cores)");
     c.add_flag("--quiet", a.quiet, "Print only errors");
+    c.add_flag("--profile{20}", a.profile,
+               "Trace 20 steps (--profile=N: N), from the 6th, into RUN/trace.json for Perfetto or "
+               "chrome://tracing, and print the spans that took the most time (runtime.profile)");
   }));
   out.push_back(command<SummaryArgs>(
       app, "summary", "Print the data and the model a config builds (layers, output shapes, parameters) without training",

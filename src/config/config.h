@@ -227,6 +227,9 @@ struct RuntimeConfig {
   // bench/device/check.sh) takes GPU 0 when the CUDA plugin sees one, else the CPU; cuda without
   // a usable GPU is an error at load.
   std::string device = "auto";
+  // Steps traced into the run's trace.json (core/trace.h), from the 6th micro-batch on (the
+  // first ones size the arena and autotune); 0 = no trace.
+  int64_t profile = 0;
   bool operator==(const RuntimeConfig&) const = default;
 };
 

@@ -4,6 +4,7 @@
 // guarantees the batch the consumer waits for is always claimed before any later one: the
 // bounded pool can never fill up with later batches and starve it.
 #include "data/loader.h"
+#include "core/trace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -116,6 +117,7 @@ void Loader::claim(Slot& s) {
 }
 
 void Loader::fill_slot(Slot& s) {
+  ST_TRACE("loader.fill_batch", "data", [&] { return "{\"samples\":" + std::to_string(s.idx.size()) + "}"; });
   try {
     fill_batch(src_, opt_.layout, s.idx, s.batch.epoch, s.buf, s.batch);
   } catch (...) {
@@ -124,6 +126,7 @@ void Loader::fill_slot(Slot& s) {
 }
 
 void Loader::worker_loop() {
+  trace::set_thread_name("loader worker");
   std::unique_lock lk(mu_);
   for (;;) {
     work_cv_.wait(lk, [this] { return stop_ || claimable(); });

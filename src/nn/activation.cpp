@@ -7,6 +7,7 @@
 //   gelu_tanh'   = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2),  t = tanh(c (x + k x^3)),
 //                  c = sqrt(2/pi), k = 0.044715
 #include "nn/activation.h"
+#include "core/trace.h"
 
 #include "backend/backend.h"
 
@@ -45,6 +46,7 @@ void activation_backward(ActKind k, const float* x, const float* y, const float*
 Tensor Activation::forward(const Tensor& x, Arena& arena) { return forward(x, arena, DType::f32); }
 
 Tensor Activation::forward(const Tensor& x, Arena& arena, DType out) {
+  ST_TRACE("activation.forward", "layer", [&] { return trace::shape_args(x.shape); });
   ST_CHECK(out == DType::f32 || kind == ActKind::gelu || kind == ActKind::gelu_tanh,
            "{}: a 16-bit output is for GELU only (the others' backward reads the output)", activation_name(kind));
   ST_CHECK(x.contiguous(), "{}: input {} must be contiguous", activation_name(kind), shape_str(x.shape));
@@ -57,6 +59,7 @@ Tensor Activation::forward(const Tensor& x, Arena& arena, DType out) {
 }
 
 Tensor Activation::backward(const Tensor& dy, Arena& arena) {
+  ST_TRACE("activation.backward", "layer", [&] { return trace::shape_args(dy.shape); });
   ST_CHECK(y_saved.ptr != nullptr, "{}: backward called before forward", activation_name(kind));
   ST_CHECK(dy.shape == y_saved.shape && dy.contiguous(), "{}: gradient {} does not match the output shape {}",
            activation_name(kind), shape_str(dy.shape), shape_str(y_saved.shape));

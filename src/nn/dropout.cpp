@@ -1,5 +1,6 @@
 // Dropout forward/backward over the Backend's dropout op. See dropout.h.
 #include "nn/dropout.h"
+#include "core/trace.h"
 
 #include <cmath>
 
@@ -10,6 +11,7 @@ Dropout::Dropout(float p_, Backend* backend) : p(p_), backend_(backend) {
 }
 
 Tensor Dropout::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
+  ST_TRACE("dropout.forward", "layer", [&] { return trace::shape_args(x.shape); });
   shape = x.shape;
   active = training && p > 0.f;
   if (!active) return x;
@@ -21,6 +23,7 @@ Tensor Dropout::forward(const Tensor& x, Arena& arena, bool training, uint64_t s
 }
 
 Tensor Dropout::backward(const Tensor& dy, Arena& arena) {
+  ST_TRACE("dropout.backward", "layer", [&] { return trace::shape_args(dy.shape); });
   ST_CHECK(dy.shape == shape, "Dropout: gradient {} does not match the forward input {}", shape_str(dy.shape),
            shape_str(shape));
   if (!active) return dy;

@@ -1,5 +1,6 @@
 // Embedding forward/backward over the Backend's embedding op. See embedding.h.
 #include "nn/embedding.h"
+#include "core/trace.h"
 
 #include <cstring>
 
@@ -28,6 +29,7 @@ EmbeddingArgs Embedding::lookup(const Tensor& ids) const {
 }
 
 Tensor Embedding::forward(const Tensor& ids, Arena& arena, bool checked) {
+  ST_TRACE("embedding.forward", "layer", [&] { return trace::shape_args(ids.shape); });
   Shape ys = ids.shape;
   ys.push_back(dim);
   Tensor y = arena.tensor(ys);
@@ -56,6 +58,7 @@ void Embedding::gather(const Tensor& ids, const Tensor& y, Arena& arena, bool ac
 }
 
 void Embedding::backward(const Tensor& dy, Arena&) {
+  ST_TRACE("embedding.backward", "layer", [&] { return trace::shape_args(dy.shape); });
   ST_CHECK(ids_saved.ptr != nullptr, "Embedding: backward called before forward");
   Shape want = ids_saved.shape;
   want.push_back(dim);

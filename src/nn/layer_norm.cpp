@@ -1,6 +1,7 @@
 // LayerNorm forward/backward over the Backend's layer_norm op (backend.h has the formulas). See
 // layer_norm.h.
 #include "nn/layer_norm.h"
+#include "core/trace.h"
 
 #include "backend/backend.h"
 
@@ -38,6 +39,7 @@ LayerNormArgs LayerNorm::args(int64_t rows) const {
 Tensor LayerNorm::forward(const Tensor& x, Arena& arena) { return forward(x, arena, DType::f32); }
 
 Tensor LayerNorm::forward(const Tensor& x, Arena& arena, DType out) {
+  ST_TRACE("layer_norm.forward", "layer", [&] { return trace::shape_args(x.shape); });
   ST_CHECK(!x.shape.empty() && x.dim(-1) == channels && x.contiguous(),
            "LayerNorm: input {} does not match normalized size {}: expected a contiguous [..., {}]",
            shape_str(x.shape), channels, channels);
@@ -53,6 +55,7 @@ Tensor LayerNorm::forward(const Tensor& x, Arena& arena, DType out) {
 }
 
 Tensor LayerNorm::backward(const Tensor& dy, Arena& arena) {
+  ST_TRACE("layer_norm.backward", "layer", [&] { return trace::shape_args(dy.shape); });
   ST_CHECK(x_saved.ptr != nullptr, "LayerNorm: backward called before forward");
   ST_CHECK(dy.shape == x_saved.shape && dy.contiguous(), "LayerNorm: gradient {} does not match the input {}",
            shape_str(dy.shape), shape_str(x_saved.shape));

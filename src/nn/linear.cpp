@@ -4,6 +4,7 @@
 //             dW[out,in] += dy[N,out]^T x[N,in]
 //             db[out]    += sum over rows of dy
 #include "nn/linear.h"
+#include "core/trace.h"
 
 #include <cmath>
 
@@ -102,6 +103,7 @@ void Linear::init(Rng& rng) {
 }
 
 Tensor Linear::forward(const Tensor& x, Arena& arena) {
+  ST_TRACE("linear.forward", "layer", [&] { return trace::shape_args(x.shape); });
   ST_CHECK(!x.shape.empty() && x.dim(-1) == in && x.contiguous(),
            "Linear: input {} does not match weight [{}, {}]: expected a contiguous [..., {}]", shape_str(x.shape),
            out, in, in);
@@ -113,6 +115,7 @@ Tensor Linear::forward(const Tensor& x, Arena& arena) {
 }
 
 Tensor Linear::backward(const Tensor& dy, Arena& arena) {
+  ST_TRACE("linear.backward", "layer", [&] { return trace::shape_args(dy.shape); });
   const Tensor& x = product.input();
   ST_CHECK(x.ptr != nullptr, "Linear: backward called before forward");
   Shape want = x.shape;

@@ -1,6 +1,7 @@
 // RnnStack: parameters, initialisation, dropout and the loop over layers; each layer's
 // arithmetic is one call into the ParamStore's Backend (backend/backend.h's RecurrentLayers).
 #include "nn/rnn.h"
+#include "core/trace.h"
 
 #include <cmath>
 #include <cstring>
@@ -105,7 +106,10 @@ Tensor RnnStack::forward_time_major(const Tensor& xt, Arena& arena, bool trainin
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& l = layers_[k];
     Tensor out = arena.tensor({T, N, hidden_ * dirs_});
-    impl_->forward(k, weights(l), in, out, arena, training, lengths_);
+    {
+      ST_TRACE("rnn.layer.forward", "layer", [&] { return trace::shape_args(in.shape, static_cast<int64_t>(k)); });
+      impl_->forward(k, weights(l), in, out, arena, training, lengths_);
+    }
     in = l.drop.forward(out, arena, training, mix_seed(seed, k));
   }
   return in;
@@ -118,6 +122,7 @@ Tensor RnnStack::backward(const Tensor& dy, Arena& arena, bool want_dx) {
     d = l.drop.backward(d, arena);
     // The first layer's input gradient is only computed when the caller wants it (the
     // forecaster does not: its input is data).
+    ST_TRACE("rnn.layer.backward", "layer", [&] { return trace::shape_args(d.shape, static_cast<int64_t>(k)); });
     d = impl_->backward(k, weights(l), d, arena, k > 0 || want_dx);
   }
   return want_dx ? transpose01(params_.backend(), d, arena) : Tensor();

@@ -4,6 +4,7 @@
 // Packed, qkv is scattered to the padded layout before the op and y gathered after it; backward
 // gathers dqkv and scatters dy (each the other's gradient).
 #include "nn/self_attention.h"
+#include "core/trace.h"
 
 #include "backend/backend.h"
 
@@ -69,6 +70,7 @@ void SelfAttention::init(Rng& rng) {
 
 Tensor SelfAttention::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed,
                               const uint8_t* key_padding_mask, const TokenPacking* token_packing) {
+  ST_TRACE("attention.forward", "layer", [&] { return trace::shape_args(x.shape); });
   ST_CHECK(x.shape.size() == 3 && x.dim(2) == n_embd && x.contiguous(),
            "SelfAttention: input {} must be a contiguous [B, T, {}] (batch, time, n_embd)", shape_str(x.shape), n_embd);
   ST_CHECK(!token_packing || (key_padding_mask && x.dim(0) == 1 && x.dim(1) == token_packing->rows()),
@@ -90,6 +92,7 @@ Tensor SelfAttention::forward(const Tensor& x, Arena& arena, bool training, uint
 }
 
 Tensor SelfAttention::backward(const Tensor& dout, Arena& arena) {
+  ST_TRACE("attention.backward", "layer", [&] { return trace::shape_args(dout.shape); });
   ST_CHECK(qkv.ptr != nullptr, "SelfAttention: backward called before forward");
   Backend& be = params.backend();
   Tensor dy = out_proj.backward(resid_drop.backward(dout, arena), arena);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nn/sequence_pool.h"
+#include "core/trace.h"
 
 namespace seqtrain {
 
@@ -31,6 +32,7 @@ const uint8_t* padding_mask(std::span<const int64_t> valid, int64_t T, Arena& ar
 }
 
 Tensor SequencePool::forward(const Tensor& x, std::span<const int64_t> valid, const uint8_t* mask, Arena& arena) {
+  ST_TRACE("pool.forward", "layer", [&] { return trace::shape_args(x.shape); });
   ST_CHECK(x.shape.size() == 3 && x.contiguous(), "SequencePool: input {} must be a contiguous [B, T, C]",
            shape_str(x.shape));
   B_ = x.dim(0);
@@ -52,6 +54,7 @@ Tensor SequencePool::forward(const Tensor& x, std::span<const int64_t> valid, co
 }
 
 Tensor SequencePool::forward(const Tensor& x, const TokenPacking& packing, Arena& arena) {
+  ST_TRACE("pool.forward", "layer", [&] { return trace::shape_args(x.shape); });
   ST_CHECK(x.shape.size() == 3 && x.dim(0) == 1 && x.dim(1) == packing.rows() && x.contiguous(),
            "SequencePool: packed input {} must be a contiguous [1, {}, C]", shape_str(x.shape), packing.rows());
   B_ = packing.batch();
@@ -91,6 +94,7 @@ Tensor SequencePool::pool_rows(const Tensor& x, Arena& arena) {
 }
 
 Tensor SequencePool::backward(const Tensor& dy, Arena& arena) {
+  ST_TRACE("pool.backward", "layer", [&] { return trace::shape_args(dy.shape); });
   ST_CHECK(dy.shape == Shape({B_, C_}) && dy.contiguous(),
            "SequencePool: gradient {} does not match the output [{}, {}]", shape_str(dy.shape), B_, C_);
   const float* g = dy.f32();

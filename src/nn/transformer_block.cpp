@@ -1,5 +1,6 @@
 // TransformerBlock forward/backward, with and without recomputation. See transformer_block.h.
 #include "nn/transformer_block.h"
+#include "core/trace.h"
 
 namespace seqtrain {
 
@@ -68,6 +69,7 @@ Tensor TransformerBlock::backward_layers(const Tensor& dy, Arena& arena) {
 
 Tensor TransformerBlock::forward(const Tensor& x, Arena& arena, Arena& scratch, bool training, uint64_t seed,
                                  const uint8_t* key_padding_mask, const TokenPacking* packing) {
+  ST_TRACE("block.forward", "layer", [&] { return trace::shape_args(x.shape); });
   mask_ = key_padding_mask;
   packing_ = packing;
   if (!options_.checkpoint || !training) return forward_layers(x, arena, training, seed);
@@ -79,6 +81,7 @@ Tensor TransformerBlock::forward(const Tensor& x, Arena& arena, Arena& scratch, 
 }
 
 Tensor TransformerBlock::backward(const Tensor& dy, Arena& arena, Arena& scratch) {
+  ST_TRACE("block.backward", "layer", [&] { return trace::shape_args(dy.shape); });
   if (!options_.checkpoint || !training_) return backward_layers(dy, arena);
   scratch.reset();
   forward_layers(x_saved_, scratch, training_, seed_);

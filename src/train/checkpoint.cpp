@@ -1,4 +1,5 @@
 #include "train/checkpoint.h"
+#include "core/trace.h"
 
 #include <unistd.h>
 
@@ -220,10 +221,13 @@ void CheckpointWriter::submit(WriteJob job, const ParamStore& params, OptimizerS
   wait();
   // The snapshot is host memory (the CPU backend's), which the writer thread reads while training
   // goes on; taking it is one copy (a memcpy, or a download from a device backend).
+  ST_TRACE("checkpoint.snapshot", "io");
   if (!snapshot_) snapshot_ = std::make_unique<ParamStore>(params.clone_layout(default_backend()));
   params.read_params(std::span<float>(snapshot_->params(), snapshot_->size()));
   opt_ = std::move(optimizer);
   thread_ = std::thread([this, job = std::move(job), state = std::move(state)] {
+    trace::set_thread_name("checkpoint writer");
+    ST_TRACE("checkpoint.write", "io");
     try {
       save_checkpoint(job.dir, CheckpointData{snapshot_.get(), opt_, state});
       if (!job.link_last.empty()) link_checkpoint(job.dir, job.link_last);

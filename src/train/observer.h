@@ -24,6 +24,8 @@ struct StepEvent {
   std::optional<double> loss_scale;    // fp16 loss scaling only
   int64_t skipped_since_last = 0;      // fp16 steps skipped since the previous record
   std::optional<GpuSample> gpu;        // a CUDA run where NVML answers: the GPU at this record
+  int64_t total_updates = 0;           // the run's planned updates (epochs x per epoch, or max_steps)
+  double epoch_done = 0;               // the share of this epoch's batches done, 0..1
 };
 
 struct EpochEvent {  // an epoch's training pass ended (validation may follow)

@@ -57,9 +57,10 @@ void ConsoleObserver::on_step(const StepEvent& e) {
   if (quiet_) return;
   const std::string eta = e.eta_s ? fmt::format("{:.0f}s", *e.eta_s) : "--";
   const std::string tokens = e.tokens_per_s ? fmt::format(" {:.0f} tokens/s", *e.tokens_per_s) : std::string();
-  std::fprintf(stderr, "%sepoch %ld step %ld loss %.5f lr %.2e %.0f samples/s%s ETA %s%s", tty_ ? "\r" : "",
-               (long)e.epoch, (long)e.updates, e.loss, e.lr, e.samples_per_s, tokens.c_str(), eta.c_str(),
-               tty_ ? "   " : "\n");
+  const std::string total = e.total_updates > 0 ? fmt::format("/{}", e.total_updates) : std::string();
+  std::fprintf(stderr, "%sepoch %ld (%.0f%%) step %ld%s loss %.5f lr %.2e %.0f samples/s%s ETA %s%s", tty_ ? "\r" : "",
+               (long)e.epoch, 100.0 * e.epoch_done, (long)e.updates, total.c_str(), e.loss, e.lr, e.samples_per_s,
+               tokens.c_str(), eta.c_str(), tty_ ? "   " : "\n");
 }
 
 void ConsoleObserver::on_epoch(const EpochEvent& e) {

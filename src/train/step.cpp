@@ -1,4 +1,5 @@
 #include "train/step.h"
+#include "core/trace.h"
 
 #include <cstring>
 
@@ -57,10 +58,17 @@ StepResult TrainStep::run(const Tensor& inputs, const Tensor& targets, uint64_t 
 
 StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   arena_.reset();
-  const Batch batch = device_batch(host_batch, arena_, model_.params().backend());
+  const Batch batch = [&] {
+    ST_TRACE("step.upload", "step");
+    return device_batch(host_batch, arena_, model_.params().backend());
+  }();
   StepContext ctx(arena_, /*training=*/true, seed);
   ctx.host_batch = &host_batch;
-  Tensor pred = model_.forward(batch, ctx);
+  Tensor pred = [&] {
+    ST_TRACE("step.forward", "step");
+    return model_.forward(batch, ctx);
+  }();
+  ST_TRACE("step.loss_backward", "step");  // the rest of the micro-batch: loss, backward, update
   const int64_t count = objective_->count(pred, host_batch);
   objective_->accumulate(pred, batch, sums());
   if (ctx.aux_loss != 0) add_aux_loss(ctx.aux_loss * static_cast<double>(count));
@@ -76,7 +84,10 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   objective_->backward(pred, batch, dpred, per_target, /*targets_checked=*/true);
   ctx.output_grad = dpred;
   ctx.aux_weight = per_target * static_cast<double>(count);
-  model_.backward(ctx);
+  {
+    ST_TRACE("step.backward", "step");
+    model_.backward(ctx);
+  }
   // A frozen tensor gets no gradient from a micro-batch that ran while it was frozen (torch:
   // requires_grad False), whatever the model's backward added to it.
   model_.params().zero_frozen_grads();
@@ -109,10 +120,16 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   ST_CHECK(options_.grad_clip >= 0 && std::isfinite(options_.grad_clip),
            "gradient clipping max_norm = {} is invalid; use a finite value > 0, or 0 to turn clipping off",
            options_.grad_clip);
-  ps.backend().clip_grad_norm_into(ps.grads(), ps.size(), options_.grad_clip, sums() + 2);
+  {
+    ST_TRACE("step.clip", "step");
+    ps.backend().clip_grad_norm_into(ps.grads(), ps.size(), options_.grad_clip, sums() + 2);
+  }
   norm_valid_ = true;
   r.grad_norm = ps.backend().host_accessible() ? sums()[2] : std::numeric_limits<double>::quiet_NaN();
-  optimizer_.step(ps.params(), ps.grads(), ps.size(), r.lr);
+  {
+    ST_TRACE("step.optimizer", "step");
+    optimizer_.step(ps.params(), ps.grads(), ps.size(), r.lr);
+  }
   ps.zero_grad();
   ++updates_;
   r.updated = true;

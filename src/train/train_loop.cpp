@@ -10,6 +10,7 @@
 #include "backend/cpu/isa.h"
 #include "backend/registry.h"
 #include "core/text.h"
+#include "core/trace.h"
 #include "io/atomic_dir.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
@@ -60,6 +61,11 @@ Frequency checkpoint_frequency(const std::string& text) {
 TrainSummary TrainLoop::run() {
   resume_or_start();
   announce();
+  trace::set_thread_name("train");
+  if (config_.runtime.profile > 0) {
+    profile_from_ = state_.micro_steps + kProfileSkip;
+    profile_to_ = profile_from_ + config_.runtime.profile;
+  }
   ArmStop armed(*stop_);
   summary_.stopped_by = "epochs";
   while (state_.epoch < config_.train.epochs) {
@@ -162,6 +168,11 @@ void TrainLoop::open_run_dir() {
   ST_CHECK(!ec, "cannot create the run directory '{}': {}; give train --out a directory you can write to",
            run_.string(), ec.message());
   lock_ = std::make_unique<RunLock>(run_);
+  // The trace is written mid-run: a place it cannot go is an error now, not after the window.
+  ST_CHECK(config_.runtime.profile == 0 || !fs::is_directory(run_ / "trace.json", ec),
+           "runtime.profile: the trace goes to {}, which is a directory; remove it, or train without --profile "
+           "(runtime.profile: 0)",
+           (run_ / "trace.json").string());
   for (const auto& note : prepare_run_dir(run_, opt_.overwrite && !opt_.resume)) observers_.on_note(note);
   if (tuner_) {
     autotune_saved_ = false;
@@ -336,19 +347,27 @@ bool TrainLoop::train_epoch() {
   loader_->start_epoch(state_.epoch, state_.batch_in_epoch);
   loader_->reset_wait();
   while (state_.batch_in_epoch < batches_) {
-    const Batch* batch = loader_->next();
-    ST_CHECK(batch != nullptr, "the data loader ended epoch {} early at batch {}", state_.epoch, state_.batch_in_epoch);
-    const StepResult r = run_batch(*batch, state_.micro_steps);
-    if (!autotune_saved_) {
-      autotune_saved_ = true;
-      save_autotune_log();
+    if (state_.micro_steps == profile_from_) profile_.start();
+    {
+      ST_TRACE("train.micro_batch", "train");
+      const Batch* batch = [&] {
+        ST_TRACE("data.wait", "data");
+        return loader_->next();
+      }();
+      ST_CHECK(batch != nullptr, "the data loader ended epoch {} early at batch {}", state_.epoch, state_.batch_in_epoch);
+      const StepResult r = run_batch(*batch, state_.micro_steps);
+      if (!autotune_saved_) {
+        autotune_saved_ = true;
+        save_autotune_log();
+      }
+      log_samples_ += batch->count;
+      loader_->release(batch);
+      ++state_.micro_steps;
+      ++state_.batch_in_epoch;
+      last_is_current_ = false;
+      if (r.updated) after_update(r);
     }
-    log_samples_ += batch->count;
-    loader_->release(batch);
-    ++state_.micro_steps;
-    ++state_.batch_in_epoch;
-    last_is_current_ = false;
-    if (r.updated) after_update(r);
+    if (profile_.active() && state_.micro_steps >= profile_to_) end_profile();
     check_stop();
     if (summary_.stopped_by != "epochs") break;
   }
@@ -380,6 +399,9 @@ void TrainLoop::after_update(const StepResult& r) {
       e.skipped_since_last = scaler_->take_skipped_since_report();
     }
     if (gpu_) e.gpu = gpu_->sample();
+    e.total_updates = total_updates_;
+    e.epoch_done = batches_ > 0 ? double(state_.batch_in_epoch) / double(batches_) : 0.0;
+    ST_TRACE("train.log", "train");
     observers_.on_step(e);
     log_start_ = Clock::now();
     log_samples_ = 0;
@@ -452,6 +474,7 @@ double TrainLoop::monitored(double loss, double accuracy, const nlohmann::json& 
 }
 
 void TrainLoop::validate() {
+  ST_TRACE("evaluate.val", "eval");
   if (!plan_.val) return;
   double accuracy = 0;
   nlohmann::json forecast;
@@ -483,6 +506,7 @@ void TrainLoop::validate() {
 // and prunes older step checkpoints. Only the primary rank writes.
 void TrainLoop::checkpoint(const std::string& tag, int64_t next_epoch, int64_t next_batch, bool periodic) {
   if (!primary()) return;
+  ST_TRACE("checkpoint", "io");
   const auto t0 = Clock::now();
   WriteJob job;
   job.dir = (ckpt_dir_ / tag).string();
@@ -548,7 +572,25 @@ void TrainLoop::save_autotune_log() {
                                  tuner->decisions().size(), tuner->tuning_ms()));
 }
 
+// Closes the profiling window: the spans into trace.json (primary rank; atomically), the ones
+// that took the most time to the console.
+void TrainLoop::end_profile() {
+  const int64_t first = profile_from_, last = state_.micro_steps;
+  const std::vector<trace::Event> events = profile_.stop();
+  if (!primary()) return;
+  const std::string json = trace::chrome_trace_json(events);
+  write_file_atomic((run_ / "trace.json").string(), json);
+  const double window_s = (profile_.stop_ns() - profile_.start_ns()) / 1e9;
+  observers_.on_note(fmt::format("profile: micro-batches {}-{} ({:.3f} s) traced into {} ({} spans, {:.1f} MB{}); "
+                                 "open it in Perfetto (ui.perfetto.dev) or chrome://tracing",
+                                 first + 1, last, window_s, (run_ / "trace.json").string(), events.size(),
+                                 json.size() / 1e6,
+                                 profile_.dropped() ? fmt::format(", {} more dropped past the cap", profile_.dropped()) : ""));
+  for (const std::string& line : trace::top_spans(events, window_s)) observers_.on_note("profile: " + line);
+}
+
 TrainSummary TrainLoop::finish() {
+  if (profile_.active()) end_profile();  // a run shorter than its window
   {
     const auto t0 = Clock::now();
     writer_.wait();

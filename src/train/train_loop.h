@@ -17,6 +17,7 @@
 
 #include "config/config.h"
 #include "config/frequency.h"
+#include "core/trace.h"
 #include "data/loader.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
@@ -114,6 +115,11 @@ class TrainLoop {
   // directory and logged by this loop. Null without autotune.
   std::shared_ptr<Autotuner> tuner_;
   bool autotune_saved_ = true;
+  // runtime.profile's window: micro-batches [profile_from_, profile_to_) of this process.
+  static constexpr int64_t kProfileSkip = 5;
+  trace::Window profile_;
+  int64_t profile_from_ = -1, profile_to_ = -1;
+  void end_profile();
   bool last_is_current_ = false;  // `last` already holds the present state (no step since)
   TrainSummary summary_;
   Clock::time_point start_, log_start_, epoch_start_;
