@@ -15,9 +15,10 @@ pretrain_accuracy.sh, gpt_quality.sh, gpt_precision_ratio.sh and serve.sh write)
 
 The chart: one block of horizontal bars per group (a workload, a workload and configuration, a
 shape and precision), one bar per series (an engine) in that group, one colour per series across
-the chart with a legend; each bar's value at its end, and on every other series' bar of a group
-that has the reference's bar, the reference's ratio over it (by default "seqtrain 2.05x": that
-bar's value / the reference's when lower is better, the inverse when higher is better); an x axis
+the chart with a legend (the reference first, in the legend and in every group); each bar's
+value at its end, and on every other series' bar of a group that has the reference's bar, the
+reference's ratio over it (by default "seqtrain 2.05x": that bar's value / the reference's when
+lower is better, the inverse when higher is better); an x axis
 with ticks, gridlines and the unit, on a log scale when the values span more than LOG_SPAN (the
 Debian torch 1.13 peer is 10-100x slower than the others); the title names the machine.
 
@@ -176,7 +177,7 @@ def chart(title, groups, unit, *, subtitle="", reference=None, ratio_name=None, 
     top = y
     body = []
     for label, bars in groups:
-        present = [(s, v) for s, v in bars if v is not None]
+        present = sorted(((s, v) for s, v in bars if v is not None), key=lambda sv: series.index(sv[0]))
         lines = wrap(str(label), left - 20)
         block = max(len(present) * (BAR_H + BAR_GAP) - BAR_GAP, len(lines) * 14, BAR_H)
         ly = y + block / 2 - (len(lines) - 1) * 7 + 4
