@@ -32,6 +32,7 @@ from xml.sax.saxutils import escape
 
 # Colour-blind-safe (Okabe-Ito), the reference series first.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#999999", "#F0E442", "#000000"]
+ATTR = {'"': "&quot;"}  # escape()'s extra entities inside an attribute value
 LOG_SPAN = 30.0  # max / min above this: log scale
 WIDTH = 980
 FONT = 12
@@ -188,7 +189,7 @@ def chart(title, groups, unit, *, subtitle="", reference=None, ratio_name=None, 
         by = y
         for s, v in present:
             xe = scale.x(v)
-            body.append(f'<rect class="bar" data-series="{escape(s)}" x="{x0}" y="{by}" width="{max(xe - x0, 1):.1f}" '
+            body.append(f'<rect class="bar" data-series="{escape(s, ATTR)}" x="{x0}" y="{by}" width="{max(xe - x0, 1):.1f}" '
                         f'height="{BAR_H}" fill="{colour[s]}"><title>{escape(f"{label}: {s}: {value_fmt(v)} {unit}")}'
                         f'</title></rect>')
             tx = max(xe, x0 + 1) + 5

@@ -85,8 +85,8 @@ def run(argv, cwd=None):
 
 # 1. The chart itself.
 def check_chart(plot_svg):
-    groups = [("W1 <fp32> & more", [("seqtrain", 100.0), ("torch A", 250.0), ("torch B", 4000.0)]),
-              ("W2", [("seqtrain", 400.0), ("torch A", None), ("torch B", 20000.0)]),
+    groups = [("W1 <fp32> & more", [("seqtrain", 100.0), ("torch A", 250.0), ('torch "B"', 4000.0)]),
+              ("W2", [("seqtrain", 400.0), ("torch A", None), ('torch "B"', 20000.0)]),
               ("W3 (no seqtrain)", [("torch A", 50.0)])]
     svg = plot_svg.chart("Machine <X> & Y", groups, "ms/step", reference="seqtrain", subtitle="a & b")
     _, by = elements(svg, is_text=True)
