@@ -9,7 +9,8 @@
 #   SHAPE=gpu BATCH=64 STEPS=4 WARMUP=1 ROUNDS=3 bench/gpt_precision_ratio.sh   the GPU recipe's batch
 #   THREADS=1 CLOCK=cpu bench/gpt_precision_ratio.sh                            process CPU time
 #
-# Writes bench/results/gpt-ratio-<shape>-<date>.md (raw JSON beside it). Needs a CPU with
+# Writes bench/results/gpt-ratio-<shape>-<date>.md (raw JSON beside it) and its chart, .svg (each
+# round's fp32 and bf16 ms/step, the ratio on the fp32 bar; bench/plot_svg.py). Needs a CPU with
 # AVX512-BF16 (bench_gpt refuses bf16 elsewhere, and then so does this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +47,9 @@ done
 
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 python3 - "$out" "$ROUNDS" "$SHAPE" "$THREADS" "$CLOCK" "$rev" "$pinned" "$out.md" "$load_before / $load_after" <<'EOF'
-import json, statistics, sys
+import json, os, statistics, sys
+sys.path.insert(0, "bench")
+import plot_svg
 out, rounds, shape, threads, clock, rev, pinned, md, load = sys.argv[1:]
 rows = []
 for r in range(1, int(rounds) + 1):
@@ -65,6 +68,12 @@ with open(md, "w") as o:
         o.write(f"| {r} | {f:.2f} | {b:.2f} | {q:.3f} |\n")
     o.write(f"\n**median of the rounds: {statistics.median(ratios):.3f}x** (range {min(ratios):.3f}–{max(ratios):.3f}); "
             f"target ≥ 1.6x: {'met' if statistics.median(ratios) >= 1.6 else 'missed'}\n")
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+plot_svg.write(out + ".svg", f"GPT step, bf16 over own fp32 ({shape} shape, batch {first['shape']['batch']}): {cpu}, "
+               f"{threads} threads", [(f"round {r}", [("fp32", f), ("bf16", b)]) for r, f, b, _ in rows],
+               f"ms/step ({clock} clock)", reference="bf16",
+               subtitle=f"{os.path.basename(out)}; seqtrain {rev}; median of the rounds' ratios "
+                        f"{statistics.median(ratios):.3f}x (target >= 1.6x)")
 print(open(md).read())
 EOF
 echo "wrote $out.md"

@@ -3,7 +3,9 @@
 # CPU recipe, 2000 iterations) trained by seqtrain and by bench/torch_gpt_train.py (the same job in
 # PyTorch: same vocabulary ids, split, validation windows, sampling distribution, schedule,
 # optimizer, clipping; see its docstring), same threads, pinned to the same cores, one after the
-# other. Writes bench/results/gpt-quality-<date>.md with both val-loss curves and wall times.
+# other. Writes bench/results/gpt-quality-<date>.md with both val-loss curves and wall times, and
+# bench/results/gpt-quality-<date>.svg, the chart of the two wall times with the final val losses
+# (bench/plot_svg.py).
 #
 #   bench/gpt_quality.sh                  THREADS=2, PyPI torch eager (TORCH_PY as bench/gpt.sh)
 #   TORCH_ARGS=--compile bench/gpt_quality.sh
@@ -46,6 +48,8 @@ l2e=$(cut -d' ' -f1-3 /proc/loadavg)
 rm -rf "$out/seqtrain-run/checkpoints"  # the model files are not part of the result
 python3 - "$out" "$st_wall" "$THREADS" "$w1 $w2" "$l1 → $l1e" "$l2 → $l2e" "${TORCH_ARGS:-}" "$(git rev-parse --short HEAD)" "${SEQTRAIN_SET:-}" <<'PY' > "$out.md"
 import json, sys
+sys.path.insert(0, "bench")
+import plot_svg
 out, st_wall, threads, waits, load_s, load_t, targs, rev, sset = sys.argv[1:10]
 st_wall = float(st_wall)
 m = [json.loads(l) for l in open(f"{out}/seqtrain-run/metrics.jsonl")]
@@ -73,5 +77,14 @@ print(f"\nFinal val loss: seqtrain {sv[last]:.4f}, torch {tv.get(last, float('na
       f"{st_train_tps[-1]:.0f}" if st_train_tps else "")
 json.dump({"seqtrain_val": sv, "torch_val": tv, "seqtrain_wall_s": st_wall, "torch": t},
           open(f"{out}/summary.json", "w"), indent=2)
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+torch_name = f"torch {t['version']} {'torch.compile' if t['compile'] else 'eager'}"
+plot_svg.write(out + ".svg", f"GPT quality run (examples/shakespeare_gpt.yaml), seqtrain against PyTorch: {cpu}, "
+               f"{threads} threads",
+               [(f"{last} updates (final val loss: seqtrain {sv[last]:.4f}, torch {tv.get(last, float('nan')):.4f})",
+                 [(f"seqtrain {rev}" + (f" ({sset})" if sset else ""), st_wall), (torch_name, t["total_s"])])],
+               "wall time s", reference=f"seqtrain {rev}" + (f" ({sset})" if sset else ""), ratio_name="seqtrain",
+               subtitle=f"{out.split('/')[-1]}; seqtrain from process start to exit (checkpoints included), torch "
+                        "its loop after `import torch` (no checkpoints)")
 PY
 cat "$out.md"

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""gpt_report.py: the Markdown report of one bench/gpt.sh run (printed to stdout).
+"""gpt_report.py: the Markdown report of one bench/gpt.sh run (printed to stdout) and its chart.
 
-    python3 bench/gpt_report.py RAW_DIR
+    python3 bench/gpt_report.py RAW_DIR      also writes RAW_DIR.svg (bench/plot_svg.py): ms/step
+                                             per shape and precision, one bar per engine, seqtrain's
+                                             speedup on each peer's bar
 
 RAW_DIR holds meta.json, peak.json / peak-end.json (bench_step --workload peak; the higher is
 used), runs/<shape>.<precision>.<engine>.json (bench_gpt.cpp, torch_gpt.py), runs/*.guard
@@ -14,8 +16,35 @@ import json
 import os
 import sys
 
+import plot_svg  # bench/plot_svg.py, beside this script
+
 PHASES = ["embed", "layernorm", "attention", "linear", "gelu", "residual", "head", "loss", "clip", "optimizer",
           "zero_grad"]
+
+
+def write_chart(raw, runs, meta, peak):
+    st = [d for (_, _, e), d in runs.items() if e == "seqtrain"]
+    seqtrain = f"seqtrain {st[0]['version']}" if st else None  # one name (colour) for every seqtrain bar
+
+    def label(engine, d):
+        if engine == "seqtrain":
+            return seqtrain
+        return f"torch {d['version']} {'PyPI' if engine.startswith('torch-pypi') else 'Debian'} {d['mode']}"
+    groups = []
+    for shape in ("cpu", "gpu"):
+        for prec in ("fp32", "bf16"):
+            bars = [(label(e, d), d["ms_per_step"]) for (s, p, e), d in sorted(runs.items(), key=lambda kv: (
+                kv[0][2] != "seqtrain", kv[0][2])) if (s, p) == (shape, prec)]
+            if not bars:
+                continue
+            sh = next(d["shape"] for (s, p, _), d in runs.items() if (s, p) == (shape, prec))
+            groups.append((f"{shape} (L{sh['layers']} H{sh['heads']} C{sh['n_embd']} T{sh['block']} B{sh['batch']}) "
+                           f"{prec}", bars))
+    plot_svg.write(raw.rstrip("/") + ".svg", f"GPT training step, seqtrain against PyTorch: {meta['cpu']}, "
+                   f"{meta['threads']} threads ({meta['pinned']})", groups, "ms/step",
+                   subtitle=f"{meta['date']}; `{meta['command']}` (seqtrain {meta['rev']}); f32 matmul peak "
+                            f"{peak:.1f} GFLOP/s; median of the timed steps",
+                   reference=seqtrain, ratio_name="seqtrain")
 
 
 def main():
@@ -113,6 +142,7 @@ def main():
             ph = d["profile"]["phases"]
             print("| " + " | ".join([shape, prec] + [f"{ph[p]['forward_ms']:.2f} / {ph[p]['backward_ms']:.2f}"
                                                      for p in PHASES]) + " |")
+    write_chart(raw, runs, meta, peak)
     att = os.path.join(raw, "runs", "attention.log")
     if os.path.exists(att):
         print("\n## Attention micro-benchmark (build/bench_attention, causal FLOPs incl. the backward's recompute)\n")

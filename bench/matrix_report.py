@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""matrix_report.py: turns one bench/matrix.sh run into the speed-switch matrix, Markdown and CSV.
+"""matrix_report.py: turns one bench/matrix.sh run into the speed-switch matrix, Markdown, CSV, chart.
 
-    python3 bench/matrix_report.py RAW_DIR OUT_PREFIX   the table: OUT_PREFIX.md and .csv
+    python3 bench/matrix_report.py RAW_DIR OUT_PREFIX   the table: OUT_PREFIX.md and .csv, the chart
+                                                        OUT_PREFIX.svg (bench/plot_svg.py)
     python3 bench/matrix_report.py --run RUN_DIR        one run's line, for matrix.sh's progress
 
 RAW_DIR holds meta.json, peak.json (and peak-end.json), activations-<workload>.json
@@ -12,7 +13,8 @@ A seqtrain run's ms/step is the median over its train records after the first `w
 steps, each 1000 * batch / samples_per_s (log_every is 1, so a record is one step, data wait
 included). Each (workload, config, engine) keeps its fastest round. The table has one row per
 seqtrain configuration; each peer adds its ms/step on the same row and seqtrain's speedup over
-it. Standard library only.
+it. The chart has one group of bars per workload and configuration, one bar per engine (ms/step),
+seqtrain's speedup printed on each peer's bar. Standard library only.
 """
 import csv
 import glob
@@ -22,6 +24,7 @@ import re
 import statistics
 import sys
 
+import plot_svg  # bench/plot_svg.py, beside this script
 from report import load_meta_and_peak  # bench/report.py, beside this script
 
 CONFIG_ORDER = ["baseline", "bf16", "loader", "autotune", "ckpt", "all"]
@@ -91,6 +94,31 @@ def one_run(d):
 
 def fmt(x, spec, none="—"):
     return none if x is None else format(x, spec)
+
+
+def engine_label(r, meta):
+    if r["engine"] == "seqtrain":
+        return f"seqtrain {meta['rev']}"
+    source = {"torch-debian": "Debian", "torch-pypi": "PyPI"}.get(r["engine"], r["engine"])
+    return f"torch {r['version']} ({source})"
+
+
+def write_chart(prefix, rows, peers, by_engine, meta, peak):
+    """ms/step per workload and configuration, one bar per engine."""
+    groups = []
+    for r in rows:
+        bars = [(engine_label(r, meta), r["ms_per_step"])]
+        for p in peers:
+            o = by_engine.get((r["workload"], r["config"], p))
+            if o is not None:
+                bars.append((engine_label(o, meta), o["ms_per_step"]))
+        name = CONFIG_NAME.get(r["config"], r["config"]).split(" (")[0]
+        groups.append((f"{r['workload']} {name} ({r['precision']})", bars))
+    plot_svg.write(prefix + ".svg", f"Speed-switch matrix, seqtrain train against PyTorch: {meta['cpu']}, "
+                   f"{meta['threads']} threads ({meta['pinned']})", groups, "ms/step",
+                   subtitle=f"{meta['date']}; `{meta['command']}`; f32 matmul peak {peak:.1f} GFLOP/s; "
+                            "each bar the fastest round's median step",
+                   reference=f"seqtrain {meta['rev']}", ratio_name="seqtrain")
 
 
 def main():
@@ -202,6 +230,7 @@ def main():
             lines.append(line)
     with open(prefix + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
+    write_chart(prefix, rows, peers, by_engine, meta, peak)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 # 4-layer transformer (d 128); and seqtrain's fine-tuning step with the encoder frozen against the
 # same step learning. Peers: PyPI torch (bench/.venv, made by bench/setup_venv.sh) eager and
 # torch.compile, Debian's python3-torch 1.13 eager (a step or two: its reference BLAS is slow).
-# Writes bench/results/pretrain-<date>.md with each row's ms/step and GFLOP/s and the ratios.
+# Writes bench/results/pretrain-<date>.md with each row's ms/step and GFLOP/s and the ratios, and
+# bench/results/pretrain-<date>.svg, the chart of ms/step per encoder and engine (bench/plot_svg.py).
 #
 #   bench/pretrain.sh                      2 threads, 10 steps after 2 warm-up
 #   THREADS=1 STEPS=5 bench/pretrain.sh
@@ -37,9 +38,11 @@ for ft in frozen unfrozen; do
   pin "$BUILD_DIR/bench_pretrain" --model bilstm --finetune "$ft" --threads "$THREADS" --steps "$STEPS" \
     --warmup "$WARMUP" --json "$out/seqtrain-finetune-$ft.json" >/dev/null
 done
-/usr/bin/python3 - "$out" <<'PY'
+/usr/bin/python3 - "$out" "$THREADS" <<'PY'
 import glob, json, os, sys
-out = sys.argv[1]
+sys.path.insert(0, "bench")
+import plot_svg
+out, threads = sys.argv[1], sys.argv[2]
 rows = {os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob(out + "/*.json"))}
 peak = json.load(open(out + "/peak.txt"))["peak"]["matmul_gflops"]
 cpu = open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()
@@ -63,5 +66,14 @@ if ms("seqtrain-finetune-frozen") and ms("seqtrain-finetune-unfrozen"):
     lines.append(f"- fine-tuning with the encoder frozen costs "
                  f"{ms('seqtrain-finetune-frozen') / ms('seqtrain-finetune-unfrozen'):.2f}x an unfrozen step")
 open(out + ".md", "w").write("\n".join(lines) + "\n")
+groups = [(f"{m} pretraining step", [(rows[k]["engine"], ms(k)) for k in rows
+                                     if k.endswith("-" + m) and not k.startswith("seqtrain-finetune") and ms(k)])
+          for m in ("bilstm", "transformer")]
+groups.append(("BiLSTM fine-tuning step (seqtrain)", [(f"seqtrain, encoder {ft}", ms(f"seqtrain-finetune-{ft}"))
+                                                      for ft in ("frozen", "unfrozen")]))
+plot_svg.write(out + ".svg", f"Masked pretraining step (moola's shape), seqtrain against PyTorch: {cpu}, {threads} threads",
+               [g for g in groups if any(v for _, v in g[1])], "ms/step",
+               subtitle=f"{os.path.basename(out)}; batch 512, T 105, F 4; f32 matmul peak {peak:.0f} GFLOP/s",
+               reference="seqtrain")
 print("\n".join(lines))
 PY

@@ -4,7 +4,8 @@
 # examples/ucr_finetune.yaml) beside the same classifier trained from scratch with the same
 # budget (the fine-tuning config without model.encoder_from and without the frozen epochs), over
 # seeds 0..4. Writes bench/results/pretrain_accuracy-<date>.md with each run's accuracy and each
-# arm's mean and spread (min-max, and the sample std).
+# arm's mean and spread (min-max, and the population std), and bench/results/pretrain_accuracy-<date>.svg,
+# the chart of each arm's mean accuracy per dataset (bench/plot_svg.py).
 #
 #   bash scripts/fetch_ucr.sh && bench/pretrain_accuracy.sh
 #   SEEDS="0 1" DATASETS=GunPoint bench/pretrain_accuracy.sh
@@ -35,7 +36,9 @@ for ds in $DATASETS; do
   done
 done
 /usr/bin/python3 - "$out" <<'PY'
-import statistics, sys
+import os, statistics, sys
+sys.path.insert(0, "bench")
+import plot_svg
 out = sys.argv[1]
 rows = [l.split() for l in open(out + "/accuracy.txt") if l.strip()]
 lines = ["# Test accuracy: fine-tuned from masked pretraining vs from scratch (same budget)", "",
@@ -47,5 +50,14 @@ for ds in dict.fromkeys(r[0] for r in rows):
     sc = [float(r[3]) for r in rows if r[0] == ds]
     lines.append(f"| {ds} | {len(ft)} | {stat(ft)} | {stat(sc)} |")
 open(out + ".md", "w").write("\n".join(lines) + "\n")
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+plot_svg.write(out + ".svg", f"Test accuracy, fine-tuned from masked pretraining against from scratch: {cpu}",
+               [(f"{ds} ({sum(r[0] == ds for r in rows)} seeds)",
+                 [("fine-tuned from pretraining", statistics.mean(float(r[2]) for r in rows if r[0] == ds)),
+                  ("from scratch", statistics.mean(float(r[3]) for r in rows if r[0] == ds))])
+                for ds in dict.fromkeys(r[0] for r in rows)],
+               "test accuracy, mean over the seeds", lower_is_better=False, value_fmt=lambda v: f"{v:.3f}",
+               subtitle=f"{os.path.basename(out)}; examples/ucr_pretrain.yaml then examples/ucr_finetune.yaml, "
+                        "against the same classifier from scratch with the same budget")
 print("\n".join(lines))
 PY

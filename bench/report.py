@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""report.py: turns the JSON files of one bench/run.sh run into a Markdown table and a CSV.
+"""report.py: turns the JSON files of one bench/run.sh run into a Markdown table, a CSV and a chart.
 
     python3 bench/report.py RAW_DIR OUT_PREFIX
 
 RAW_DIR holds peak.json (and peak-end.json), meta.json and runs/<workload>.<engine>.r<k>.json
 (bench_step.cpp and torch_step.py output, one per round). Each (workload, engine) row is its
 fastest round (lowest median ms/step); "runs" gives how many rounds and the slowest one's
-ms/step. Writes OUT_PREFIX.md and OUT_PREFIX.csv. Speedup vs a peer is
+ms/step. Writes OUT_PREFIX.md, OUT_PREFIX.csv and OUT_PREFIX.svg (ms/step per workload and
+engine, seqtrain's speedup on each peer's bar; bench/plot_svg.py). Speedup vs a peer is
 peer ms/step / this row's ms/step, on the same workload.
 """
 import csv
@@ -14,6 +15,8 @@ import glob
 import json
 import os
 import sys
+
+import plot_svg  # bench/plot_svg.py, beside this script
 
 ORDER = ["W1", "W1GRU", "W2"]
 
@@ -60,6 +63,27 @@ def load_meta_and_peak(raw):
             with open(os.path.join(raw, name)) as f:
                 peaks.append(json.load(f))
     return meta, max(peaks, key=lambda p: p["peak_gflops"]) if peaks else None
+
+
+def short_name(d, meta):
+    """The engine as the chart's legend names it: seqtrain and its commit, torch, its version and source."""
+    if d["engine"] == "seqtrain":
+        return f"seqtrain {d['version']}"
+    label = meta.get("peers", {}).get(d["_tag"], d["_tag"])
+    return f"torch {d['version']} ({label.split(',')[0]})"
+
+
+def write_chart(prefix, rows, meta, peak):
+    groups = []
+    for w in dict.fromkeys(d["workload"] for d in rows):
+        groups.append((w, [(short_name(d, meta), d["ms_per_step"]) for d in rows if d["workload"] == w]))
+    st = next((d for d in rows if d["engine"] == "seqtrain"), None)
+    isa = f", ISA cap {meta['isa_cap']}" if meta.get("isa_cap", "none") != "none" else ""
+    plot_svg.write(prefix + ".svg", f"Training step, seqtrain against PyTorch: {meta['cpu']}, {meta['threads']} threads"
+                   f" ({meta['pinned']}){isa}", groups, "ms/step",
+                   subtitle=f"{meta['date']}; `{meta['command']}`; f32 matmul peak {peak['peak_gflops']:.1f} GFLOP/s; "
+                            "each bar the fastest round's median step",
+                   reference=short_name(st, meta) if st else None, ratio_name="seqtrain")
 
 
 def main():
@@ -125,6 +149,7 @@ def main():
                       f"{lay['backward_ms']:.1f} ({lay['backward_gflops']:.1f} GFLOP/s) | | | | | | |")
     with open(prefix + ".md", "w") as f:
         f.write("\n".join(md) + "\n")
+    write_chart(prefix, rows, meta, peak)
     print("\n".join(md))
 
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The service's overhead on a task's wall time (paired with the same run by hand) and the time
-to list 1,000 finished tasks. Run by bench/serve.sh; prints Markdown."""
+to list 1,000 finished tasks. Run by bench/serve.sh; prints Markdown, and with --svg PATH writes
+the chart of the pairs (bench/plot_svg.py: each pair's two wall times, the overhead on the
+service task's bar)."""
 import argparse
 import os
 import shutil
@@ -13,6 +15,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "py"))
 import serve_api as sa  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot_svg  # noqa: E402  bench/plot_svg.py
 
 
 def by_hand(binary, config, out, threads):
@@ -36,6 +41,7 @@ def main():
     ap.add_argument("--config", required=True)
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--svg", help="also write the chart of the pairs here")
     a = ap.parse_args()
     sa.BINARY = os.path.abspath(a.binary)
     work = tempfile.mkdtemp(prefix="seqtrain_serve_bench_")
@@ -68,6 +74,15 @@ def main():
     overheads = [100 * (s / h - 1) for h, s in rows]
     print("\nmedian overhead %+.2f%%, mean %+.2f%% (target: under 1%%)\n" % (statistics.median(overheads),
                                                                             statistics.mean(overheads)))
+    if a.svg:
+        plot_svg.write(a.svg, "The training service's overhead, %s by hand and as a service task: %s, %d threads"
+                       % (os.path.basename(a.config), model, a.threads),
+                       [("pair %d" % k, [("by hand (seqtrain train)", h), ("as a service task", s)])
+                        for k, (h, s) in enumerate(rows)], "wall time s", reference="by hand (seqtrain train)",
+                       ratio_label=lambda r: "overhead %+.2f%%" % (100 * (r - 1)), value_fmt=lambda v: "%.3f" % v,
+                       note="On the service task's bar: its wall time over the same run's by hand, minus one",
+                       subtitle="%s; median overhead %+.2f%% (target: under 1%%)" % (time.strftime("%Y-%m-%d"),
+                                                                                   statistics.median(overheads)))
 
     # 1,000 finished tasks.
     big = os.path.join(work, "big")

@@ -5,7 +5,9 @@
 # half: half the steps padding). Peers: PyPI torch (bench/.venv, made by bench/setup_venv.sh)
 # eager and torch.compile, and Debian's python3-torch 1.13 eager. Writes
 # bench/results/set_encoder-<date>.md with each row's ms/step, GFLOP/s and the ratios the issue
-# asks for: seqtrain vs PyTorch eager, and half-padded vs full time for each engine.
+# asks for: seqtrain vs PyTorch eager, and half-padded vs full time for each engine; and
+# bench/results/set_encoder-<date>.svg, the chart of ms/step per length pattern and engine
+# (bench/plot_svg.py).
 #
 #   bench/set_encoder.sh                     2 threads, 10 steps after 2 warm-up
 #   THREADS=1 STEPS=5 bench/set_encoder.sh
@@ -36,9 +38,11 @@ fi
 # Debian's torch 1.13 (reference BLAS here: slow) on the aam batch only, with fewer steps.
 taskset -c 0-$((THREADS - 1)) /usr/bin/python3 bench/torch_set_encoder.py --threads "$THREADS" --steps 2 \
   --warmup 1 --lengths aam --json "$out/debian-eager-aam.json" >/dev/null || true
-/usr/bin/python3 - "$out" <<'PY'
+/usr/bin/python3 - "$out" "$THREADS" <<'PY'
 import glob, json, os, sys
-out = sys.argv[1]
+sys.path.insert(0, "bench")
+import plot_svg
+out, threads = sys.argv[1], sys.argv[2]
 rows = {os.path.basename(p)[:-5]: json.load(open(p)) for p in sorted(glob.glob(out + "/*.json"))}
 peak = json.load(open(out + "/peak.txt"))["peak"]["matmul_gflops"]
 lines = [f"# Set encoder step (AAM shape: batch 64, T 256, F 64, d 128, 4 layers, 4 heads, FF 512)", "",
@@ -59,5 +63,14 @@ for eng in ("seqtrain", "pypi-eager"):
     if ms(f"{eng}-half") and ms(f"{eng}-full"):
         lines.append(f"- {eng}: half-padded batch takes {ms(f'{eng}-half') / ms(f'{eng}-full'):.2f}x the full batch's time")
 open(out + ".md", "w").write("\n".join(lines) + "\n")
+groups = []  # the chart: one group per length pattern, one bar per engine
+for L in ("full", "aam", "half"):
+    runs = [r for r in rows.values() if r["lengths"] == L]
+    if runs:
+        groups.append((f"{L} ({runs[0]['valid_share']:.0%} valid)", [(r["engine"], r["ms_step"]) for r in runs]))
+plot_svg.write(out + ".svg", f"Set encoder step (AAM shape), seqtrain against PyTorch: {lines[2].split(': ', 1)[1]}, "
+               f"{threads} threads", groups, "ms/step",
+               subtitle=f"{os.path.basename(out)}; batch 64, T 256, F 64, d 128, 4 layers, 4 heads, FF 512; "
+                        f"f32 matmul peak {peak:.0f} GFLOP/s", reference="seqtrain")
 print("\n".join(lines))
 PY
