@@ -161,6 +161,22 @@ def child_pids(run_dir):
     return pids
 
 
+def root_with_finished_tasks(root, n):
+    """A server root whose database holds n finished tasks (made by a server, filled directly):
+    the long history the page and the API must list quickly."""
+    import sqlite3
+    Server(root).stop()
+    db = sqlite3.connect(os.path.join(root, "tasks.db"))
+    now = time.time()
+    db.executemany("INSERT INTO tasks (template, overrides, state, created_s, started_s, ended_s, run_s, progress, "
+                   "best_name, best, launches) VALUES ('lstm_forecaster.yaml', '{\"train.epochs\": \"3\"}', 'done', "
+                   "?, ?, ?, 60, 1, 'val_loss', ?, 1)",
+                   [(now - n + i, now - n + 1 + i, now - n + 100 + i, 0.1 + i * 1e-4) for i in range(n)])
+    db.commit()
+    db.close()
+    return root
+
+
 def sha(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
