@@ -227,6 +227,9 @@ struct RuntimeConfig {
   // bench/device/check.sh) takes GPU 0 when the CUDA plugin sees one, else the CPU; cuda without
   // a usable GPU is an error at load.
   std::string device = "auto";
+  // An events file of the run's scalars in the run directory for `tensorboard --logdir`
+  // (train/tensorboard_observer.h).
+  bool tensorboard = false;
   bool operator==(const RuntimeConfig&) const = default;
 };
 
