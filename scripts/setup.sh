@@ -5,7 +5,8 @@ set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config
       libdnnl-dev ocl-icd-opencl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev
       libopenmpi-dev libcpp-httplib-dev libsqlite3-dev python3 python3-numpy python3-torch
-      chromium python3-websocket)
+      chromium python3-websocket
+      python3-venv)  # the venv ctest TensorBoardReader installs TensorBoard into from PyPI
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

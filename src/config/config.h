@@ -230,6 +230,9 @@ struct RuntimeConfig {
   // Steps traced into the run's trace.json (core/trace.h), from the 6th micro-batch on (the
   // first ones size the arena and autotune); 0 = no trace.
   int64_t profile = 0;
+  // An events file of the run's scalars in the run directory for `tensorboard --logdir`
+  // (train/tensorboard_observer.h).
+  bool tensorboard = false;
   bool operator==(const RuntimeConfig&) const = default;
 };
 

@@ -204,6 +204,7 @@ void visit_fields(C& c, V&& v) {
   v.field("runtime.device", r.device,
           Choices{"auto", "cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cuda:6", "cuda:7"});
   v.field("runtime.profile", r.profile, at_least(0));
+  v.field("runtime.tensorboard", r.tensorboard);
   v.field("runtime.loss_scale.init", r.loss_scale.init, positive());
   v.field("runtime.loss_scale.growth_factor", r.loss_scale.growth_factor, Range{1, kInf, true, false});
   v.field("runtime.loss_scale.backoff_factor", r.loss_scale.backoff_factor, unit_open());

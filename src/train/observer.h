@@ -2,9 +2,10 @@
 // TrainingObserver, Keras callbacks). The loop reports what happened, in order: notes
 // (start-up facts), a step record every train.log_every updates, the end of each epoch's
 // training pass, each evaluation, each checkpoint handed to the writer, and the end. The
-// metrics log and the console are the first two observers (train/observers.h); a trace,
-// TensorBoard or the training service plug in here without touching the loop. Observers run
-// on the training thread and only on the primary rank, so they must be quick and may write.
+// metrics log and the console are the first two observers (train/observers.h), TensorBoard
+// (train/tensorboard_observer.h) the third; a trace or the training service plug in here
+// without touching the loop. Observers run on the training thread and only on the primary
+// rank, so they must be quick and may write.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@ struct StepEvent {
 struct EpochEvent {  // an epoch's training pass ended (validation may follow)
   int64_t epoch = 0, updates = 0;
   double train_s = 0, data_wait_s = 0, time_s = 0;
+  double data_wait_share = 0;          // data_wait_s / train_s: the share the loader held the step up
 };
 
 struct EvalEvent {

@@ -31,7 +31,7 @@ void MetricsObserver::on_step(const StepEvent& e) {
 void MetricsObserver::on_epoch(const EpochEvent& e) {
   log_.write({{"split", "data"}, {"step", e.updates}, {"epoch", e.epoch}, {"loss", nullptr}, {"lr", nullptr},
               {"samples_per_s", nullptr}, {"data_wait_s", e.data_wait_s},
-              {"data_wait_share", e.data_wait_s / std::max(e.train_s, 1e-9)}, {"epoch_train_s", e.train_s},
+              {"data_wait_share", e.data_wait_share}, {"epoch_train_s", e.train_s},
               {"time_s", e.time_s}});
 }
 
@@ -66,7 +66,7 @@ void ConsoleObserver::on_step(const StepEvent& e) {
 void ConsoleObserver::on_epoch(const EpochEvent& e) {
   if (quiet_) return;
   std::fprintf(stderr, "%sepoch %ld trained in %.2fs, data wait %.3fs (%.2f%%)\n", tty_ ? "\n" : "", (long)e.epoch,
-               e.train_s, e.data_wait_s, 100.0 * e.data_wait_s / std::max(e.train_s, 1e-9));
+               e.train_s, e.data_wait_s, 100.0 * e.data_wait_share);
 }
 
 void ConsoleObserver::on_eval(const EvalEvent& e) {

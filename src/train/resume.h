@@ -1,7 +1,7 @@
 // Resume: which checkpoint a `seqtrain train --resume` continues from, and which config
 // changes it accepts. A resumed run must replay the uninterrupted run exactly, so everything
-// that shapes the computation has to match the checkpoint's config; only how long to train
-// and how many threads to use may change.
+// that shapes the computation has to match the checkpoint's config; only how long to train,
+// where (threads, device) and what watches it may change.
 #pragma once
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -26,7 +26,8 @@ struct ResumeCandidate {
 // `last`. Unreadable candidates are skipped with a warning on stderr.
 std::vector<ResumeCandidate> resume_candidates(const std::filesystem::path& ckpt_dir);
 
-// The config keys a resumed run may change: how long to train, how many threads and which device.
+// The config keys a resumed run may change: how long to train, how many threads, which device,
+// and whether TensorBoard watches.
 const std::vector<std::string>& resume_changeable_keys();
 
 // One key whose value differs between two configs, values as to_yaml() writes them

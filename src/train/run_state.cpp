@@ -29,6 +29,7 @@ void visit_state(S& s, V&& v) {
   v("pending_loss_sum", s.pending_loss_sum, optional);
   v("pending_loss_count", s.pending_loss_count, optional);
   v("metrics_bytes", s.metrics_bytes, optional);
+  v("tensorboard", s.tensorboard, omitted);
   v("config_hash", s.config_hash, optional);
   v("config", s.config_yaml, optional);
   v("normalizer", s.normalizer, optional);

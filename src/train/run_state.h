@@ -1,9 +1,10 @@
 // RunState: everything a checkpoint's state.json holds, and the only code that writes or reads
 // that file's fields. Two halves: where the run stands (position, best metric, pending train
-// losses, clock, metrics-log length), which a resume continues from; and what the run is
-// (seed, threads, kernel level, config, data facts, model spec, component states), which a
-// resume checks and `seqtrain eval/predict/generate` read. docs/CHECKPOINTS.md documents the
-// fields; old checkpoints lacking newer fields still load (their defaults apply).
+// losses, clock, lengths of metrics.jsonl and the TensorBoard events file), which a resume
+// continues from; and what the run is (seed, threads, kernel level, config, data facts, model
+// spec, component states), which a resume checks and `seqtrain eval/predict/generate` read.
+// docs/CHECKPOINTS.md documents the fields; old checkpoints lacking newer fields still load
+// (their defaults apply).
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -30,6 +31,9 @@ struct RunState {
   double pending_loss_sum = 0;
   int64_t pending_loss_count = 0;
   int64_t metrics_bytes = 0;  // metrics.jsonl's length at this checkpoint
+  // runtime.tensorboard: {"file", "bytes"}, the events file and its length at this checkpoint
+  // (train/tensorboard_observer.h); null when the run writes none.
+  nlohmann::json tensorboard;
 
   // What the run is.
   uint64_t seed = 0;

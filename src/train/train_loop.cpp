@@ -189,12 +189,7 @@ void TrainLoop::resume_or_start() {
   if (opt_.resume && !resuming_)
     observers_.on_warning(fmt::format("'{}' has no checkpoint yet; starting the run from the beginning", run_.string()));
   if (resuming_) resume_from(candidates);
-  if (primary()) {
-    write_config_yaml(run_, to_yaml(config_));  // the config the run continues with
-    if (!resuming_) fs::remove(run_ / "metrics.jsonl");
-    metrics_ = std::make_unique<MetricsObserver>((run_ / "metrics.jsonl").string());
-    observers_.add(metrics_.get());
-  }
+  if (primary()) open_logs();
   loader_ = std::make_unique<Loader>(*feed_.source,
                                      LoaderOptions{.workers = workers_, .prefetch = config_.data.prefetch,
                                                    .batch_size = config_.train.batch_size,
@@ -254,11 +249,32 @@ void TrainLoop::resume_from(const std::vector<ResumeCandidate>& candidates) {
     observers_.on_warning(fmt::format("warning: the run used {} threads and now uses {}; runtime.deterministic "
                                       "promises bit-identical results only for the same thread count",
                                       state_.threads, threads_));
-  // Records written after this checkpoint are written again by the resumed run.
-  if (primary() && state_.metrics_bytes >= 0) truncate_metrics((run_ / "metrics.jsonl").string(), state_.metrics_bytes);
   observers_.on_note(fmt::format("resuming '{}' from {} at epoch {}, batch {} (step {})", run_.string(),
                                     fs::path(chosen->dir).filename().string(), state_.epoch, state_.batch_in_epoch,
                                     step_->updates()));
+}
+
+// config.yaml, metrics.jsonl and the TensorBoard events file. The events file comes first: a
+// run directory that became unwritable (the lock file and checkpoints/ already there) fails
+// on it before anything of the run is rewritten or cut back.
+void TrainLoop::open_logs() {
+  if (config_.runtime.tensorboard) {
+    const std::optional<int64_t> start = resuming_ ? std::optional<int64_t>(step_->updates() + 1) : std::nullopt;
+    tensorboard_ = std::make_unique<TensorBoardObserver>(run_, start);
+    observers_.on_note("TensorBoard: " + tensorboard_->path().string());
+  }
+  write_config_yaml(run_, to_yaml(config_));  // the config the run continues with
+  if (resuming_) {
+    // Records written after the checkpoint are written again by the resumed run.
+    if (state_.metrics_bytes >= 0) truncate_metrics((run_ / "metrics.jsonl").string(), state_.metrics_bytes);
+    cut_events_files(run_, state_.tensorboard, tensorboard_ ? tensorboard_->path() : fs::path());
+  } else {
+    fs::remove(run_ / "metrics.jsonl");
+    remove_earlier_events_files(run_, tensorboard_ ? tensorboard_->path() : fs::path());
+  }
+  metrics_ = std::make_unique<MetricsObserver>((run_ / "metrics.jsonl").string());
+  observers_.add(metrics_.get());
+  observers_.add(tensorboard_.get());
 }
 
 // A run whose newest checkpoint ended it (all its epochs, train.max_steps, early stopping) has
@@ -426,9 +442,10 @@ bool TrainLoop::stop_requested() const {
 // The epoch's data record, evaluations and checkpoints counted in epochs; then on to the next
 // epoch. Returns false when a stop request arrived meanwhile (`last` is then current).
 bool TrainLoop::end_epoch() {
-  observers_.on_epoch(EpochEvent{.epoch = state_.epoch, .updates = step_->updates(),
-                                 .train_s = seconds_since(epoch_start_), .data_wait_s = loader_->wait_seconds(),
-                                 .time_s = time_s()});
+  const double train_s = seconds_since(epoch_start_), wait_s = loader_->wait_seconds();
+  observers_.on_epoch(EpochEvent{.epoch = state_.epoch, .updates = step_->updates(), .train_s = train_s,
+                                 .data_wait_s = wait_s, .time_s = time_s(),
+                                 .data_wait_share = wait_s / std::max(train_s, 1e-9)});
   if (eval_every_.due_after_epoch(state_.epoch)) validate();
   // The epoch's checkpoint continues at the next epoch when this one is complete.
   const bool done = state_.batch_in_epoch >= batches_;
@@ -534,6 +551,7 @@ RunState TrainLoop::state_at(const std::string& tag, int64_t next_epoch, int64_t
   st.cpu_isa = isa_name(active_isa());
   st.time_s = time_s();
   st.metrics_bytes = metrics_ ? metrics_->bytes() : 0;
+  st.tensorboard = tensorboard_ ? tensorboard_->position() : nlohmann::json();
   st.config_hash = config_hash(config_);
   st.config_yaml = to_yaml(config_);
   st.normalizer = plan_.normalizer;

@@ -34,6 +34,7 @@
 #include "train/run_state.h"
 #include "train/step.h"
 #include "train/stop_token.h"
+#include "train/tensorboard_observer.h"
 #include "train/trainer.h"
 
 namespace seqtrain {
@@ -52,6 +53,7 @@ class TrainLoop {
   void open_run_dir();
   void resume_or_start();
   void resume_from(const std::vector<ResumeCandidate>& candidates);
+  void open_logs();
   void replay_partial_accumulation();
   void announce();
   bool train_epoch();  // false when a stop request ended it
@@ -103,6 +105,7 @@ class TrainLoop {
   CheckpointWriter writer_;
   ConsoleObserver console_;
   std::unique_ptr<MetricsObserver> metrics_;
+  std::unique_ptr<TensorBoardObserver> tensorboard_;  // runtime.tensorboard; null when off
   std::unique_ptr<GpuMonitor> gpu_;  // a CUDA run's NVML sampler for the step records; null on the CPU
   ObserverList observers_;
   Frequency eval_every_, checkpoint_every_;

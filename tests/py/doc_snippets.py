@@ -144,8 +144,25 @@ def check_serve(tmp, args):
             fail("serve", f"{' '.join(argv)} exited {p.returncode} on SIGTERM")
 
 
+def check_tensorboard_logdir(tmp, args):
+    """`tensorboard --logdir DIR` as the docs write it: a server that runs until stopped, from
+    PyPI. What it would read is checked instead: DIR holds events files, each opening with the
+    12 bytes every TensorFlow events file opens with (a 24-byte file_version record's length and
+    CRC). tests/py/tensorboard_check.py reads them with TensorBoard itself."""
+    logdir = os.path.join(tmp, args[0] if args else ".")
+    found = [os.path.join(d, f) for d, _, fs in os.walk(logdir) for f in fs if "tfevents" in f]
+    if not found:
+        fail("tensorboard", f"no events file under {logdir}")
+    for path in found:
+        with open(path, "rb") as f:
+            if f.read(12) != b"\x18\0\0\0\0\0\0\0\xa3\x7f\x4b\x22":
+                fail("tensorboard", f"{path} does not start with a file_version record")
+
+
 # Commands matched by regex (on the command without its comment): None = skipped.
 SUBSTITUTE = [
+    (r"tensorboard --logdir\s+(\S+)$", check_tensorboard_logdir,
+     "a server from PyPI that runs until stopped: the events files it would read are checked instead"),
     (r"build/seqtrain serve\b(.*)$", check_serve,
      "a server runs until stopped: started on a free port, its templates listed over HTTP, then stopped"),
     (r"curl .*http://127\.0\.0\.1:8080/", None,
