@@ -88,6 +88,7 @@ std::optional<Finding> check_memory(double need, double available, double activa
 
 namespace {
 
+std::string plural_es(int64_t n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "es"); }
 std::string ms(double s) { return fmt::format("{:.1f} ms", s * 1e3); }
 std::string secs(double s) { return fmt::format("{:.3g}", s); }
 
@@ -200,8 +201,7 @@ void data_section(Collector& c, const Config& config, const DataPlan& plan) {
   const std::shared_ptr<const BatchSource>* splits[] = {&plan.train, &plan.val, &plan.test};
   for (int i = 0; i < 3; ++i) {
     const int64_t n = DataPlan::size_of(*splits[i]);
-    std::string line = fmt::format("{} {} ({} batch{} of {})", n, plan.unit, batch_count(n, B),
-                                   batch_count(n, B) == 1 ? "" : "es", B);
+    std::string line = fmt::format("{} {} ({} of {})", n, plan.unit, plural_es(batch_count(n, B), "batch"), B);
     if (plan.windows) {
       const RowRange& r = plan.windows->splits[static_cast<size_t>(i)];
       line = fmt::format("{} rows [{}, {}): {}", r.size(), r.begin, r.end, line);
@@ -356,9 +356,12 @@ Diagnosis diagnose(const std::string& config_path, const std::vector<std::string
   auto& est = c.section("estimate");
   est.lines.push_back({"epoch_train_s", fmt::format("{} ({} samples an epoch, {} batches; metrics.jsonl's epoch_train_s)",
                                                     secs(e.epoch_train_s), t.train_samples, t.batches_per_epoch)});
-  est.lines.push_back({"validation_s", e.validations > 0 ? fmt::format("{} a pass of {} batches, {:.0f} passes", secs(e.validation_s),
-                                                                       t.val_batches, e.validations)
-                                                         : std::string("0 (no validation)")});
+  est.lines.push_back({"validation_s", e.validations > 0
+                                           ? fmt::format("{} (a pass of {}; {} over the run: train.eval_every {})",
+                                                         secs(e.validation_s), plural_es(t.val_batches, "batch"),
+                                                         plural_es(static_cast<int64_t>(e.validations), "pass"),
+                                                         config.train.eval_every)
+                                           : std::string("0 (no validation)")});
   est.lines.push_back({"test_s", secs(e.test_s)});
   est.lines.push_back({"run_s", fmt::format("{} ({} epochs{}; early stopping may end it sooner)", secs(e.run_s),
                                             config.train.epochs, config.train.max_steps > 0 ? fmt::format(

@@ -50,8 +50,9 @@ std::vector<double> nice_ticks(double lo, double hi, int target, double min_step
       break;
     }
   std::vector<double> out;
-  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
-    out.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  // k * step, printed to 12 digits and read back: 0.15, not 0.15000000000000002.
+  for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; ++k)
+    out.push_back(k == 0 ? 0.0 : std::stod(fmt::format("{:.12g}", k * step)));
   return out;
 }
 
