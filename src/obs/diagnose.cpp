@@ -56,7 +56,7 @@ std::optional<Finding> check_workers(const std::string& workers, int64_t cores, 
   if (n <= free_cores) return std::nullopt;
   return Finding{false,
                  fmt::format("data.workers = {} is above the {} free core{} ({} cores, {} compute thread{}): loader "
-                             "threads would share cores with the step and stall its parallel loops",
+                             "threads would compete with the step's compute threads for cores",
                              n, free_cores, free_cores == 1 ? "" : "s", cores, threads, threads == 1 ? "" : "s"),
                  fmt::format("data.workers: auto (it counts the free cores and RAM){}, or lower runtime.threads",
                              free_cores > 0 ? fmt::format(", or at most {}", free_cores) : ", or 0")};
