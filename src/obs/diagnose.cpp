@@ -239,13 +239,19 @@ Diagnosis diagnose(const std::string& config_path, const std::vector<std::string
     measured_as.push_back("without data.cache");
   }
   try {
+    backend_for(config.runtime.backend, config.runtime.device);
+  } catch (const Error& e) {  // runtime.device names a GPU this machine lacks
+    c.error(e.what());
+    probe.runtime.device = "cpu";
+    measured_as.push_back("on the CPU");
+  }
+  try {
     std::string why;
-    resolve_precision(config.runtime.precision, backend_for(config.runtime.backend, config.runtime.device), &why);
+    resolve_precision(config.runtime.precision, backend_for(probe.runtime.backend, probe.runtime.device), &why);
   } catch (const Error& e) {
     c.error(e.what());
     probe.runtime.precision = "fp32";
-    probe.runtime.device = "cpu";
-    measured_as.push_back("runtime.precision fp32 on the CPU");
+    measured_as.push_back("runtime.precision fp32");
   }
   const int threads = set_cpu_threads(static_cast<int>(config.runtime.threads));
   if (auto f = check_workers(config.data.workers, machine.cores, threads)) c.d.findings.push_back(*f);

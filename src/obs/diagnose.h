@@ -10,6 +10,7 @@
 // must go on past an error to say everything else it can (train stops at the first).
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
@@ -31,7 +32,7 @@ struct Diagnosis {
     std::string title;
     std::vector<std::pair<std::string, std::string>> lines;  // "key: value"
   };
-  std::vector<Section> sections;
+  std::deque<Section> sections;  // a deque: a section being filled stays put while others are added
   std::vector<Finding> findings;
   bool has_error() const;
 };
