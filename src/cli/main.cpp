@@ -11,9 +11,11 @@
 
 #include "backend/cpu/isa.h"
 #include "cli/commands.h"
+#include "cli/diagnose.h"
 #include "cli/embed.h"
 #include "cli/export.h"
 #include "cli/generate.h"
+#include "cli/report.h"
 #include "cli/serve.h"
 #include "core/error.h"
 #include "train/trainer.h"
@@ -60,6 +62,14 @@ void add_training_commands(CLI::App& app, std::vector<Command>& out) {
         c.add_option("config", a.config, "YAML config file")->required()->check(CLI::ExistingFile);
         c.add_option("--set", a.overrides, "Override a config key (repeatable)");
       }));
+}
+
+// What a run will meet before it starts, and how runs compared after (src/obs/).
+void add_observability_commands(CLI::App& app, std::vector<Command>& out) {
+  auto diagnose = std::make_shared<DiagnoseArgs>();
+  out.push_back({add_diagnose_command(app, *diagnose), [diagnose] { return run_diagnose(*diagnose); }});
+  auto report = std::make_shared<ReportArgs>();
+  out.push_back({add_report_command(app, *report), [report] { return run_report(*report); }});
 }
 
 void add_inference_commands(CLI::App& app, std::vector<Command>& out) {
@@ -170,6 +180,7 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "Print the version, git commit, build type, CPU kernel levels and CUDA plugin");
   std::vector<Command> commands;
   add_training_commands(app, commands);
+  add_observability_commands(app, commands);
   add_inference_commands(app, commands);
   add_data_commands(app, commands);
   try {

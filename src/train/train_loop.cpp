@@ -190,13 +190,7 @@ void TrainLoop::resume_or_start() {
     observers_.on_warning(fmt::format("'{}' has no checkpoint yet; starting the run from the beginning", run_.string()));
   if (resuming_) resume_from(candidates);
   if (primary()) open_logs();
-  loader_ = std::make_unique<Loader>(*feed_.source,
-                                     LoaderOptions{.workers = workers_, .prefetch = config_.data.prefetch,
-                                                   .batch_size = config_.train.batch_size,
-                                                   .shuffle = config_.train.shuffle, .seed = config_.seed,
-                                                   .allocator = model_->params().backend().pinned_allocator(),
-                                                   .rank = comm_->rank(), .world = comm_->world(),
-                                                   .layout = sample_layout(plan_, MaskDraw::per_epoch)});
+  make_loader();
   replay_buffers_.reserve(*feed_.source, config_.train.batch_size);
   if (resuming_) {
     replay_partial_accumulation();
@@ -212,6 +206,76 @@ void TrainLoop::resume_or_start() {
                                        plan_.target_inputs, &x_stats, plan_.train.get());
   }
   start_ = log_start_ = Clock::now();
+}
+
+void TrainLoop::make_loader() {
+  loader_ = std::make_unique<Loader>(*feed_.source,
+                                     LoaderOptions{.workers = workers_, .prefetch = config_.data.prefetch,
+                                                   .batch_size = config_.train.batch_size,
+                                                   .shuffle = config_.train.shuffle, .seed = config_.seed,
+                                                   .allocator = model_->params().backend().pinned_allocator(),
+                                                   .rank = comm_->rank(), .world = comm_->world(),
+                                                   .layout = sample_layout(plan_, MaskDraw::per_epoch)});
+}
+
+StepTiming TrainLoop::time_steps(int64_t warmup, int64_t steps, int64_t eval_batches) {
+  StepTiming t;
+  t.threads = threads_;
+  t.workers = workers_;
+  t.workers_reason = workers_reason_;
+  t.batches_per_epoch = batches_;
+  t.updates_per_epoch = std::max<int64_t>(1, batches_ / config_.train.grad_accum);
+  t.total_updates = total_updates_;
+  t.train_samples = feed_.source->size();
+  t.parameters = static_cast<int64_t>(model_->params().size());
+  t.backend = std::string(model_->params().backend().name());
+  const int64_t B = config_.train.batch_size;
+  const BatchSource* val = val_capped_ ? val_capped_.get() : plan_.val.get();
+  t.val_batches = val ? batch_count(val->size(), B) : 0;
+  t.test_batches = plan_.test ? batch_count(plan_.test->size(), B) : 0;
+  make_loader();
+  // Batches in epoch order, on into the next epochs when the probe outlasts one (a small split).
+  int64_t epoch = 0, batch = 0, micro = 0;
+  groups_->apply(epoch, model_->params(), *optimizer_);
+  loader_->start_epoch(epoch, 0);
+  auto train_one = [&] {  // returns the batch's sample count
+    if (batch == batches_) {
+      groups_->apply(++epoch, model_->params(), *optimizer_);
+      loader_->start_epoch(epoch, 0);
+      batch = 0;
+    }
+    const Batch* b = loader_->next();
+    ST_CHECK(b != nullptr, "the data loader ended epoch {} early at batch {}", epoch, batch);
+    run_batch(*b, micro++);
+    const int64_t n = b->count;
+    loader_->release(b);
+    ++batch;
+    return n;
+  };
+  auto t0 = Clock::now();
+  for (int64_t i = 0; i < warmup; ++i) train_one();
+  // Reading the loss is the host read a log record makes: it waits for a device's queued work,
+  // so each time is the steps' and not just their launches'.
+  step_->take_loss();
+  t.warmup_batches = warmup;
+  t.warmup_s = seconds_since(t0);
+  loader_->reset_wait();
+  t0 = Clock::now();
+  for (int64_t i = 0; i < steps; ++i) t.timed_samples += train_one();
+  step_->take_loss();
+  t.timed_batches = steps;
+  t.timed_s = seconds_since(t0);
+  t.data_wait_s = loader_->wait_seconds();
+  t.activation_bytes = step_->activation_bytes();
+  if (val && eval_batches > 0 && t.val_batches > 0) {
+    const FirstSamples capped(*val, std::min(eval_batches, t.val_batches) * B);
+    double accuracy = 0;
+    nlohmann::json forecast;
+    t0 = Clock::now();
+    evaluate_split(capped, &accuracy, &forecast);
+    t.eval_batch_s = seconds_since(t0) / static_cast<double>(batch_count(capped.size(), B));
+  }
+  return t;
 }
 
 void TrainLoop::resume_from(const std::vector<ResumeCandidate>& candidates) {

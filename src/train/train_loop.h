@@ -39,17 +39,45 @@
 
 namespace seqtrain {
 
+// What time_steps() measured of a job: `seqtrain diagnose`'s step time and memory.
+struct StepTiming {
+  int threads = 0;                   // compute threads
+  int64_t workers = 0;               // loader threads, and why that many
+  std::string workers_reason;
+  int64_t batches_per_epoch = 0;     // training batches an epoch (micro-batches)
+  int64_t updates_per_epoch = 0;     // optimizer steps an epoch
+  int64_t total_updates = 0;         // the run's optimizer steps (train.epochs, train.max_steps)
+  int64_t val_batches = 0;           // batches of one validation pass (train.eval_iters applied)
+  int64_t test_batches = 0;          // batches of the final test pass
+  int64_t train_samples = 0;         // training samples an epoch
+  int64_t parameters = 0;
+  int64_t warmup_batches = 0;
+  double warmup_s = 0;               // the untimed first batches (arena sizing, autotune)
+  int64_t timed_batches = 0, timed_samples = 0;
+  double timed_s = 0;                // the timed batches, loader waits included
+  double data_wait_s = 0;            // of which waiting for the loader
+  double eval_batch_s = 0;           // seconds a validation batch (0: none timed)
+  size_t activation_bytes = 0;       // the step's arena high water plus layer scratch
+  std::string backend;               // where it ran: "cpu", "cuda:0", ...
+};
+
 class TrainLoop {
  public:
   // Reads the data, builds the model and its optimizer; fails on bad input before the run
   // directory is touched.
   TrainLoop(const Config& config, const TrainOptions& options);
   TrainSummary run();
+  // Instead of run(): `warmup` untimed training batches, then `steps` timed ones, drawn from the
+  // loader and stepped exactly as run() does, then one validation pass of at most
+  // `eval_batches` batches, timed. Opens no run directory and writes nothing (the trained
+  // weights are thrown away with the loop): what `seqtrain diagnose` measures a job by.
+  StepTiming time_steps(int64_t warmup, int64_t steps, int64_t eval_batches);
 
  private:
   using Clock = std::chrono::steady_clock;
   void build_model();
   void build_optimizer();
+  void make_loader();
   void open_run_dir();
   void resume_or_start();
   void resume_from(const std::vector<ResumeCandidate>& candidates);

@@ -39,8 +39,8 @@ TAGS = {"sh", "sh bench", "python", "yaml", "text", "cpp"}
 LINKS = ["examples", "python", "scripts", "docs", "bench", "src"]
 TIMEOUT_S = 180
 
-# --set overrides appended to `train` and `data cache` commands naming the config: a few
-# steps instead of the full run (the model keeps its size, so shapes stay the README's), on one
+# --set overrides appended to `train`, `data cache` and `diagnose` commands naming the config: a
+# few steps instead of the full run (the model keeps its size, so shapes stay the README's), on one
 # thread (see check_docs).
 SHORTEN = {
     "examples/forecast.yaml": ["train.epochs=2", "data.synthetic.rows=3000",
@@ -355,7 +355,7 @@ def run_sh(where, body, ctx):
                     fail(here, f"could not make the fixture {name}:\n{out}")
         verb = [t for t in tokens[1:] if not t.startswith("-")][:2]
         for cfg, sets in SHORTEN.items():
-            if cfg in tokens and ("train" in verb[:1] or verb == ["data", "cache"]):
+            if cfg in tokens and (verb[:1] in (["train"], ["diagnose"]) or verb == ["data", "cache"]):
                 cmd += "".join(f" --set {s}" for s in sets)
         print(f"  $ {cmd}", flush=True)
         rc, out = run(["bash", "-c", cmd], ctx["env"])
