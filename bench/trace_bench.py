@@ -22,7 +22,8 @@ def text(path):
 def ms_per_step(binary, data, out, steps, threads, profile):
     cmd = [binary, "train", "examples/shakespeare_gpt.yaml", "--out", out, "--overwrite", "--quiet",
            "--set", "data.path=" + data, "--set", "train.max_steps=%d" % (steps + 5), "--set", "train.eval_every=0u",
-           "--set", "train.log_every=5", "--set", "runtime.threads=%d" % threads]
+           "--set", "train.log_every=5", "--set", "train.schedule.warmup_steps=5",
+           "--set", "runtime.threads=%d" % threads]
     if profile:
         cmd.append("--profile=%d" % steps)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
