@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/embed.h"
 #include "cli/export.h"
+#include "cli/find_lr.h"
 #include "cli/generate.h"
 #include "cli/serve.h"
 #include "core/error.h"
@@ -57,6 +58,8 @@ void add_training_commands(CLI::App& app, std::vector<Command>& out) {
         c.add_option("config", a.config, "YAML config file")->required()->check(CLI::ExistingFile);
         c.add_option("--set", a.overrides, "Override a config key (repeatable)");
       }));
+  auto find_lr = std::make_shared<FindLrArgs>();
+  out.push_back({add_find_lr_command(app, *find_lr), [find_lr] { return run_find_lr(*find_lr); }});
 }
 
 void add_inference_commands(CLI::App& app, std::vector<Command>& out) {
