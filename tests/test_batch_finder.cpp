@@ -107,6 +107,12 @@ TEST(FinderBatch, AResumeKeepsTheChosenBatchAndNeverSearchesAgain) {
   EXPECT_CONTAINS(again.out, "train.batch_size auto: " + std::to_string(chosen) + " as the run chose at its start");
   EXPECT_EQ(again.out.find("memory budget"), std::string::npos) << again.out;
   EXPECT_EQ(saved_batch(out), chosen);
+  // `train CONFIG --resume RUN` with auto in CONFIG: no difference to refuse, no search.
+  Result with_config = run("train " + kExample + kOneEpoch + " --set train.epochs=4 --set train.batch_size=auto "
+                           "--set runtime.memory_limit=3MiB --resume " + out);
+  ASSERT_EQ(with_config.rc, 0) << with_config.out;
+  EXPECT_EQ(with_config.out.find("memory budget"), std::string::npos) << with_config.out;
+  EXPECT_EQ(saved_batch(out), chosen);
 }
 
 TEST(FinderBatch, ABudgetBelowOneSampleIsRefusedWithTheBudgetThatFits) {

@@ -78,8 +78,9 @@ Config resume_config(const TrainArgs& a, const std::string& run_config) {
   if (a.config.empty()) return stored;
   Config given = load_config(a.config, a.overrides);
   // A CONFIG that says train.batch_size: auto means the batch its run chose (config.yaml holds
-  // it): a resume never searches again (train/batch_finder.h).
-  if (given.train.batch_size == kAutoBatch) given.train.batch_size = load_config(run_config).train.batch_size;
+  // it; an auto --set leaves both auto, and the loop reads it there): a resume never searches
+  // again (train/batch_finder.h).
+  if (given.train.batch_size == kAutoBatch) given.train.batch_size = stored.train.batch_size;
   const auto& ok = resume_changeable_keys();
   std::string refused, allowed;
   for (const auto& k : ok) allowed += (allowed.empty() ? "" : ", ") + k;

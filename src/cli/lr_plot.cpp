@@ -66,7 +66,7 @@ std::string lr_plot_svg(const LrFinderResult& r, const std::string& title) {
   for (int k = 0; k <= 4; ++k) {
     const double v = y_lo + (y_hi - y_lo) * k / 4.0, y = Y(v);
     s += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#eee\"/>"
-                     "<text x=\"{3}\" y=\"{4:.1f}\">{5:.4g}</text>\n", kLeft, y, kRight, kLeft - 6, y + 4, v);
+                     "<text x=\"{3}\" y=\"{4:.1f}\">{5:.3g}</text>\n", kLeft, y, kRight, kLeft - 6, y + 4, v);
   }
   s += "</g>\n";
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#222\">learning rate (log scale)</text>\n",
