@@ -320,6 +320,9 @@ class Backend : public DeviceMemory {
   // slots), from which copies to the device can run asynchronously; nullptr when the backend
   // reads host memory directly (cpu, reference) and ordinary memory is best. Owned by the backend.
   virtual HostAllocator* pinned_allocator() { return nullptr; }
+  // Bytes of this backend's device memory free now (train.batch_size: auto sizes the batch to
+  // them); 0 when the memory is the host's, which the caller measures itself (MemAvailable).
+  virtual size_t device_free_bytes() { return 0; }
 
   // C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, lda/ldb/ldc the row strides as stored
   // (backend/cpu/gemm.h's conventions). `in` is A's and B's dtype (f32, or bf16/f16 raw 16-bit

@@ -76,7 +76,11 @@ void forecast_windows(Loaded& l, const WindowDataset& split,
 Config resume_config(const TrainArgs& a, const std::string& run_config) {
   const Config stored = load_config(run_config, a.overrides);
   if (a.config.empty()) return stored;
-  const Config given = load_config(a.config, a.overrides);
+  Config given = load_config(a.config, a.overrides);
+  // A CONFIG that says train.batch_size: auto means the batch its run chose (config.yaml holds
+  // it; an auto --set leaves both auto, and the loop reads it there): a resume never searches
+  // again (train/batch_finder.h).
+  if (given.train.batch_size == kAutoBatch) given.train.batch_size = stored.train.batch_size;
   const auto& ok = resume_changeable_keys();
   std::string refused, allowed;
   for (const auto& k : ok) allowed += (allowed.empty() ? "" : ", ") + k;

@@ -14,6 +14,7 @@
 #include "cli/diagnose.h"
 #include "cli/embed.h"
 #include "cli/export.h"
+#include "cli/find_lr.h"
 #include "cli/generate.h"
 #include "cli/report.h"
 #include "cli/serve.h"
@@ -62,6 +63,8 @@ void add_training_commands(CLI::App& app, std::vector<Command>& out) {
         c.add_option("config", a.config, "YAML config file")->required()->check(CLI::ExistingFile);
         c.add_option("--set", a.overrides, "Override a config key (repeatable)");
       }));
+  auto find_lr = std::make_shared<FindLrArgs>();
+  out.push_back({add_find_lr_command(app, *find_lr), [find_lr] { return run_find_lr(*find_lr); }});
 }
 
 // What a run will meet before it starts, and how runs compared after (src/obs/).

@@ -167,7 +167,9 @@ struct MaskingConfig {
 struct TrainConfig {
   int64_t epochs = 10;            // >= 1
   int64_t max_steps = 0;          // >= 0; optimizer steps cap; 0 = no cap
-  int64_t batch_size = 64;        // >= 1; windows per micro-batch
+  // >= 1: windows per micro-batch; or kAutoBatch (written `auto`): the training loop finds the
+  // batch (train/batch_finder.h) and the run's config.yaml holds the number it chose.
+  int64_t batch_size = 64;
   bool shuffle = true;            // permute training windows each epoch (see epoch_order)
   std::string loss = "mse";       // mse | mae | huber | quantile | cross_entropy (npy labels, text)
   // auto | forecast | classify | regress | next_token | masked_pretrain: what the run predicts; auto
@@ -233,8 +235,14 @@ struct RuntimeConfig {
   // An events file of the run's scalars in the run directory for `tensorboard --logdir`
   // (train/tensorboard_observer.h).
   bool tensorboard = false;
+  // The memory train.batch_size: auto may fill: bytes with a unit ("8GiB", "512MiB", "1e9"), or
+  // auto (most of the available RAM, or the GPU's free memory on a CUDA run). Kept as written.
+  std::string memory_limit = "auto";
   bool operator==(const RuntimeConfig&) const = default;
 };
+
+// train.batch_size: auto, held as this (no real batch is 0 windows).
+inline constexpr int64_t kAutoBatch = 0;
 
 struct Config {
   uint64_t seed = 0;

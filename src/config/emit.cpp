@@ -42,6 +42,10 @@ class Emit {
   void field(const char* key, const std::string& x, PathTag) { line(key, quote(x)); }
   void field(const char* key, const std::string& x, ColumnTag) { line(key, quote(x)); }
   void field(const char* key, const std::string& x, CountOrAuto) { line(key, x); }
+  void field(const char* key, const int64_t& x, CountAtLeastOneOrAuto) {
+    line(key, x == kAutoBatch ? std::string("auto") : fmt::format("{}", x));
+  }
+  void field(const char* key, const std::string& x, BytesOrAuto) { line(key, x); }
   void field(const char* key, const std::string& x, FrequencyTag) { line(key, x); }
   void field(const char* key, const std::string& x, NumberOrNone) { line(key, x); }
   void field(const char* key, const std::vector<std::string>& x) {

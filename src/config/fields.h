@@ -52,6 +52,8 @@ using Choices = std::vector<std::string>;
 //   field(key, std::string&, ColumnTag)    one column name (empty allowed)
 //   field(key, std::string&, FrequencyTag) N, Nu or Ne
 //   field(key, std::string&, NumberOrNone) a finite number or none
+//   field(key, int64_t&, CountAtLeastOneOrAuto) integer >= 1 or auto
+//   field(key, std::string&, BytesOrAuto)  a byte size or auto
 //   field(key, std::vector<std::string>&)  list of column names
 //   field(key, std::vector<int64_t>&, Range)  list of distinct integers, each in the range
 //   field(key, std::vector<double>&, Range)   list of increasing numbers, each in the range
@@ -64,6 +66,11 @@ struct PathTag {};
 struct ColumnTag {};
 // A count that may also be the word auto (data.workers): kept as text, validated on load.
 struct CountOrAuto {};
+// An integer >= 1 or the word auto, held as kAutoBatch (train.batch_size).
+struct CountAtLeastOneOrAuto {};
+// Bytes with an optional unit (512MiB, 8GiB, 1e9), or the word auto (runtime.memory_limit): kept
+// as text, validated on load (config/scalar.h's parse_bytes).
+struct BytesOrAuto {};
 // A number, or the word none (data.npy.pad_value): kept as text, validated on load.
 struct NumberOrNone {};
 // How often, in updates or epochs (config/frequency.h): kept as text, validated on load.
@@ -146,7 +153,7 @@ void visit_fields(C& c, V&& v) {
   auto& t = c.train;
   v.field("train.epochs", t.epochs, at_least(1));
   v.field("train.max_steps", t.max_steps, at_least(0));
-  v.field("train.batch_size", t.batch_size, at_least(1));
+  v.field("train.batch_size", t.batch_size, CountAtLeastOneOrAuto{});
   v.field("train.shuffle", t.shuffle);
   v.field("train.task", t.task, Choices{"auto", "forecast", "classify", "regress", "next_token", "masked_pretrain"});
   v.field("train.freeze_encoder_epochs", t.freeze_encoder_epochs, at_least(0));
@@ -205,6 +212,7 @@ void visit_fields(C& c, V&& v) {
           Choices{"auto", "cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:4", "cuda:5", "cuda:6", "cuda:7"});
   v.field("runtime.profile", r.profile, at_least(0));
   v.field("runtime.tensorboard", r.tensorboard);
+  v.field("runtime.memory_limit", r.memory_limit, BytesOrAuto{});
   v.field("runtime.loss_scale.init", r.loss_scale.init, positive());
   v.field("runtime.loss_scale.growth_factor", r.loss_scale.growth_factor, Range{1, kInf, true, false});
   v.field("runtime.loss_scale.backoff_factor", r.loss_scale.backoff_factor, unit_open());

@@ -185,6 +185,21 @@ class Assign {
     }
     x = v;
   }
+  void field(const char* key, int64_t& x, CountAtLeastOneOrAuto) {
+    if (!match(key)) return;
+    const std::string v = scalar("an integer >= 1 or auto");
+    if (v == "auto") { x = kAutoBatch; return; }
+    const auto n = parse_int64(v);
+    if (!n || *n < 1) fail("{}: config key '{}' expects an integer >= 1 or auto, got '{}'", where_, key_, v);
+    x = *n;
+  }
+  void field(const char* key, std::string& x, BytesOrAuto) {
+    if (!match(key)) return;
+    const char* expected = "a size in bytes with an optional unit (512MiB, 8GiB, 2GB, 1e9) or auto";
+    const std::string v = scalar(expected);
+    if (v != "auto" && !parse_bytes(v)) fail("{}: config key '{}' expects {}, got '{}'", where_, key_, expected, v);
+    x = v;
+  }
   void field(const char* key, std::string& x, NumberOrNone) {
     if (!match(key)) return;
     std::string v = scalar("a number or none");

@@ -1,9 +1,11 @@
 #include "config/scalar.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace seqtrain {
 namespace {
@@ -56,6 +58,26 @@ std::optional<int64_t> parse_int64(std::string_view text) { return parse_integer
 std::optional<uint64_t> parse_uint64(std::string_view text) {
   if (!text.empty() && text[0] == '-') return std::nullopt;
   return parse_integer<uint64_t>(text);
+}
+
+std::optional<int64_t> parse_bytes(std::string_view text) {
+  size_t unit_at = text.size();
+  while (unit_at > 0 && std::isalpha(static_cast<unsigned char>(text[unit_at - 1]))) --unit_at;
+  std::string_view number = text.substr(0, unit_at);
+  while (!number.empty() && number.back() == ' ') number.remove_suffix(1);
+  const std::string unit = lower(text.substr(unit_at));
+  static const std::pair<const char*, double> units[] = {
+      {"", 1},           {"b", 1},          {"kib", 1024.0},   {"mib", 1048576.0}, {"gib", 1073741824.0},
+      {"tib", 1099511627776.0}, {"kb", 1e3}, {"mb", 1e6},      {"gb", 1e9},        {"tb", 1e12}};
+  const auto v = parse_double(number);
+  if (!v || !std::isfinite(*v) || *v <= 0) return std::nullopt;
+  for (const auto& [name, scale] : units) {
+    if (unit != name) continue;
+    const double bytes = std::floor(*v * scale);
+    if (bytes < 1 || bytes >= 9223372036854775808.0) return std::nullopt;
+    return static_cast<int64_t>(bytes);
+  }
+  return std::nullopt;
 }
 
 std::optional<bool> parse_bool(std::string_view text) {

@@ -18,6 +18,11 @@ std::optional<double> parse_double(std::string_view text);
 std::optional<int64_t> parse_int64(std::string_view text);
 std::optional<uint64_t> parse_uint64(std::string_view text);
 
+// A memory size: a number > 0 of bytes with an optional unit, binary (KiB, MiB, GiB, TiB) or
+// decimal (KB, MB, GB, TB; B for bytes), case-insensitive, a space allowed before it: "512MiB",
+// "8 GiB", "1.5GB", "1e9". Whole bytes (rounded down), at least 1, below 2^63.
+std::optional<int64_t> parse_bytes(std::string_view text);
+
 // YAML 1.1 and 1.2 spellings: true/false, yes/no, on/off (case-insensitive).
 std::optional<bool> parse_bool(std::string_view text);
 

@@ -29,7 +29,7 @@ Loader::Loader(const BatchSource& source, LoaderOptions opt) : src_(source), opt
   ST_CHECK(opt_.world >= 1 && opt_.rank >= 0 && opt_.rank < opt_.world, "loader: rank {} is not in a world of {}",
            opt_.rank, opt_.world);
   // workers * prefetch slots may be ready or filling while the consumer holds one more.
-  const int64_t n_slots = std::max<int64_t>(1, opt_.workers * opt_.prefetch) + 1;
+  const int64_t n_slots = loader_slots(opt_.workers, opt_.prefetch);
   slots_.resize(static_cast<size_t>(n_slots));
   const auto nx = static_cast<size_t>(opt_.batch_size * src_.x_size());
   const auto ny = static_cast<size_t>(opt_.batch_size * src_.y_size());

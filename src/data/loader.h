@@ -7,6 +7,7 @@
 // (0 = fill synchronously on the calling thread) yields identical batches bit for bit.
 // The consumer's waiting time (data-wait) is measured so the trainer can report its share.
 #pragma once
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -45,6 +46,12 @@ struct LoaderOptions {
   int world = 1;
   SampleLayout layout{};  // how x and y become the batch's typed inputs and targets
 };
+
+// The batch buffers a Loader keeps: workers * prefetch ready or filling while the consumer holds
+// one more (what train.batch_size: auto counts as the loader's memory).
+inline int64_t loader_slots(int64_t workers, int64_t prefetch) {
+  return std::max<int64_t>(1, workers * prefetch) + 1;
+}
 
 // One batch (data/batch_layout.h), valid from next() until release(). x: [count, x_size], y: [count,
 // y_size]; inputs/targets the same data typed and shaped as LoaderOptions::layout says.

@@ -69,10 +69,11 @@ std::vector<ResumeCandidate> resume_candidates(const fs::path& ckpt_dir) {
 const std::vector<std::string>& resume_changeable_keys() {
   // runtime.device too: a checkpoint holds fp32 values on the host side of the file, whatever
   // device wrote it, so a GPU run goes on on the CPU and back (within rounding, not bit for bit).
-  // runtime.tensorboard only watches the run.
+  // runtime.tensorboard and runtime.profile only watch the run; runtime.memory_limit only sizes
+  // train.batch_size: auto's search, which a resume never runs.
   static const std::vector<std::string> keys = {"train.epochs", "train.max_steps", "train.early_stopping.patience",
                                                 "runtime.threads", "runtime.device", "runtime.profile",
-                                                "runtime.tensorboard"};
+                                                "runtime.tensorboard", "runtime.memory_limit"};
   return keys;
 }
 

@@ -83,6 +83,9 @@ class TrainStep {
   Arena& arena() { return arena_; }
   // Activation memory of the last pass: the arena's high water plus what layers held outside it.
   size_t activation_bytes() const { return arena_.high_water() + scratch_bytes_; }
+  // The activation memory the step holds: the arena's chunks (what its first step sized, slack
+  // included) plus what layers held outside it (train.batch_size: auto counts this).
+  size_t activation_capacity() const { return arena_.capacity() + scratch_bytes_; }
 
  private:
   Model& model_;

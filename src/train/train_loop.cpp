@@ -15,9 +15,9 @@
 #include "io/safetensors.h"
 #include "models/registry.h"
 #include "models/summary.h"
-#include "train/encoder_from.h"
-#include "train/init_from.h"
+#include "train/batch_finder.h"
 #include "train/metrics.h"
+#include "train/run_parts.h"
 #include "train/summary_json.h"
 
 namespace seqtrain {
@@ -99,34 +99,59 @@ TrainLoop::TrainLoop(const Config& config, const TrainOptions& options)
   feed_ = training_feed(plan_, config_, workers_);
   observers_.on_note("data: " + plan_.source);
   if (!feed_.cache.path.empty()) observers_.on_note(feed_.cache.message);
+  plan_model();
+  resolve_batch_size();
   build_model();
   build_optimizer();
   if (plan_.val && config_.train.eval_iters > 0)
     val_capped_ = std::make_unique<FirstSamples>(*plan_.val, config_.train.eval_iters * config_.train.batch_size);
 }
 
-void TrainLoop::build_model() {
+void TrainLoop::plan_model() {
   spec_ = model_spec(config_, plan_);
   if (spec_.autotune) tuner_ = std::make_shared<Autotuner>();
   // runtime.precision, resolved once: the model's layers and the step's loss scaling follow it.
   precision_ = resolve_precision(config_.runtime.precision, spec_.backend, &precision_why_);
-  model_ = make_model(spec_, ModelEnv{tuner_, precision_});
-  Rng init_rng(config_.seed, /*stream=*/1);
-  model_->init(init_rng);
-  if (!config_.model.init_from.empty())
-    init_from(config_.model.init_from, model_->params(), init_from_options(config_.model));
-  if (!config_.model.encoder_from.empty())  // (config/load.cpp refuses it beside model.init_from)
-    observers_.on_note(encoder_from(config_.model.encoder_from, *model_).line());
+}
+
+// A resumed run keeps the batch it was started with (its config.yaml holds the number the
+// search chose): searching again could pick another and change the epoch's batches under it.
+void TrainLoop::resolve_batch_size() {
+  if (config_.train.batch_size != kAutoBatch) return;
+  const fs::path saved = run_ / "config.yaml";
+  if (opt_.resume && fs::exists(saved)) {
+    const int64_t b = load_config(saved.string()).train.batch_size;
+    if (b != kAutoBatch) {
+      config_.train.batch_size = b;
+      observers_.on_note(fmt::format("train.batch_size auto: {} as the run chose at its start ({}); a resume "
+                                     "never searches again", b, saved.string()));
+      return;
+    }
+  }
+  ST_CHECK(comm_->world() == 1, "train.batch_size: auto searches on one process, and this run has {} ranks: give "
+           "train.batch_size a number (a single-process run with auto logs the one it finds)", comm_->world());
+  Backend& backend = backend_named(spec_.backend);
+  std::string budget_why;
+  const int64_t budget = memory_budget(config_.runtime.memory_limit, backend, &budget_why);
+  // The probe's own tuner: its decisions are for the probe's batch shapes, not the run's cache.
+  const BatchChoice choice = find_batch_size(
+      BatchProbe{.config = config_, .plan = plan_, .train = *feed_.source, .spec = spec_,
+                 .env = ModelEnv{spec_.autotune ? std::make_shared<Autotuner>() : nullptr, precision_},
+                 .loader_slots = loader_slots(workers_, config_.data.prefetch)},
+      budget, budget_why);
+  for (const std::string& line : choice.lines()) observers_.on_note(line);
+  config_.train.batch_size = choice.batch;
+}
+
+void TrainLoop::build_model() {
+  std::vector<std::string> notes;
+  model_ = build_run_model(config_, spec_, ModelEnv{tuner_, precision_}, /*load_weights=*/true, &notes);
+  for (const std::string& line : notes) observers_.on_note(line);
 }
 
 void TrainLoop::build_optimizer() {
   const auto& t = config_.train;
-  optimizer_ = make_optimizer(OptimizerOptions{.name = t.optimizer.name, .lr = t.optimizer.lr,
-                                               .beta1 = t.optimizer.beta1, .beta2 = t.optimizer.beta2,
-                                               .eps = t.optimizer.eps, .weight_decay = t.optimizer.weight_decay,
-                                               .momentum = t.optimizer.momentum, .nesterov = t.optimizer.nesterov},
-                              model_->params().backend());
-  optimizer_->set_decay_mask(model_->params().decay_mask());  // the model's train.optimizer.decay policy
+  optimizer_ = build_run_optimizer(t, *model_);
   // train.param_groups and the fine-tuning schedule; applied at each epoch's start (train_epoch).
   groups_ = std::make_unique<GroupSchedule>(t, model_->params());
   batches_ = batch_count(feed_.source->size(), t.batch_size);
@@ -146,17 +171,10 @@ void TrainLoop::build_optimizer() {
                                             .min_lr = t.schedule.min_lr, .factor = t.schedule.factor,
                                             .patience = t.schedule.patience});
   // The policy says whether the gradients need dynamic loss scaling (fp16; optim/loss_scaler.h).
-  if (precision_.loss_scaling) {
-    const LossScaleConfig& ls = config_.runtime.loss_scale;
-    scaler_ = std::make_unique<LossScaler>(
-        LossScalerOptions{ls.init, ls.growth_factor, ls.backoff_factor, ls.growth_interval});
-  }
-  StepOptions so{parse_loss(t.loss), LossOptions{}, t.grad_clip, t.grad_accum, scaler_.get()};
-  so.loss_options.huber_delta = static_cast<float>(t.huber_delta);
-  so.comm = comm_;
+  scaler_ = build_loss_scaler(config_, precision_);
   objective_ = make_objective(config_, plan_);
-  so.objective = objective_.get();
-  step_ = std::make_unique<TrainStep>(*model_, *optimizer_, *schedule_, so);
+  step_ = std::make_unique<TrainStep>(*model_, *optimizer_, *schedule_,
+                                      run_step_options(t, scaler_.get(), comm_, objective_.get()));
 }
 
 // The primary rank locks the run directory, clears it for --overwrite and tidies what a crash

@@ -75,6 +75,8 @@ class TrainLoop {
 
  private:
   using Clock = std::chrono::steady_clock;
+  void plan_model();          // the spec, precision and kernel tuner the model is built with
+  void resolve_batch_size();  // train.batch_size: auto -> a number (train/batch_finder.h)
   void build_model();
   void build_optimizer();
   void make_loader();
@@ -104,7 +106,9 @@ class TrainLoop {
   double time_s() const;
   bool primary() const { return comm_->primary(); }
 
-  const Config& config_;
+  // The caller's config with train.batch_size: auto resolved to the batch this run trains with:
+  // what config.yaml, every checkpoint and the loop itself read.
+  Config config_;
   TrainOptions opt_;
   std::filesystem::path run_, ckpt_dir_;
   LocalCommunicator local_comm_;

@@ -100,6 +100,9 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
 
 void forward_batches(Model& model, const BatchSource& source, const SampleLayout& layout, int64_t batch_size,
                      const BatchUse& use, const ModelPass& pass) {
+  // train.batch_size: auto is a number by the time a run's config is read back (config.yaml).
+  ST_CHECK(batch_size >= 1, "internal error: a pass over batches of {} samples (train.batch_size auto unresolved)",
+           batch_size);
   Backend& backend = model.params().backend();
   Arena arena(backend);
   BatchBuffers buf;

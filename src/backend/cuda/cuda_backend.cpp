@@ -130,6 +130,13 @@ void* CudaBackend::allocate(size_t bytes) {
   return p;
 }
 
+size_t CudaBackend::device_free_bytes() {
+  ST_CUDA(cudaSetDevice(device_));  // cudaMemGetInfo answers for the current device
+  size_t free_bytes = 0, total_bytes = 0;
+  ST_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 // The table first: a foreign pointer or a second release is an Error before anything is freed.
 // cudaFree waits for the device, so work still queued on the buffer finishes first.
 void CudaBackend::release(void* p) {

@@ -49,6 +49,8 @@ class CudaBackend final : public Backend {
   // Page-locked slots for the loader (cudaHostAlloc), heap memory where the driver refuses
   // (cuda_pinned.cpp).
   HostAllocator* pinned_allocator() override;
+  // cudaMemGetInfo's free bytes of this backend's GPU.
+  size_t device_free_bytes() override;
   // The step's batch and scalars without a synchronization (cuda_step.cpp): upload stages the
   // bytes in a ring of page-locked buffers and copies asynchronously; the accumulators and the
   // clipping are kernels on the stream.
