@@ -48,8 +48,8 @@ void add_training_commands(CLI::App& app, std::vector<Command>& out) {
     c.add_option("--out", a.out, "Run directory (default runs/<config name>)");
     c.add_option("--resume", a.resume,
                  "Continue the run in this directory from its newest checkpoint (normally checkpoints/last); "
-                 "--set may change only train.epochs, train.max_steps, train.early_stopping.patience, "
-                 "runtime.threads");
+                 "--set may change only train.epochs, train.max_steps, train.early_stopping.patience and "
+                 "runtime.threads, device, profile, tensorboard, memory_limit");
     c.add_flag("--overwrite", a.overwrite, "Replace a run already in --out");
     c.add_option("--threads", a.threads, "Intra-op threads (default: runtime.threads, 0 = all cores)");
     c.add_flag("--quiet", a.quiet, "Print only errors");
