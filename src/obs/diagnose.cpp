@@ -12,6 +12,7 @@
 #include "backend/precision.h"
 #include "config/frequency.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "data/loader.h"
 #include "models/registry.h"
 #include "obs/machine.h"

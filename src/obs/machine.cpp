@@ -30,16 +30,6 @@ std::string proc_value(const char* path, const std::string& key) {
 }
 }  // namespace
 
-std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (std::abs(bytes) >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
-}
-
 Machine probe_machine() {
   Machine m;
   m.cpu = proc_value("/proc/cpuinfo", "model name");

@@ -19,7 +19,5 @@ struct Machine {
 
 Machine probe_machine();
 
-// "1.5 GiB", "12.0 MiB", "512 B": a byte count for people.
-std::string format_bytes(double bytes);
 
 }  // namespace seqtrain

@@ -8,6 +8,7 @@
 
 #include "backend/device_batch.h"
 #include "config/scalar.h"
+#include "core/text.h"
 #include "core/error.h"
 #include "data/loader.h"
 #include "data/window_dataset.h"
@@ -17,6 +18,10 @@
 #include "train/step.h"
 
 namespace seqtrain {
+namespace {
+// The log's byte counts, to two decimals: close enough to compare candidates.
+std::string bytes_text(double bytes) { return format_bytes(bytes, 2); }
+}  // namespace
 namespace {
 
 constexpr double kKiB = 1024.0, kMiB = kKiB * 1024.0, kGiB = kMiB * 1024.0;
@@ -61,12 +66,6 @@ size_t predict_activations(const std::vector<Point>& points, int64_t batch) {
 
 size_t BatchMemory::needed() const { return static_cast<size_t>(std::ceil(double(total()) * kBatchMemoryMargin)); }
 
-std::string format_bytes(double bytes) {
-  if (bytes >= kGiB) return fmt::format("{:.2f} GiB", bytes / kGiB);
-  if (bytes >= kMiB) return fmt::format("{:.2f} MiB", bytes / kMiB);
-  return fmt::format("{:.0f} KiB", std::ceil(bytes / kKiB));
-}
-
 BatchChoice search_batch_size(const BatchSearch& s) {
   BatchChoice out;
   out.budget = s.budget;
@@ -92,9 +91,9 @@ BatchChoice search_batch_size(const BatchSearch& s) {
              "runtime.memory_limit: the memory budget {} ({}) is below what training one sample needs: {} with the "
              "{:.0f}% margin (parameters and gradients {}, optimizer moments {}, activations {}, loader buffers {}). "
              "Set runtime.memory_limit to at least {} (or auto), or give train.batch_size a number",
-             format_bytes(double(s.budget)), s.budget_why, format_bytes(double(mem.needed())),
-             (kBatchMemoryMargin - 1) * 100, format_bytes(double(mem.weights)), format_bytes(double(mem.optimizer)),
-             format_bytes(double(mem.activations)), format_bytes(double(mem.loader)), limit_text(mem.needed()));
+             bytes_text(double(s.budget)), s.budget_why, bytes_text(double(mem.needed())),
+             (kBatchMemoryMargin - 1) * 100, bytes_text(double(mem.weights)), bytes_text(double(mem.optimizer)),
+             bytes_text(double(mem.activations)), bytes_text(double(mem.loader)), limit_text(mem.needed()));
     c.samples_per_s = m.samples_per_s;
     points.push_back({1, m.activations, m.used});
     out.candidates.push_back(c);
@@ -158,18 +157,18 @@ BatchChoice search_batch_size(const BatchSearch& s) {
 std::vector<std::string> BatchChoice::lines() const {
   std::vector<std::string> out;
   out.push_back(fmt::format("batch_size auto: memory budget {} ({}); a batch must fit it with {:.0f}% to spare",
-                            format_bytes(double(budget)), budget_why, (kBatchMemoryMargin - 1) * 100));
+                            bytes_text(double(budget)), budget_why, (kBatchMemoryMargin - 1) * 100));
   if (!candidates.empty()) {
     const BatchMemory& m = candidates.front().memory;
     out.push_back(fmt::format("batch_size auto: every batch holds parameters and gradients {}, optimizer moments {}",
-                              format_bytes(double(m.weights)), format_bytes(double(m.optimizer))));
+                              bytes_text(double(m.weights)), bytes_text(double(m.optimizer))));
   }
   for (const BatchCandidate& c : candidates) {
     std::string what = fmt::format("batch_size auto:   batch {}: {} {} (activations {}, loader {})", c.batch,
-                                   format_bytes(double(c.memory.total())), c.measured ? "measured" : "estimated",
-                                   format_bytes(double(c.memory.activations)), format_bytes(double(c.memory.loader)));
+                                   bytes_text(double(c.memory.total())), c.measured ? "measured" : "estimated",
+                                   bytes_text(double(c.memory.activations)), bytes_text(double(c.memory.loader)));
     if (!c.failed.empty()) what += ": refused, its step failed: " + c.failed;
-    else if (!c.fits) what += fmt::format(": refused, over the budget with the margin ({})", format_bytes(double(c.memory.needed())));
+    else if (!c.fits) what += fmt::format(": refused, over the budget with the margin ({})", bytes_text(double(c.memory.needed())));
     else if (c.samples_per_s) what += fmt::format(", {:.0f} samples/s", *c.samples_per_s);
     else what += ", fits; not timed (the samples/s had stopped growing)";
     out.push_back(what);
@@ -188,14 +187,14 @@ int64_t memory_budget(const std::string& limit, Backend& backend, std::string* w
     return *bytes;
   }
   if (const size_t free = backend.device_free_bytes(); free > 0) {
-    if (why) *why = fmt::format("runtime.memory_limit auto: the {} free on {}", format_bytes(double(free)), backend.name());
+    if (why) *why = fmt::format("runtime.memory_limit auto: the {} free on {}", bytes_text(double(free)), backend.name());
     return static_cast<int64_t>(free);
   }
   const int64_t available = system_available_ram();
   ST_CHECK(available > 0, "runtime.memory_limit auto: this machine's available memory cannot be read (/proc/meminfo "
            "MemAvailable); set runtime.memory_limit to a size such as 4GiB");
   if (why) *why = fmt::format("runtime.memory_limit auto: 80% of the {} available (MemAvailable)",
-                              format_bytes(double(available)));
+                              bytes_text(double(available)));
   return static_cast<int64_t>(double(available) * 0.8);
 }
 

@@ -110,7 +110,5 @@ struct BatchProbe {
 // Searches with real steps of a probe (see the top).
 BatchChoice find_batch_size(const BatchProbe& probe, int64_t budget, const std::string& budget_why);
 
-// "12.5 MiB", "3.00 GiB", "512 KiB": a byte count for the log.
-std::string format_bytes(double bytes);
 
 }  // namespace seqtrain
