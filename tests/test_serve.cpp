@@ -165,8 +165,12 @@ TEST(ServeTemplates, EveryKeyIsDocumentedAndABrokenTemplateSaysWhy) {
       EXPECT_NE(f.default_value, "3");
       EXPECT_FALSE(f.doc.empty());
     }
-    if (f.key == "data.path") EXPECT_TRUE(f.path);
-    if (f.key == "data.lookback") EXPECT_FALSE(f.in_template);
+    if (f.key == "data.path") {
+      EXPECT_TRUE(f.path);
+    }
+    if (f.key == "data.lookback") {
+      EXPECT_FALSE(f.in_template);
+    }
   }
   EXPECT_TRUE(saw);
 }
