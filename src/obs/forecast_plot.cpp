@@ -65,10 +65,21 @@ std::pair<double, double> range_of(const PlotPanel& p, bool x_axis) {
   return {lo, hi};
 }
 
+constexpr double kDay = 86400;
+
+// A step for a time axis: whole hours, days, weeks, months or years, about `target` of them over span.
+double time_step_of(double span, int target) {
+  for (double s : {3600.0, 6 * 3600.0, kDay, 7 * kDay, 30.4375 * kDay, 91.3125 * kDay, 182.625 * kDay,
+                   365.25 * kDay, 2 * 365.25 * kDay, 5 * 365.25 * kDay, 10 * 365.25 * kDay, 25 * 365.25 * kDay})
+    if (span / s <= target) return s;
+  return nice_step(span / (365.25 * kDay), target) * 365.25 * kDay;
+}
+
 std::string tick_label(double v, double step, TimeKind kind) {
   if (kind != TimeKind::none && kind != TimeKind::number) {
-    const std::string t = format_timestamp(static_cast<int64_t>(std::llround(v)), kind);
-    return step >= 86400 ? t.substr(0, 10) : t;
+    // Dates written 2024-03-05 whatever the file's form; as coarse as the step.
+    const std::string t = format_timestamp(static_cast<int64_t>(std::llround(v)), TimeKind::datetime);
+    return step >= 365 * kDay ? t.substr(0, 4) : step >= 28 * kDay ? t.substr(0, 7) : step >= kDay ? t.substr(0, 10) : t;
   }
   const int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step)));
   return fmt::format("{:.{}f}", v, decimals);
@@ -103,14 +114,30 @@ std::string panel_svg(const PlotPanel& p, double ox, double oy, const PlotOption
   s += fmt::format("<text class=\"panel-title\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" font-weight=\"bold\">{}</text>\n",
                    x.p0, oy + kTop - 10, kFont + 1, xml(title));
   // Gridlines and ticks.
-  const double ystep = nice_step(yhi - ylo, 5), xstep = nice_step(xhi - xlo, 5);
+  const bool dates = o.time_kind != TimeKind::none && o.time_kind != TimeKind::number;
+  const double ystep = nice_step(yhi - ylo, 5), xstep = dates ? time_step_of(xhi - xlo, 6) : nice_step(xhi - xlo, 5);
   for (double v = std::ceil(ylo / ystep) * ystep; v <= yhi + 1e-9 * ystep; v += ystep) {
     s += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e5e5e5\"/>\n", x.p0, x.p1,
                      y.at(v), y.at(v));
     s += fmt::format("<text class=\"tick\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"end\">{}</text>\n",
                      x.p0 - 5, y.at(v) + 4, kFont - 2, xml(tick_label(v, ystep, TimeKind::none)));
   }
-  for (double v = std::ceil(xlo / xstep) * xstep; v <= xhi + 1e-9 * xstep; v += xstep)
+  // The x ticks: multiples of the step, or on a date axis with a step of a month or more, the first
+  // day of every step-th month (years: 1 January of years divisible by the step's years).
+  std::vector<double> xticks;
+  if (dates && xstep >= 28 * kDay) {
+    const int months = static_cast<int>(std::lround(xstep / (30.4375 * kDay)));
+    const std::string t = format_timestamp(static_cast<int64_t>(xlo), TimeKind::date);
+    int year = std::stoi(t.substr(0, 4)), month = std::stoi(t.substr(5, 2)) - 1;  // months since year 0
+    for (int m = (year * 12 + month) / months * months;; m += months) {
+      const auto at = parse_timestamp(fmt::format("{:04d}-{:02d}-01", m / 12, m % 12 + 1));
+      if (!at || static_cast<double>(at->seconds) > xhi) break;
+      if (static_cast<double>(at->seconds) >= xlo) xticks.push_back(static_cast<double>(at->seconds));
+    }
+  } else {
+    for (double v = std::ceil(xlo / xstep) * xstep; v <= xhi + 1e-9 * xstep; v += xstep) xticks.push_back(v);
+  }
+  for (double v : xticks)
     s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"#555\"/>\n"
                      "<text class=\"tick\" x=\"{0:.1f}\" y=\"{3:.1f}\" font-size=\"{4}\" text-anchor=\"middle\">{5}</text>\n",
                      x.at(v), y.p0, y.p0 + 4, y.p0 + 15, kFont - 2, xml(tick_label(v, xstep, o.time_kind)));
@@ -165,9 +192,11 @@ std::string forecast_svg(const std::vector<PlotPanel>& panels, const PlotOptions
       "<text class=\"title\" x=\"{2}\" y=\"20\" font-size=\"{3}\" font-weight=\"bold\">{4}</text>\n",
       width, height, kLeft, kFont + 3, xml(o.title));
   // The legend: what each kind of line is (bands only when some panel has one).
-  bool band = false;
+  std::vector<std::pair<double, double>> bands;  // the levels of every band drawn, once each
   for (const PlotPanel& p : panels)
-    for (const PlotLine& l : p.lines) band |= l.kind == "band";
+    for (const PlotLine& l : p.lines)
+      if (l.kind == "band" && std::find(bands.begin(), bands.end(), std::pair{l.q_lo, l.q_hi}) == bands.end())
+        bands.push_back({l.q_lo, l.q_hi});
   double lx = kLeft;
   const double ly = title_h + 12;
   auto entry = [&](const std::string& swatch, const std::string& label) {
@@ -181,10 +210,14 @@ std::string forecast_svg(const std::vector<PlotPanel>& panels, const PlotOptions
                       "y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\"{}/>\n", kind, lx, lx + 20, ly, ly, colour,
                       std::string(kind) == "actual" ? " stroke-dasharray=\"4 2\"" : ""),
           label);
-  if (band)
+  if (!bands.empty()) {
+    std::string label = bands.size() > 1 ? "quantile bands" : "quantile band";
+    for (size_t i = 0; i < bands.size(); ++i)
+      label += fmt::format("{}{}\u2013{}", i ? ", " : " ", bands[i].first, bands[i].second);
     entry(fmt::format("<rect class=\"legend-swatch\" data-kind=\"band\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"20\" "
                       "height=\"10\" fill=\"{}\" fill-opacity=\"0.22\"/>\n", lx, ly - 5, kForecast),
-          "quantile band (outer levels)");
+          label);
+  }
   for (size_t i = 0; i < panels.size(); ++i)
     s += panel_svg(panels[i], static_cast<double>(static_cast<int64_t>(i) % cols) * kPanelW,
                    title_h + legend_h + static_cast<double>(static_cast<int64_t>(i) / cols) * kPanelH, o);
