@@ -75,24 +75,24 @@ Backtest::Backtest(const Config& config, const Dataset& data, std::vector<std::s
   // Every window is scored in units (each converted with its own series' statistics before it is
   // fed), so the scoring's units are the identity, and each (fold, series) is a "series" of it
   // with its own MASE scale: the naive's error over that series' rows before the fold's origin.
-  units_ = ForecastScoring::of(data, config.data.seasons, forecast_quantiles(config.train));
+  units_ = ForecastScoring::shape_of(data, config.data.seasons, forecast_quantiles(config.train));
   const size_t T = units_.targets.size();
   units_.unit_shift.assign(T, 0.0);
   units_.unit_scale.assign(T, 1.0);
   units_.x_shift = units_.unit_shift;
   units_.x_scale = units_.unit_scale;
   units_.fleet.clear();
+  std::vector<std::vector<std::vector<double>>> scales;  // [series][fold][target]
+  for (size_t s = 0; s < data.series.size(); ++s) {
+    std::vector<int64_t> ends;
+    for (int64_t k = 0; k < folds(); ++k) ends.push_back(origins_[k][s]);
+    scales.push_back(naive_scales(data, static_cast<int64_t>(s), data.series[s].begin, ends, units_.mase_lag));
+  }
   for (int64_t k = 0; k < folds(); ++k)
-    for (size_t s = 0; s < data.series.size(); ++s) {
-      const SeriesSegment& p = data.series[s];
-      units_.fleet.push_back({p.id, units_.unit_shift, units_.unit_scale,
-                              naive_scales(data, static_cast<int64_t>(s), {p.begin, origins_[k][s]}, units_.mase_lag)});
-    }
+    for (size_t s = 0; s < data.series.size(); ++s)
+      units_.fleet.push_back({data.series[s].id, units_.unit_shift, units_.unit_scale, scales[s][k]});
   units_.mase_scale = units_.fleet[0].mase_scale;
-  const int64_t N = static_cast<int64_t>(data.series.size());
-  for (int64_t k = 0; k < folds(); ++k)
-    fold_scorers_.push_back(std::make_unique<ForecastScorer>(units_, [k, N](int64_t w) { return k * N + w; }));
-  overall_ = std::make_unique<ForecastScorer>(units_, [](int64_t w) { return w; });
+  scorer_ = std::make_unique<ForecastScorer>(units_, [](int64_t w) { return w; });
 }
 
 void Backtest::run(Model& model, const Dataset& scaled, int64_t first, int64_t last, int64_t batch_size) {
@@ -125,13 +125,7 @@ void Backtest::run(Model& model, const Dataset& scaled, int64_t first, int64_t l
         if (!in_x.empty()) norm.invert(col, x.data() + i * steps * F + in_x[t], steps, F);
       }
     }
-    // Each window to its fold's scorer (a batch may straddle folds) and to the overall one.
-    for (int64_t i = 0; i < n;) {
-      const int64_t fold = first + (at + i) / N, m = std::min(n - i, N - (at + i) % N);
-      fold_scorers_[fold]->add(m, x.data() + i * steps * F, y.data() + i * HT, p.data() + i * HT * Q);
-      i += m;
-    }
-    overall_->add(n, x.data(), y.data(), p.data());
+    scorer_->add(n, x.data(), y.data(), p.data());
     actual_.insert(actual_.end(), y.begin(), y.end());
     levels_.insert(levels_.end(), p.begin(), p.end());
     for (int64_t i = 0; i < n; ++i)
@@ -180,15 +174,16 @@ nlohmann::json Backtest::report() const {
     nlohmann::json origins = nlohmann::json::object();
     for (size_t s = 0; s < data_.series.size(); ++s)
       origins[data_.series[s].id] = row_label(table, data_.series[s], origins_[k][s]);
+    const int64_t N = static_cast<int64_t>(data_.series.size());
     folds.push_back({{"fold", k},
                      {"end", ends_[k]},
                      {"origins", origins},
-                     {"windows", fold_scorers_[k]->windows()},
-                     {"metrics", fold_scorers_[k]->report(data_.fleet)}});
+                     {"windows", scorer_->windows(k * N, (k + 1) * N)},
+                     {"metrics", scorer_->report(k * N, (k + 1) * N, data_.fleet)}});
   }
   return {{"lookback", config_.data.lookback}, {"horizon", config_.data.horizon}, {"targets", units_.targets},
-          {"series", data_.series.size()}, {"folds", folds}, {"overall", overall_->report()},
-          {"windows", overall_->windows()}};
+          {"series", data_.series.size()}, {"folds", folds}, {"overall", scorer_->report()},
+          {"windows", scorer_->windows()}};
 }
 
 std::string Backtest::metrics_csv() const {
@@ -205,9 +200,10 @@ std::string Backtest::metrics_csv() const {
                          num(*m, "mape"), num(*m, "smape"), num(*m, "mase"), num(*m, "pinball"), num(*m, "coverage"));
   };
   const Series& table = *data_.table;
+  const int64_t N = static_cast<int64_t>(data_.series.size());
   for (int64_t k = 0; k < next_fold_; ++k) {
-    const nlohmann::json r = fold_scorers_[k]->report(data_.fleet);
-    rows(fmt::format("{},{},all,", k, csv_cell(ends_[k])), r, fold_scorers_[k]->windows());
+    const nlohmann::json r = scorer_->report(k * N, (k + 1) * N, data_.fleet);
+    rows(fmt::format("{},{},all,", k, csv_cell(ends_[k])), r, scorer_->windows(k * N, (k + 1) * N));
     if (!r.contains("per_series")) continue;
     for (size_t s = 0; s < data_.series.size(); ++s) {
       const std::string& id = data_.series[s].id;
@@ -217,7 +213,7 @@ std::string Backtest::metrics_csv() const {
              r["per_series"][id], 1);
     }
   }
-  rows(fmt::format("all,,all,"), overall_->report(), overall_->windows());
+  rows(fmt::format("all,,all,"), scorer_->report(), scorer_->windows());
   return out;
 }
 

@@ -74,9 +74,9 @@ class Backtest {
   const Dataset& data_;
   std::vector<std::string> ends_;
   std::vector<std::vector<int64_t>> origins_;  // [fold][series]
-  ForecastScoring units_;                       // identity units; per (fold, series) MASE scales
-  std::vector<std::unique_ptr<ForecastScorer>> fold_scorers_;
-  std::unique_ptr<ForecastScorer> overall_;
+  ForecastScoring units_;  // identity units; each (fold, series) a "series" with its MASE scales
+  // Fed every window once, fold-major; a fold's report is that of its (fold, series) range.
+  std::unique_ptr<ForecastScorer> scorer_;
   int64_t next_fold_ = 0;
   // Per window (fold-major, then series), in units: actual and baselines [H * T], levels [H * T * Q].
   std::vector<float> actual_, levels_, last_, seasonal_;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/normalizer.h"
@@ -19,8 +20,8 @@ int64_t point_level(const std::vector<double>& quantiles) {
 
 int64_t ForecastScoring::point_level() const { return seqtrain::point_level(quantiles); }
 
-ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>& seasons,
-                                    const std::vector<double>& quantiles) {
+ForecastScoring ForecastScoring::shape_of(const Dataset& d, const std::vector<int64_t>& seasons,
+                                          const std::vector<double>& quantiles) {
   ForecastScoring s;
   s.quantiles = quantiles;
   s.targets = d.targets;
@@ -32,6 +33,12 @@ ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>
   s.mase_lag = std::max<int64_t>(1, longest);
   s.season = longest <= s.lookback ? longest : 0;
   s.target_in_x = d.target_feature_indices();
+  return s;
+}
+
+ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>& seasons,
+                                    const std::vector<double>& quantiles) {
+  ForecastScoring s = shape_of(d, seasons, quantiles);
   for (size_t k = 0; k < d.series.size(); ++k) {
     const Normalizer& norm = d.normalizer_of(static_cast<int64_t>(k));
     // The MASE denominators: the lag-m naive's in-sample MAE over the training rows, in units.
@@ -55,14 +62,28 @@ ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>
 }
 
 std::vector<double> naive_scales(const Dataset& d, int64_t k, RowRange rows, int64_t lag) {
+  return naive_scales(d, k, rows.begin, {rows.end}, lag)[0];
+}
+
+std::vector<std::vector<double>> naive_scales(const Dataset& d, int64_t k, int64_t begin,
+                                              const std::vector<int64_t>& ends, int64_t lag) {
   const Normalizer& norm = d.normalizer_of(k);
   const Series& table = *d.table;
-  std::vector<double> out;
-  std::vector<float> v(static_cast<size_t>(rows.size()));
+  const int64_t last = ends.empty() ? begin : *std::max_element(ends.begin(), ends.end());
+  std::vector<std::vector<double>> out(ends.size());
+  std::vector<float> v(static_cast<size_t>(std::max<int64_t>(0, last - begin)));
+  std::vector<double> running(v.size() + 1, 0.0);  // running[n]: naive_scale's sum over values [0, n)
   for (const std::string& t : d.targets) {
     const int64_t col = norm.index_of(t), tc = table.column_index(t);
-    for (int64_t r = rows.begin; r < rows.end; ++r) v[r - rows.begin] = norm.invert(col, table.at(r, tc));
-    out.push_back(naive_scale(v.data(), static_cast<int64_t>(v.size()), 1, lag));
+    for (int64_t r = begin; r < last; ++r) v[r - begin] = norm.invert(col, table.at(r, tc));
+    for (size_t n = 1; n <= v.size(); ++n)
+      running[n] = running[n - 1] + (static_cast<int64_t>(n) - 1 >= lag
+                                         ? std::abs(double(v[n - 1]) - v[n - 1 - static_cast<size_t>(lag)])
+                                         : 0.0);
+    for (size_t e = 0; e < ends.size(); ++e) {
+      const int64_t n = ends[e] - begin;
+      out[e].push_back(n > lag ? running[n] / static_cast<double>(n - lag) : 0.0);
+    }
   }
   return out;
 }
@@ -138,6 +159,8 @@ void ForecastScorer::add(int64_t n, const float* x, const float* y, const float*
   };
   for (int64_t i = 0; i < n; ++i, ++seen_) {
     const int64_t series = series_of_ ? series_of_(seen_) : 0;
+    ST_CHECK(0 <= series && series < s_.series_count(), "ForecastScorer: window {} is of series {}, but the scoring "
+             "has {}", seen_, series, s_.series_count());
     const bool own = !s_.fleet.empty();
     const double* shift = own ? s_.fleet[series].shift.data() : s_.unit_shift.data();
     const double* scale = own ? s_.fleet[series].scale.data() : s_.unit_scale.data();
@@ -251,16 +274,21 @@ nlohmann::json ForecastScorer::report_of(int64_t s0, int64_t s1) const {
   return j;
 }
 
-nlohmann::json ForecastScorer::report(bool per_series) const {
-  nlohmann::json j = report_of(0, s_.series_count());
+nlohmann::json ForecastScorer::report(bool per_series) const { return report(0, s_.series_count(), per_series); }
+
+int64_t ForecastScorer::windows(int64_t s0, int64_t s1) const {
+  const int64_t T = static_cast<int64_t>(s_.targets.size()), H = std::max<int64_t>(1, s_.horizon);
+  int64_t n = 0;
+  for (int64_t s = s0; s < s1; ++s) n += T ? model_[s * T].n / H : 0;
+  return n;
+}
+
+nlohmann::json ForecastScorer::report(int64_t s0, int64_t s1, bool per_series) const {
+  nlohmann::json j = report_of(s0, s1);
   if (!per_series || s_.fleet.empty()) return j;
-  const int64_t T = static_cast<int64_t>(s_.targets.size());
   nlohmann::json each = nlohmann::json::object();
-  for (int64_t s = 0; s < s_.series_count(); ++s) {
-    int64_t n = 0;
-    for (int64_t t = 0; t < T; ++t) n += model_[s * T + t].n;
-    if (n > 0) each[s_.fleet[s].id] = report_of(s, s + 1);
-  }
+  for (int64_t s = s0; s < s1; ++s)
+    if (windows(s, s + 1) > 0) each[s_.fleet[s].id] = report_of(s, s + 1);
   j["per_series"] = each;
   return j;
 }

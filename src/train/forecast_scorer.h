@@ -59,6 +59,10 @@ struct ForecastScoring {
   // A csv/synthetic run: scales from the training rows of `data`; `seasons` is data.seasons.
   static ForecastScoring of(const Dataset& data, const std::vector<int64_t>& seasons,
                             const std::vector<double>& quantiles = {});
+  // Its windows' shape, targets, seasons and levels alone: no units, no MASE scales (a backtest
+  // sets its own).
+  static ForecastScoring shape_of(const Dataset& data, const std::vector<int64_t>& seasons,
+                                  const std::vector<double>& quantiles = {});
   // An npy regression run: y [horizon, targets] in its own units. With target_in_x
   // (data.npy.target_features) and x's statistics, the last-value baseline; with the training
   // split too, MASE (the lag-1 naive's MAE over the training samples' target features).
@@ -74,6 +78,11 @@ using SeriesOf = std::function<int64_t(int64_t window)>;
 // MASE's denominators of series k of `data` (an index into Dataset::series) over the table rows
 // `rows`: per target, the in-sample MAE of the lag-`lag` naive forecast in the target's units.
 std::vector<double> naive_scales(const Dataset& data, int64_t k, RowRange rows, int64_t lag);
+// The same over rows [begin, end) for each of `ends` at once ([end][target]), in one pass over the
+// rows (a running sum, added in naive_scale's order, so each equals naive_scales' exactly): a
+// backtest's folds each scale by the rows before their origin.
+std::vector<std::vector<double>> naive_scales(const Dataset& data, int64_t k, int64_t begin,
+                                              const std::vector<int64_t>& ends, int64_t lag);
 
 class ForecastScorer {
  public:
@@ -90,7 +99,10 @@ class ForecastScorer {
   //  the errors pool every series' windows and MASE is the series' mean (each by its own naive);
   //  with per_series, "per_series": {id: the same of that series alone} (series with windows).
   nlohmann::json report(bool per_series = false) const;
+  // The same over the windows of series [s0, s1) alone (a backtest's fold: its series).
+  nlohmann::json report(int64_t s0, int64_t s1, bool per_series = false) const;
   int64_t windows() const { return seen_; }
+  int64_t windows(int64_t s0, int64_t s1) const;  // of series [s0, s1)
 
  private:
   // Series [s0, s1) pooled: per target, then over targets.
