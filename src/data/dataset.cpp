@@ -33,11 +33,13 @@ Series select_columns(const Series& src, const std::vector<std::string>& names, 
   for (const auto& name : names) {
     int64_t k = src.column_index(name);
     if (k < 0) {
-      bool is_target = std::find(d.targets.begin(), d.targets.end(), name) != d.targets.end();
+      const auto in = [&](const std::vector<std::string>& list) {
+        return std::find(list.begin(), list.end(), name) != list.end();
+      };
       const std::string source = data_source(d).describe(d);
       fail("config key 'data.{}' names column '{}'{}, which {} does not have; it has {}",
-           is_target ? "targets" : "features", name, did_you_mean(name, src.columns), source,
-           quoted_list(src.columns));
+           in(d.targets) ? "targets" : in(d.features) || !in(d.static_features) ? "features" : "static_features", name,
+           did_you_mean(name, src.columns), source, quoted_list(src.columns));
     }
     picks.push_back(k);
   }
