@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 #include "cli/inputs.h"
+#include "cli/plot_panels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,8 @@
 #include "backend/cpu/dnnl_context.h"
 #include "config/config.h"
 #include "config/scalar.h"
+#include "data/csv.h"
+#include "data/fleet.h"
 #include "data/npy.h"
 #include "data/zscore_source.h"
 #include "io/atomic_dir.h"
@@ -29,42 +32,33 @@
 namespace seqtrain {
 namespace fs = std::filesystem;
 
-namespace {
-struct Loaded {
-  Config config;
-  Dataset data;
-  std::unique_ptr<Model> model;
-};
-
-// Rebuilds the model and the data of a checkpoint; with `input`, the data is that CSV, scaled
-// with the checkpoint's own normalization statistics and cut into windows over all its rows.
+// See cli/inputs.h.
 Loaded load_for_inference(const CheckpointRef& ck, const std::string& input) {
   const std::string& dir = ck.dir;
   const nlohmann::json& st = ck.state;
   Loaded l;
   l.config = ck.config;
   Normalizer norm = Normalizer::from_json(st.at("normalizer"));
-  if (!input.empty()) {
-    l.config.data.source = "csv";
-    l.config.data.path = fs::absolute(input).string();
-    l.config.data.split = {1.0, 0.0, 0.0};
-  }
+  if (!input.empty()) l.config.data = input_data(ck.config.data, input);
   l.data = load_dataset(l.config, &norm);
+  if (!l.data.skipped_note.empty()) std::fprintf(stderr, "seqtrain: %s\n", l.data.skipped_note.c_str());
   l.model = load_model(dir, {.shape = window_shape(l.config, l.data)}).model;
   return l;
 }
 
+namespace {
+
 // Runs the model over every window of `split` in order, a batch at a time, and hands each batch
 // to `use`: its size and the forecasts in the data's units ([n, horizon * targets * levels], the
-// quantile levels innermost).
+// quantile levels innermost; each window in its series' units).
 void forecast_windows(Loaded& l, const WindowDataset& split,
                       const std::function<void(int64_t n, const float* p)>& use) {
   const int64_t levels = quantile_levels(l.config.train);
   std::vector<float> p(static_cast<size_t>(l.config.train.batch_size * split.y_size() * levels));
   forward_batches(*l.model, WindowSource(split), window_layout(split), l.config.train.batch_size,
-                  [&](int64_t, const Batch& host, const Batch&, const Tensor& pred, Arena&) {
+                  [&](int64_t first, const Batch& host, const Batch&, const Tensor& pred, Arena&) {
                     read_floats(l.model->params().backend(), pred, p.data());
-                    l.data.denormalize_targets(p.data(), host.count, levels);
+                    l.data.denormalize_windows(split, first, p.data(), host.count, levels);
                     use(host.count, p.data());
                   });
 }
@@ -175,6 +169,21 @@ void print_forecast_report(const nlohmann::json& r, const ForecastScoring& s, co
       std::printf("%s: mae %.6f, rmse %.6f, mape %.4f, smape %.4f, mase %.6f\n", name.c_str(), num(m, "mae"),
                   num(m, "rmse"), num(m, "mape"), num(m, "smape"), num(m, "mase"));
     }
+}
+
+// eval's per-series lines of a fleet: each series' errors beside its last-value baseline's.
+void print_series_report(const nlohmann::json& per_series) {
+  auto num = [](const nlohmann::json& j, const char* k) {
+    return j.contains(k) && j[k].is_number() ? j[k].get<double>() : std::nan("");
+  };
+  for (const auto& [id, m] : per_series.items()) {
+    std::string line = fmt::format("series {}: mae {:.6f}, rmse {:.6f}, smape {:.4f}, mase {:.6f}", id, num(m, "mae"),
+                                   num(m, "rmse"), num(m, "smape"), num(m, "mase"));
+    if (m.contains("coverage")) line += fmt::format(", coverage {:.4f}", num(m, "coverage"));
+    if (m.contains("baseline"))
+      for (const auto& [name, b] : m["baseline"].items()) line += fmt::format(", {} mae {:.6f}", name, num(b, "mae"));
+    std::printf("%s\n", line.c_str());
+  }
 }
 
 // An npy regression run's scoring (y [H] or [H, targets] per sample, in its own units); none for
@@ -317,7 +326,7 @@ int run_eval(const EvalArgs& a) {
            a.split == "test" ? ", or --split val" : "");
   // The loss, and the errors in the data's original units beside the baselines' on the same windows.
   const ForecastScoring scoring = ForecastScoring::of(l.data, l.config.data.seasons, forecast_quantiles(l.config.train));
-  ForecastScorer scorer(scoring);
+  ForecastScorer scorer(scoring, series_of(&split));
   const auto objective = make_objective(l.config.train, 0, split.y_size());
   const double loss = evaluate(*l.model, WindowSource(split), window_layout(split), *objective,
                                l.config.train.batch_size, nullptr,
@@ -329,7 +338,10 @@ int run_eval(const EvalArgs& a) {
   else
     std::printf("input: %s (every window of its rows, scaled with the run's statistics)\n", a.input.c_str());
   std::printf("windows: %ld\nloss: %.6f (%s)\n", (long)split.size(), loss, loss_units(l.config, true).c_str());
-  print_forecast_report(scorer.report(), scoring, a.input.empty() ? "training split" : "input's rows");
+  if (l.data.fleet) std::printf("series: %ld\n", (long)l.data.series.size());
+  const nlohmann::json report = scorer.report(l.data.fleet);
+  print_forecast_report(report, scoring, a.input.empty() ? "training split" : "input's rows");
+  if (report.contains("per_series")) print_series_report(report["per_series"]);
   return 0;
 }
 
@@ -456,28 +468,60 @@ int run_predict(const PredictArgs& a) {
   const WindowDataset& split = l.data.train;
   // With data.time_column each row starts with the time of the window's last observed row (the
   // forecast's origin); step h is then h steps after it.
+  // A fleet's rows start with their series' id.
   const Series& table = *l.data.table;
-  const bool timed = !table.times.empty();
+  const bool timed = !table.times.empty(), fleet = l.data.fleet;
   const std::vector<double> quantiles = forecast_quantiles(l.config.train);
   const int64_t levels = quantile_levels(l.config.train), outputs = split.y_size() * levels;
-  std::string csv = timed ? l.config.data.time_column : "";
+  std::string csv = fleet ? series_column_of(ck.config.data) : "";
+  if (timed) csv += (csv.empty() ? "" : ",") + l.config.data.time_column;
   for (int64_t h = 0; h < split.horizon(); ++h)
     for (const auto& t : l.data.targets)
       for (int64_t q = 0; q < levels; ++q)
         csv += (csv.empty() ? "" : ",") + t + "_t+" + std::to_string(h + 1) + level_suffix(quantiles, q);
   csv += "\n";
+  // --plot: the last window of each series shown (its latest forecast against what followed).
+  ST_CHECK(a.plot.empty() || ends_with_text(a.plot, ".svg"), "--plot {}: the plot is an SVG; give a path ending in .svg",
+           a.plot);
+  ST_CHECK(a.series.empty() || !a.plot.empty(), "--series {} picks the series --plot draws: give --plot FILE.svg too",
+           a.series);
+  const std::vector<int64_t> shown = a.plot.empty() ? std::vector<int64_t>{} : plotted_series(l.data, a.series);
+  std::vector<std::vector<float>> last(l.data.series.size());  // per series: its last window's outputs
   int64_t window = 0;
   forecast_windows(l, split, [&](int64_t n, const float* p) {
     for (int64_t i = 0; i < n; ++i, ++window) {
+      if (!shown.empty()) {
+        const int64_t k = split.series_of(window);
+        if (window + 1 == split.windows_of(k).second) last[k].assign(p + i * outputs, p + (i + 1) * outputs);
+      }
+      if (fleet) csv += csv_cell(l.data.series[split.series_of(window)].id) + ",";
       if (timed)
-        csv += format_timestamp(table.times[split.rows().begin + window * split.stride() + split.lookback() - 1],
-                                table.time_kind) + ",";
+        csv += format_timestamp(table.times[split.window_start(window) + split.lookback() - 1], table.time_kind) + ",";
       for (int64_t j = 0; j < outputs; ++j) csv += fmt::format("{}{:.7g}", j ? "," : "", p[i * outputs + j]);
       csv += "\n";
     }
   });
+  std::string svg;
+  if (!shown.empty()) {
+    const int64_t H = split.horizon(), T = l.data.n_targets();
+    std::vector<PlotPanel> panels;
+    for (int64_t k : shown)
+      for (int64_t t = 0; t < T; ++t) {
+        DrawnForecast f{split.window_start(split.windows_of(k).second - 1) + split.lookback(), -1, {}, {}};
+        for (int64_t h = 0; h < H; ++h) {
+          const float* lv = last[k].data() + (h * T + t) * levels;
+          f.point.push_back(lv[point_level(quantiles)]);
+          if (levels > 1) f.levels.insert(f.levels.end(), lv, lv + levels);
+        }
+        panels.push_back(forecast_panel(l.data, ck.config.data, k, t, {f}, quantiles, 3 * split.lookback(), a.units));
+      }
+    svg = forecast_svg(panels, plot_options(l.data, fmt::format("{}: the last forecast of {}", a.checkpoint,
+                                                                fs::path(a.input).filename().string())));
+  }
   write_file_atomic(a.output, csv);
-  std::printf("wrote %ld forecasts to %s\n", (long)split.size(), a.output.c_str());
+  if (!svg.empty()) write_file_atomic(a.plot, svg);
+  std::printf("wrote %ld forecasts to %s%s\n", (long)split.size(), a.output.c_str(),
+              svg.empty() ? "" : (" and the plot to " + a.plot).c_str());
   return 0;
 }
 

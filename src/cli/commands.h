@@ -14,7 +14,11 @@ struct TrainArgs {
 };
 // input: a CSV (csv/synthetic runs), or an X .npy with `labels` its y .npy (npy runs).
 struct EvalArgs { std::string checkpoint, input, labels, lengths, split = "test"; };
-struct PredictArgs { std::string checkpoint, input, output, lengths; };
+struct PredictArgs {
+  std::string checkpoint, input, output, lengths;
+  std::string plot, series;        // --plot FILE.svg: each shown series' last forecast; --series picks one
+  std::vector<std::string> units;  // --unit TARGET=UNIT for the plot's axes
+};
 struct ForecastArgs { std::string checkpoint, input, future, output; };
 struct DataCacheArgs {
   std::string config;

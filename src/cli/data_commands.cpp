@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "data/csv.h"
+#include "data/fleet.h"
 #include "cli/inputs.h"
 #include "config/config.h"
 #include "core/error.h"
@@ -52,19 +54,28 @@ int run_data_export(const DataExportArgs& a) {
   ST_CHECK(ends_with_text(a.out, ".csv"),
            "--out {}: data export writes a CSV; give a path ending in .csv", a.out);
   const Series s = load_series(config.data);
-  // data.time_column first, in its own form, so the export reads back with the same config.
-  const bool timed = !s.times.empty();
-  std::string csv = timed ? config.data.time_column : "";
-  for (int64_t c = 0; c < s.cols(); ++c) csv += (c || timed ? "," : "") + s.columns[c];
+  // A fleet's series column (its ids; long format) and data.time_column first, in its own form, so
+  // the export reads back with the same config (and as `--input` of the run).
+  const bool timed = !s.times.empty(), fleet = !s.segments.empty();
+  std::vector<std::string> head;
+  if (fleet) head.push_back(series_column_of(config.data));
+  if (timed) head.push_back(config.data.time_column);
+  head.insert(head.end(), s.columns.begin(), s.columns.end());
+  std::string csv;
+  for (size_t c = 0; c < head.size(); ++c) csv += (c ? "," : "") + csv_cell(head[c]);
   csv += "\n";
-  for (int64_t r = 0; r < s.rows; ++r) {
-    if (timed) csv += format_timestamp(s.times[r], s.time_kind);
-    for (int64_t c = 0; c < s.cols(); ++c) csv += fmt::format("{}{:.9g}", c || timed ? "," : "", s.at(r, c));
-    csv += "\n";
-  }
+  for (const SeriesSegment& p : s.parts())
+    for (int64_t r = p.begin; r < p.end; ++r) {
+      std::string lead = fleet ? csv_cell(p.id) : "";
+      if (timed) lead += (fleet ? "," : "") + format_timestamp(s.times[r], s.time_kind);
+      csv += lead;
+      for (int64_t c = 0; c < s.cols(); ++c) csv += fmt::format("{}{:.9g}", c || !lead.empty() ? "," : "", s.at(r, c));
+      csv += "\n";
+    }
   write_file_atomic(a.out, csv);  // all of it or nothing
-  std::printf("wrote %ld rows x %ld columns (%s) of %s to %s\n", (long)s.rows, (long)s.cols(), csv.substr(0, csv.find('\n')).c_str(),
-              config.data.source.c_str(), a.out.c_str());
+  std::printf("wrote %ld rows x %ld columns (%s) of %s%s to %s\n", (long)s.rows, (long)s.cols(),
+              csv.substr(0, csv.find('\n')).c_str(), config.data.source.c_str(),
+              fleet ? fmt::format(" ({} series)", s.segments.size()).c_str() : "", a.out.c_str());
   return 0;
 }
 

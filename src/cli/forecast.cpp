@@ -12,6 +12,7 @@
 #include "config/suggest.h"
 #include "data/csv.h"
 #include "data/dataset.h"
+#include "data/fleet.h"
 #include "data/normalizer.h"
 #include "io/atomic_dir.h"
 #include "train/load_model.h"
@@ -59,6 +60,7 @@ Series history_and_future(const ForecastArgs& a, const DataConfig& d, int64_t H)
     if (!s.times.empty()) s.times.push_back(f.times[h]);
   }
   s.rows += H;
+  if (s.segments.size() == 1) s.segments[0].end = s.rows;  // one series' history: the future is its rows too
   return s;
 }
 
@@ -72,11 +74,14 @@ int run_forecast(const ForecastArgs& a) {
            ck.config.data.source);
   check_input_format(a.input, ".csv", "a CSV history with the run's columns");
   Config config = ck.config;
-  config.data.source = "csv";
-  config.data.path = fs::absolute(a.input).string();
+  config.data = input_data(ck.config.data, a.input);
   const int64_t L = config.data.lookback, H = config.data.horizon;
   const int64_t Hf = config.data.future_features.empty() ? 0 : H;  // the known future's rows
   Series history = history_and_future(a, config.data, H);
+  ST_CHECK(history.segments.size() <= 1,
+           "--input {}: the history holds {} series ({}, ...), but forecast continues one: give one series' rows (its "
+           "id in the '{}' column, or one file of the fleet)", a.input, history.segments.size(),
+           history.segments.empty() ? "" : history.segments[0].id, series_column_of(ck.config.data));
   add_time_features(history, config.data, nullptr);
   const int64_t rows = history.rows - Hf;  // the history's own rows
   ST_CHECK(rows >= L,

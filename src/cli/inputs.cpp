@@ -2,10 +2,14 @@
 #include "cli/inputs.h"
 
 #include <fmt/format.h>
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "config/scalar.h"
 #include "core/error.h"
+#include "data/csv.h"
+#include "data/fleet.h"
 #include "data/npy.h"
 
 namespace seqtrain {
@@ -16,6 +20,21 @@ std::string level_suffix(const std::vector<double>& quantiles, int64_t q) {
 
 bool ends_with_text(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+DataConfig input_data(const DataConfig& run, const std::string& input) {
+  DataConfig d = run;
+  d.source = "csv";
+  d.path = std::filesystem::absolute(input).lexically_normal().string();
+  d.split = {1.0, 0.0, 0.0};
+  d.end.clear();
+  if (!is_fleet(run)) return d;
+  const std::string column = series_column_of(run);
+  if (is_glob(d.path)) return d;  // the files as the run read them (with data.series_id's column, if any)
+  const std::vector<std::string> header = read_csv_header(d.path);
+  const bool has = std::find(header.begin(), header.end(), column) != header.end();
+  d.series_id = has ? column : run.series_id;  // data.series_id missing from the file is read_csv's error
+  return d;
 }
 
 void check_input_format(const std::string& input, const std::string& expected, const std::string& what) {

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/dataset.h"
 #include "data/sources.h"
+#include "models/model.h"
 
 namespace seqtrain {
 
@@ -18,6 +20,24 @@ std::string level_suffix(const std::vector<double>& quantiles, int64_t q);
 inline bool windowed(const Config& config) { return is_series(config.data); }
 
 bool ends_with_text(const std::string& s, const std::string& suffix);
+
+// A run's data section pointed at new data, as eval, predict, forecast and backtest read
+// --input: that CSV (or glob of CSVs) as a csv source, every row of it (one split, no data.end).
+// A fleet run's input names each row's series in the run's series column (data.series_id, or
+// "series" as data export writes it) when it has that column; else each file is one series named
+// by its stem, as a glob's files were in training.
+DataConfig input_data(const DataConfig& run, const std::string& input);
+
+// A trained forecaster and the data it is applied to (eval, predict, backtest).
+struct Loaded {
+  Config config;
+  Dataset data;
+  std::unique_ptr<Model> model;
+};
+struct CheckpointRef;
+// Rebuilds the model and the data of a checkpoint; with `input`, the data is that CSV (input_data),
+// scaled with the checkpoint's own normalization statistics and cut into windows over all its rows.
+Loaded load_for_inference(const CheckpointRef& ck, const std::string& input);
 
 // An --input of the other kind (an .npy where a CSV is read, or the reverse) is an Error naming
 // what the run reads (`what`), before its bytes are taken for the wrong format. `expected` is

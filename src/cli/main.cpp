@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/isa.h"
+#include "cli/backtest.h"
 #include "cli/commands.h"
 #include "cli/diagnose.h"
 #include "cli/embed.h"
@@ -104,6 +105,11 @@ void add_inference_commands(CLI::App& app, std::vector<Command>& out) {
                      ".npy (npy runs: outputs or logits, and for classifiers <stem>.probs.npy and <stem>.labels.npy "
                      "beside it)")
             ->required();
+        c.add_option("--plot", a.plot,
+                     "csv runs: also draw each series' last forecast (history, actual, forecast, quantile band) as "
+                     "this SVG");
+        c.add_option("--series", a.series, "the series --plot draws (default: the first 4 of a fleet)");
+        c.add_option("--unit", a.units, "a target's unit for the plot's axis: TARGET=UNIT (repeatable)");
       }));
   out.push_back(command<ForecastArgs>(
       app, "forecast",
@@ -117,6 +123,8 @@ void add_inference_commands(CLI::App& app, std::vector<Command>& out) {
             ->check(CLI::ExistingFile);
         c.add_option("--output", a.output, "CSV to write (step, one column per target); default stdout");
       }));
+  auto backtest = std::make_shared<BacktestArgs>();
+  out.push_back({add_backtest_command(app, *backtest), [backtest] { return run_backtest(*backtest); }});
   auto generate = std::make_shared<GenerateArgs>();
   out.push_back({add_generate_command(app, *generate), [generate] { return run_generate(*generate); }});
   auto exporter = std::make_shared<ExportArgs>();

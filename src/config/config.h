@@ -18,6 +18,9 @@ struct SyntheticConfig {
   int64_t rows = 20000;  // >= 1; rows of the generated battery series
   uint64_t seed = 0;     // the data's own seed, so changing `seed` does not change the data
   double noise = 1.0;    // >= 0; multiplies every measurement-noise level (0 = noiseless)
+  // >= 0; a fleet of this many cells (each `rows` rows, its own capacity, resistance and ambient
+  // temperature, columns capacity / resistance / ambient added), each its own series; 0 = one cell.
+  int64_t cells = 0;
   bool operator==(const SyntheticConfig&) const = default;
 };
 
@@ -77,6 +80,18 @@ struct DataConfig {
   // planned load, data.seasons' and data.calendar's columns); the model sees them for those
   // steps too. Never a target.
   std::vector<std::string> future_features;
+  // A fleet (data/fleet.h): csv's column naming each row's series (a long-format file; empty =
+  // the file is one series, or a data.path glob's files are one each).
+  std::string series_id;
+  // global | series: one set of statistics for every series, or each series' own (fitted on its
+  // training rows, inverted on every output and metric).
+  std::string normalize_scope = "global";
+  // Columns constant within each series (capacity, site); inputs like data.features, scaled
+  // globally even with normalize_scope series.
+  std::vector<std::string> static_features;
+  // Where each series' data ends: "" (all of it), N (its first N rows), -N (all but its last N) or
+  // a date / date-time (rows before it; data.time_column): a backtest's refit trains up to an origin.
+  std::string end;
   std::string vocab = "char";              // text: char | byte
   int64_t block_size = 64;                 // >= 1; text: tokens per sample (next-token targets)
   // text, training split: windows (every data.stride tokens, each once an epoch) | random

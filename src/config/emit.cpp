@@ -48,6 +48,7 @@ class Emit {
   void field(const char* key, const std::string& x, BytesOrAuto) { line(key, x); }
   void field(const char* key, const std::string& x, FrequencyTag) { line(key, x); }
   void field(const char* key, const std::string& x, NumberOrNone) { line(key, x); }
+  void field(const char* key, const std::string& x, EndTag) { line(key, quote(x)); }
   void field(const char* key, const std::vector<std::string>& x) {
     std::string v = "[";
     for (size_t i = 0; i < x.size(); ++i) v += (i ? ", " : "") + quote(x[i]);

@@ -54,6 +54,7 @@ using Choices = std::vector<std::string>;
 //   field(key, std::string&, NumberOrNone) a finite number or none
 //   field(key, int64_t&, CountAtLeastOneOrAuto) integer >= 1 or auto
 //   field(key, std::string&, BytesOrAuto)  a byte size or auto
+//   field(key, std::string&, EndTag)       empty, a non-zero integer, or a date / date-time
 //   field(key, std::vector<std::string>&)  list of column names
 //   field(key, std::vector<int64_t>&, Range)  list of distinct integers, each in the range
 //   field(key, std::vector<double>&, Range)   list of increasing numbers, each in the range
@@ -73,6 +74,9 @@ struct CountAtLeastOneOrAuto {};
 struct BytesOrAuto {};
 // A number, or the word none (data.npy.pad_value): kept as text, validated on load.
 struct NumberOrNone {};
+// Where the data ends (data.end): empty, a row count N or -N, or a date / date-time; kept as
+// text, validated on load.
+struct EndTag {};
 // How often, in updates or epochs (config/frequency.h): kept as text, validated on load.
 struct FrequencyTag {};
 // A list of "from=to" prefix pairs (model.init_from_map); a file may also write it as a
@@ -100,6 +104,10 @@ void visit_fields(C& c, V&& v) {
   v.field("data.time_column", d.time_column, ColumnTag{});
   v.field("data.calendar", d.calendar);
   v.field("data.future_features", d.future_features);
+  v.field("data.series_id", d.series_id, ColumnTag{});
+  v.field("data.normalize_scope", d.normalize_scope, Choices{"global", "series"});
+  v.field("data.static_features", d.static_features);
+  v.field("data.end", d.end, EndTag{});
   v.field("data.vocab", d.vocab, Choices{"char", "byte"});
   v.field("data.block_size", d.block_size, at_least(1));
   v.field("data.sampling", d.sampling, Choices{"windows", "random"});
@@ -107,6 +115,7 @@ void visit_fields(C& c, V&& v) {
   v.field("data.synthetic.rows", d.synthetic.rows, at_least(1));
   v.field("data.synthetic.seed", d.synthetic.seed);
   v.field("data.synthetic.noise", d.synthetic.noise, at_least(0));
+  v.field("data.synthetic.cells", d.synthetic.cells, at_least(0));
   v.field("data.workers", d.workers, CountOrAuto{});
   v.field("data.prefetch", d.prefetch, at_least(1));
   v.field("data.cache", d.cache, PathTag{});

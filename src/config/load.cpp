@@ -209,6 +209,16 @@ class Assign {
     }
     x = v;
   }
+  void field(const char* key, std::string& x, EndTag) {
+    if (!match(key)) return;
+    if (node_.IsNull()) { x.clear(); return; }
+    const char* expected = "a row count (N: each series' first N rows; -N: all but its last N) or a date / date-time";
+    std::string v = scalar(expected);
+    const auto n = parse_int64(v);
+    if (!v.empty() && (n ? *n == 0 : !parse_timestamp(v) || parse_double(v)))
+      fail("{}: config key '{}' expects {} (empty: all of the data), got '{}'", where_, key_, expected, v);
+    x = v;
+  }
   void field(const char* key, std::string& x, FrequencyTag) {
     if (!match(key)) return;
     const char* expected = "a frequency: N or Nu (every N optimizer updates) or Ne (every N epochs), e.g. 500u or 1e";
@@ -573,6 +583,7 @@ class Loader {
   // The forecasting keys: each needs the task and data it speaks of.
   void check_forecasting(const Config& c, bool has_val) const {
     check_time_inputs(c.data);
+    check_fleet(c.data);
     check_residual(c);
     check_monitor(c, has_val);
   }
@@ -617,6 +628,40 @@ class Loader {
     if (!d.seasons.empty() && !windowed)
       fail("{}: config key 'data.seasons' adds phase inputs to the rows of a series; data.source {} has no rows in "
            "time order (csv or synthetic do): remove data.seasons", origin("data.seasons"), d.source);
+  }
+
+  // The fleet keys (data/fleet.h): series of a csv or synthetic source; the id column is no input.
+  void check_fleet(const DataConfig& d) const {
+    const bool windowed = is_series(d);
+    if (!d.series_id.empty()) {
+      if (data_source(d).path_holds != "CSV")
+        fail("{}: config key 'data.series_id' names the series column of a long-format CSV, but data.source is {}: set "
+             "data.source: csv (data.synthetic.cells makes a synthetic fleet) or remove data.series_id",
+             origin("data.series_id"), d.source);
+      for (const auto* list : {&d.features, &d.targets, &d.static_features})
+        if (std::find(list->begin(), list->end(), d.series_id) != list->end())
+          fail("{}: config key 'data.series_id' is '{}', which is also in data.{}: the id column names each row's "
+               "series and is no number; remove it from that list", origin("data.series_id"), d.series_id,
+               list == &d.features ? "features" : list == &d.targets ? "targets" : "static_features");
+      if (d.series_id == d.time_column)
+        fail("{}: config keys 'data.series_id' and 'data.time_column' both name '{}'; one column cannot be both",
+             origin("data.series_id"), d.series_id);
+    }
+    for (const auto& [key, set] : {std::pair<const char*, bool>{"data.normalize_scope", d.normalize_scope != "global"},
+                                   {"data.static_features", !d.static_features.empty()},
+                                   {"data.end", !d.end.empty()}})
+      if (set && !windowed)
+        fail("{}: config key '{}' applies to the series of a csv or synthetic source, but data.source is {}: remove "
+             "it", origin(key), key, d.source);
+    for (const std::string& f : d.static_features)
+      if (std::find(d.targets.begin(), d.targets.end(), f) != d.targets.end() || f == d.time_column)
+        fail("{}: config key 'data.static_features' names '{}', the {}; a static feature is an input constant within "
+             "each series: remove it from data.static_features", origin("data.static_features"), f,
+             f == d.time_column ? "time column" : "target");
+    if (!d.end.empty() && !parse_int64(d.end) && d.time_column.empty())
+      fail("{}: config key 'data.end' is the time '{}', but data.time_column is empty, so rows have no time: name the "
+           "time column, or give a row count (N: each series' first N rows; -N: all but its last N)",
+           origin("data.end"), d.end);
   }
 
   // model.residual_to: the window must hold each target's past, and a whole season of it.

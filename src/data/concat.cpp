@@ -4,14 +4,21 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "core/error.h"
 
 namespace seqtrain {
 
+namespace {
+// A directory of the pattern that does not exist is "no file matches" (the usual typo), one that
+// exists but cannot be read is the error below.
+int glob_error(const char*, int error) { return error != ENOENT && error != ENOTDIR; }
+}  // namespace
+
 std::vector<std::string> glob_files(const std::string& pattern, const std::string& key) {
   glob_t g{};
-  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  const int rc = ::glob(pattern.c_str(), 0, glob_error, &g);
   std::vector<std::string> out;
   if (rc == 0)
     for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);

@@ -6,6 +6,7 @@
 
 #include "config/suggest.h"
 #include "core/error.h"
+#include "data/fleet.h"
 #include "data/sources.h"
 
 namespace seqtrain {
@@ -26,15 +27,19 @@ Series select_columns(const Series& src, const std::vector<std::string>& names, 
   out.rows = src.rows;
   out.times = src.times;
   out.time_kind = src.time_kind;
+  out.segments = src.segments;
+  out.name = src.name;
   std::vector<int64_t> picks;
   for (const auto& name : names) {
     int64_t k = src.column_index(name);
     if (k < 0) {
-      bool is_target = std::find(d.targets.begin(), d.targets.end(), name) != d.targets.end();
+      const auto in = [&](const std::vector<std::string>& list) {
+        return std::find(list.begin(), list.end(), name) != list.end();
+      };
       const std::string source = data_source(d).describe(d);
       fail("config key 'data.{}' names column '{}'{}, which {} does not have; it has {}",
-           is_target ? "targets" : "features", name, did_you_mean(name, src.columns), source,
-           quoted_list(src.columns));
+           in(d.targets) ? "targets" : in(d.features) || !in(d.static_features) ? "features" : "static_features", name,
+           did_you_mean(name, src.columns), source, quoted_list(src.columns));
     }
     picks.push_back(k);
   }
@@ -46,17 +51,31 @@ Series select_columns(const Series& src, const std::vector<std::string>& names, 
 
 }  // namespace
 
+std::vector<std::string> input_columns(const DataConfig& d, const std::vector<std::string>& columns) {
+  std::vector<std::string> out = d.features.empty() ? columns : d.features;
+  for (const std::string& f : d.static_features)
+    if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
+  return out;
+}
+
 Series load_series(const DataConfig& d) {
   const DataSource& s = data_source(d);
   ST_CHECK(s.kind == SourceKind::series,
            "config key 'data.source' is '{}', but windowed series (and so `seqtrain eval` and `predict` over a CSV) "
            "read {} data; npy and text jobs are evaluated by `seqtrain train` on their test split", d.source,
            source_names_of(SourceKind::series));
-  // A source that can read only some columns does, when the features are named.
-  if (s.read_columns && !d.features.empty()) return s.read_columns(d, used_columns(d.features, d.targets));
-  // Every column is a feature: read them all, then make sure the targets are among them.
-  Series all = s.read_all(d);
-  return select_columns(all, used_columns(d.features.empty() ? all.columns : d.features, d.targets), d);
+  Series out;
+  if (s.read_columns && !d.features.empty()) {
+    // A source that can read only some columns does, when the features are named.
+    out = s.read_columns(d, used_columns(input_columns(d, {}), d.targets));
+  } else {
+    // Every column is a feature: read them all, then make sure the targets are among them.
+    Series all = s.read_all(d);
+    out = select_columns(all, used_columns(input_columns(d, all.columns), d.targets), d);
+  }
+  cut_at_end(out, d);
+  check_static_features(out, d);
+  return out;
 }
 
 std::vector<std::string> time_feature_names(const DataConfig& d) {
@@ -75,14 +94,23 @@ void add_time_features(Series& s, const DataConfig& d, std::vector<std::string>*
            "config key 'data.calendar' derives inputs from dates, but the time column '{}' of {} holds plain numbers: "
            "write its cells as dates (2024-03-05 13:30), or remove data.calendar", d.time_column, d.path);
   // A season's phase: the row's place in the period, by time when there is a time column (so
-  // every file agrees), else by row from the table's first row.
-  const int64_t step = timed ? time_step(s.times) : 1;
+  // every file agrees), else by row from the series' first row. The spacing is the first
+  // series' (a fleet's series are sampled alike).
+  const SeriesSegment first = s.parts().front();
+  const int64_t step =
+      timed ? time_step(std::vector<int64_t>(s.times.begin() + first.begin, s.times.begin() + first.end)) : 1;
   const std::vector<std::string> names = time_feature_names(d);  // a sine and a cosine per phase below
   std::vector<std::function<double(int64_t)>> phase;  // row -> fraction of the cycle in [0, 1)
+  // Without times each series counts its rows from its own first row (a fleet's series start at
+  // row 0 of their own file or id, not of the table).
+  std::vector<int64_t> row0(static_cast<size_t>(s.rows), 0);
+  if (!timed)
+    for (const SeriesSegment& p : s.parts()) std::fill(row0.begin() + p.begin, row0.begin() + p.end, p.begin);
   for (int64_t m : d.seasons) {
-    phase.push_back([&s, timed, step, m](int64_t r) {
-      // Whole steps since 1970 (floored: times before 1970 are negative), or rows since row 0.
-      const int64_t t = timed ? s.times[r] : r, k = timed ? (t >= 0 ? t / step : -((-t + step - 1) / step)) : r;
+    phase.push_back([&s, &row0, timed, step, m](int64_t r) {
+      // Whole steps since 1970 (floored: times before 1970 are negative), or rows since the series' row 0.
+      const int64_t t = timed ? s.times[r] : r - row0[r],
+                    k = timed ? (t >= 0 ? t / step : -((-t + step - 1) / step)) : t;
       return static_cast<double>(((k % m) + m) % m) / static_cast<double>(m);
     });
   }
@@ -113,6 +141,14 @@ void Dataset::denormalize_targets(float* y, int64_t batch, int64_t levels) const
   normalizer.invert_rows(targets, y, batch * train.horizon(), levels);
 }
 
+void Dataset::denormalize_windows(const WindowDataset& split, int64_t first, float* y, int64_t batch,
+                                  int64_t levels) const {
+  if (series_normalizers.empty()) return denormalize_targets(y, batch, levels);
+  const int64_t per_window = split.y_size() * levels;
+  for (int64_t i = 0; i < batch; ++i)
+    normalizer_of(split.series_of(first + i)).invert_rows(targets, y + i * per_window, split.horizon(), levels);
+}
+
 std::vector<int64_t> Dataset::target_feature_indices() const {
   std::vector<int64_t> out;
   for (const auto& t : targets) {
@@ -123,6 +159,32 @@ std::vector<int64_t> Dataset::target_feature_indices() const {
   return out;
 }
 
+namespace {
+
+// The statistics the data is scaled with: fitted on every series' training rows together, and
+// with data.normalize_scope series also on each series' own (static features keep the global
+// ones: constant within a series, they would all scale to 0 by their own).
+Normalizer fit_normalizer(const DataConfig& d, const Series& s, const Dataset& ds) {
+  std::vector<RowRange> train;
+  for (const auto& r : ds.series_splits) train.push_back(r[0]);
+  Normalizer n = Normalizer::fit(d.normalize, s, train);
+  if (!ds.fleet || d.normalize_scope != "series") return n;
+  for (size_t k = 0; k < ds.series.size(); ++k) {
+    Normalizer own = Normalizer::fit(d.normalize, s, std::vector<RowRange>{ds.series_splits[k][0]});
+    for (const std::string& f : d.static_features) {
+      const int64_t c = n.index_of(f);
+      own.shift[c] = n.shift[c];
+      own.scale[c] = n.scale[c];
+    }
+    n.series.push_back(ds.series[k].id);
+    n.series_shift.push_back(std::move(own.shift));
+    n.series_scale.push_back(std::move(own.scale));
+  }
+  return n;
+}
+
+}  // namespace
+
 Dataset load_dataset(const Config& config, const Normalizer* stats) {
   const DataConfig& d = config.data;
   auto series = std::make_shared<Series>(load_series(d));
@@ -130,14 +192,31 @@ Dataset load_dataset(const Config& config, const Normalizer* stats) {
   Dataset ds;
   // With no features named, load_series kept every source column and the targets had to be
   // among them, so the table's columns are exactly the features.
-  ds.features = d.features.empty() ? series->columns : d.features;
+  ds.features = d.features.empty() ? series->columns : input_columns(d, {});
   ds.targets = d.targets;
   add_time_features(*series, d, &ds.features);
-  ds.splits = split_rows(series->rows, d.split);
-  check_split(series->rows, ds.splits, d.split, d.lookback, d.horizon);
+  ds.fleet = !series->segments.empty();
+  if (!ds.fleet) {
+    ds.splits = split_rows(series->rows, d.split);
+    check_split(series->rows, ds.splits, d.split, d.lookback, d.horizon);
+    ds.series = series->parts();
+    ds.series_splits = {ds.splits};
+  } else {
+    FleetSplits f = split_fleet(*series, d, data_source(d).describe(d));
+    ds.series = std::move(f.series);
+    ds.series_splits = std::move(f.splits);
+    ds.skipped_series = f.skipped;
+    ds.skipped_note = f.skipped_note();
+    ds.splits = ds.series_splits[0];
+  }
 
-  ds.normalizer = stats ? *stats : Normalizer::fit(d.normalize, *series, ds.splits[0].begin, ds.splits[0].end);
-  ds.normalizer.apply(*series);
+  ds.normalizer = stats ? *stats : fit_normalizer(d, *series, ds);
+  // Only the kept series are scaled (a series left out may have no statistics of its own).
+  for (const SeriesSegment& p : ds.series) {
+    if (ds.normalizer.per_series()) ds.series_normalizers.push_back(ds.normalizer.of_series(p.id));
+    const Normalizer& n = ds.normalizer.per_series() ? ds.series_normalizers.back() : ds.normalizer;
+    n.apply_rows(*series, p.begin, p.end);
+  }
   ds.table = series;
 
   std::vector<int64_t> fcols, tcols;
@@ -153,9 +232,12 @@ Dataset load_dataset(const Config& config, const Normalizer* stats) {
              quoted_list(ds.features));
     known[it - ds.features.begin()] = 1;
   }
-  ds.train = WindowDataset(series, ds.splits[0], fcols, tcols, d.lookback, d.horizon, d.stride, known);
-  ds.val = WindowDataset(series, ds.splits[1], fcols, tcols, d.lookback, d.horizon, d.stride, known);
-  ds.test = WindowDataset(series, ds.splits[2], fcols, tcols, d.lookback, d.horizon, d.stride, known);
+  WindowDataset* splits[3] = {&ds.train, &ds.val, &ds.test};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<RowRange> ranges;
+    for (const auto& r : ds.series_splits) ranges.push_back(r[i]);
+    *splits[i] = WindowDataset(series, std::move(ranges), fcols, tcols, d.lookback, d.horizon, d.stride, known);
+  }
   return ds;
 }
 

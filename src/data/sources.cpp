@@ -2,7 +2,7 @@
 #include "data/sources.h"
 
 #include "core/error.h"
-#include "data/csv.h"
+#include "data/fleet.h"
 #include "data/synthetic.h"
 
 namespace seqtrain {
@@ -12,16 +12,22 @@ const std::vector<DataSource>& data_sources() {
       {.name = "csv",
        .kind = SourceKind::series,
        .path_holds = "CSV",
-       .describe = [](const DataConfig& d) { return "the CSV file '" + d.path + "'"; },
-       .read_all = [](const DataConfig& d) { return read_csv(d.path, {}, d.nan_policy, d.time_column); },
+       .describe = [](const DataConfig& d) {
+         return (is_glob(d.path) ? "the CSV files of '" : "the CSV file '") + d.path + "'";
+       },
+       .read_all = [](const DataConfig& d) { return read_csv_source(d, {}); },
        .read_columns = [](const DataConfig& d, const std::vector<std::string>& columns) {
-         return read_csv(d.path, columns, d.nan_policy, d.time_column);
-       }},
+         return read_csv_source(d, columns);
+       },
+       .fleet = [](const DataConfig& d) { return !d.series_id.empty() || is_glob(d.path); }},
       {.name = "synthetic",
        .kind = SourceKind::series,
        .path_holds = "",
        .describe = [](const DataConfig&) { return std::string("the synthetic source"); },
-       .read_all = [](const DataConfig& d) { return make_synthetic(d.synthetic); }},
+       .read_all = [](const DataConfig& d) { return make_synthetic(d.synthetic); },
+       .fleet = [](const DataConfig& d) { return d.synthetic.cells > 0; },
+       .units = {{"voltage", "V"}, {"current", "A"}, {"temperature", "\u00b0C"}, {"soc", "0..1"},
+                 {"capacity", "A\u00b7rows"}, {"resistance", "\u03a9"}, {"ambient", "\u00b0C"}}},
       {.name = "npy",
        .kind = SourceKind::arrays,
        .path_holds = "",

@@ -6,6 +6,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -29,6 +30,10 @@ struct DataSource {
   std::function<Series(const DataConfig&)> read_all{};
   // series: reads only these columns when the source can (a CSV skips the others); empty: read_all.
   std::function<Series(const DataConfig&, const std::vector<std::string>&)> read_columns{};
+  // series: whether this config reads many series (a fleet, data/fleet.h); empty: never.
+  std::function<bool(const DataConfig&)> fleet{};
+  // series: the units of the columns it makes, when it knows them (plots' axes): (column, unit).
+  std::vector<std::pair<std::string, std::string>> units{};
 };
 
 const std::vector<DataSource>& data_sources();

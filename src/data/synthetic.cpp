@@ -1,7 +1,11 @@
 #include "data/synthetic.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -33,19 +37,22 @@ double synthetic_ocv(double soc) {
   return 3.2 + 0.7 * soc + 0.2 * (1.0 - std::exp(-10.0 * soc)) + 0.1 * std::pow(soc, 8);
 }
 
-Series make_synthetic(const SyntheticConfig& cfg) {
-  ST_CHECK(cfg.rows >= 1, "data.synthetic.rows must be >= 1, got {}", cfg.rows);
-  Rng rng(cfg.seed, /*stream=*/0x5eed);
+namespace {
+
+// What makes one cell of a fleet differ from the next (the single cell has the defaults).
+struct CellTraits {
+  double capacity = kCapacity;  // ampere-rows
+  double r0 = kR0;              // ohmic resistance at 25 degC
+  double ambient = 25.0;        // mean ambient temperature [degC]
+};
+
+// One cell's `rows` rows into out (row-major, `cols` floats a row; voltage, current,
+// temperature, soc first), its draws from `rng`.
+void simulate_cell(const SyntheticConfig& cfg, const CellTraits& cell, Rng& rng, float* out, int64_t cols) {
   const double noise = cfg.noise;
-
-  Series s;
-  s.columns = {"voltage", "current", "temperature", "soc"};
-  s.rows = cfg.rows;
-  s.values.resize(static_cast<size_t>(cfg.rows) * 4);
-
   double soc = rng.uniform(0.3f, 0.7f);
   double v_rc = 0.0;        // polarisation voltage
-  double temp = 25.0;       // cell temperature
+  double temp = cell.ambient;  // cell temperature
   double ambient_walk = 0.0;
   Phase phase = Phase::discharge;
   double current = 0.0;
@@ -94,22 +101,72 @@ Series make_synthetic(const SyntheticConfig& cfg) {
     if (set_point == 0.0 && std::abs(current) < 0.01) current = 0.0;
 
     // Cell dynamics, explicit Euler with a one-row step.
-    soc = std::clamp(soc - current / kCapacity, 0.0, 1.0);
+    soc = std::clamp(soc - current / cell.capacity, 0.0, 1.0);
     v_rc += (current * kR1 - v_rc) / kTau;
     // Ambient: a slow day-like swing plus a bounded random walk.
     ambient_walk = std::clamp(ambient_walk + 0.01 * rng.normal(), -2.0, 2.0);
-    double ambient = 25.0 + 3.0 * std::sin(2.0 * M_PI * static_cast<double>(t) / 5000.0) + ambient_walk;
+    double ambient = cell.ambient + 3.0 * std::sin(2.0 * M_PI * static_cast<double>(t) / 5000.0) + ambient_walk;
     temp += kHeat * current * current - kCool * (temp - ambient);
     // Resistance rises as the cell cools, about 1% per degree.
-    double r0 = kR0 * (1.0 + 0.01 * (25.0 - temp));
+    double r0 = cell.r0 * (1.0 + 0.01 * (25.0 - temp));
     double voltage = synthetic_ocv(soc) - current * r0 - v_rc;
 
-    float* row = &s.values[static_cast<size_t>(t) * 4];
+    float* row = out + t * cols;
     row[0] = static_cast<float>(voltage + noise * 0.001 * rng.normal());
     row[1] = static_cast<float>(current + noise * 0.005 * rng.normal());
     row[2] = static_cast<float>(temp + noise * 0.05 * rng.normal());
     row[3] = static_cast<float>(soc);
   }
+}
+
+}  // namespace
+
+Series make_synthetic(const SyntheticConfig& cfg) {
+  ST_CHECK(cfg.rows >= 1, "data.synthetic.rows must be >= 1, got {}", cfg.rows);
+  ST_CHECK(cfg.cells >= 0, "data.synthetic.cells must be >= 0, got {}", cfg.cells);
+  Series s;
+  s.columns = {"voltage", "current", "temperature", "soc"};
+  if (cfg.cells == 0) {
+    Rng rng(cfg.seed, /*stream=*/0x5eed);
+    s.rows = cfg.rows;
+    s.values.resize(static_cast<size_t>(cfg.rows) * 4);
+    simulate_cell(cfg, CellTraits{}, rng, s.values.data(), 4);
+    return s;
+  }
+  // A fleet: each cell's traits and draws come from (seed, cell) alone, so cell k is the same in
+  // a fleet of 8 and of 64, and the cells can be simulated on several threads at once.
+  s.columns.insert(s.columns.end(), {"capacity", "resistance", "ambient"});
+  const int64_t cols = 7;
+  s.rows = cfg.rows * cfg.cells;
+  s.values.resize(static_cast<size_t>(s.rows * cols));
+  const size_t width = std::max<size_t>(3, std::to_string(cfg.cells - 1).size());
+  for (int64_t k = 0; k < cfg.cells; ++k) {
+    std::string id = std::to_string(k);
+    s.segments.push_back({"cell_" + std::string(width - id.size(), '0') + id, k * cfg.rows, (k + 1) * cfg.rows});
+  }
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t k; (k = next++) < cfg.cells;) {
+      Rng traits(mix_seed(cfg.seed, static_cast<uint64_t>(k)), /*stream=*/0xce11);
+      CellTraits cell;
+      cell.capacity = kCapacity * traits.uniform(0.8f, 1.2f);
+      cell.r0 = kR0 * traits.uniform(0.75f, 1.5f);
+      cell.ambient = traits.uniform(15.f, 35.f);
+      Rng rng(mix_seed(cfg.seed, static_cast<uint64_t>(k)), /*stream=*/0x5eed);
+      float* out = s.values.data() + k * cfg.rows * cols;
+      simulate_cell(cfg, cell, rng, out, cols);
+      for (int64_t t = 0; t < cfg.rows; ++t) {
+        out[t * cols + 4] = static_cast<float>(cell.capacity);
+        out[t * cols + 5] = static_cast<float>(cell.r0);
+        out[t * cols + 6] = static_cast<float>(cell.ambient);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const int64_t n = std::min<int64_t>(cfg.cells, std::max(1u, std::thread::hardware_concurrency()));
+  for (int64_t t = 1; t < n; ++t) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
   return s;
 }
 

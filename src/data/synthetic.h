@@ -5,6 +5,8 @@
 // and an RC polarisation that relaxes over ~30 rows, and the current ramps towards each new
 // load instead of jumping, so the recent window tells a model far more about the next
 // voltage than the last value alone does. docs/DATA.md gives every constant.
+// data.synthetic.cells: a fleet of such cells, each its own series (Series::segments), differing
+// in capacity, resistance and ambient temperature, which three constant columns carry.
 #pragma once
 #include "config/config.h"
 #include "data/series.h"

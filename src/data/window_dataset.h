@@ -6,12 +6,16 @@
 // With known-future features (data.future_features) x continues past the window for the
 // horizon's rows: those features' values there, every other feature 0 (the targets' futures
 // never enter x), so x is [lookback + horizon, features] and steps() says which.
+// A fleet's split is one row range per series (Dataset::series order, empty ranges included):
+// windows are numbered through series 0's, then series 1's, ..., and none crosses a range's end,
+// so no window mixes two series.
 // Also epoch_order(), which fixes the batch order of an epoch from (seed, epoch) alone, so a
 // resumed run replays exactly the batches an uninterrupted run would have seen.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "data/series.h"
@@ -27,10 +31,29 @@ class WindowDataset {
   WindowDataset(std::shared_ptr<const Series> table, RowRange rows, std::vector<int64_t> feature_cols,
                 std::vector<int64_t> target_cols, int64_t lookback, int64_t horizon, int64_t stride,
                 std::vector<uint8_t> known_future = {});
+  // Several ranges (a fleet: one per series), windows cut within each.
+  WindowDataset(std::shared_ptr<const Series> table, std::vector<RowRange> ranges, std::vector<int64_t> feature_cols,
+                std::vector<int64_t> target_cols, int64_t lookback, int64_t horizon, int64_t stride,
+                std::vector<uint8_t> known_future = {});
+
+  // The same columns, lookback, horizon and known future over other rows (a backtest's origins:
+  // one range of lookback + horizon rows per window).
+  WindowDataset with_ranges(std::vector<RowRange> ranges, int64_t stride) const {
+    return WindowDataset(table_, std::move(ranges), features_, targets_, lookback_, horizon_, stride, known_future_);
+  }
 
   int64_t size() const { return size_; }  // number of windows
   bool empty() const { return size_ == 0; }
-  RowRange rows() const { return rows_; }
+  // From the first range's first row to the last range's end (one series: its rows).
+  RowRange rows() const { return {ranges_.front().begin, ranges_.back().end}; }
+  const std::vector<RowRange>& ranges() const { return ranges_; }
+  // The range (a fleet's series) window k is cut from, and the table row it starts at.
+  int64_t series_of(int64_t k) const;
+  int64_t window_start(int64_t k) const;
+  // The windows of range r: [first, end) of the split's numbering.
+  std::pair<int64_t, int64_t> windows_of(int64_t r) const {
+    return {first_[r], r + 1 < static_cast<int64_t>(first_.size()) ? first_[r + 1] : size_};
+  }
   int64_t lookback() const { return lookback_; }
   int64_t horizon() const { return horizon_; }
   int64_t stride() const { return stride_; }
@@ -52,7 +75,8 @@ class WindowDataset {
   void fill_one(int64_t k, float* x, float* y) const;
 
   std::shared_ptr<const Series> table_;
-  RowRange rows_;
+  std::vector<RowRange> ranges_{RowRange{}};
+  std::vector<int64_t> first_;  // per range, the index of its first window
   std::vector<int64_t> features_;
   std::vector<int64_t> targets_;
   std::vector<uint8_t> known_future_;

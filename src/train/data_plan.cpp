@@ -11,6 +11,7 @@
 #include "config/scalar.h"
 #include "core/rng.h"
 #include "data/concat.h"
+#include "data/fleet.h"
 #include "data/npy.h"
 #include "data/random_text.h"
 #include "data/sources.h"
@@ -236,9 +237,14 @@ DataPlan plan_windows(const Config& config) {
   p.features = data->n_features();
   p.outputs = data->train.y_size() * quantile_levels(config.train);
   p.normalizer = data->normalizer.to_json();
-  if (!data_source(config.data).path_holds.empty()) p.files.push_back(config.data.path);
+  if (!data_source(config.data).path_holds.empty())
+    p.files = is_glob(config.data.path) ? glob_files(config.data.path, "data.path")
+                                        : std::vector<std::string>{config.data.path};
   p.source = config.data.source + ": " + (config.data.path.empty() ? fmt::format("{} rows", data->table->rows)
                                                                    : config.data.path);
+  if (data->fleet)
+    p.source += fmt::format(" ({} series, normalize_scope {}{}{})", data->series.size(), config.data.normalize_scope,
+                            data->skipped_note.empty() ? "" : "; ", data->skipped_note);
   return p;
 }
 

@@ -5,20 +5,23 @@
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/normalizer.h"
 
 namespace seqtrain {
 
-int64_t ForecastScoring::point_level() const {
+int64_t point_level(const std::vector<double>& quantiles) {
   for (size_t q = 0; q < quantiles.size(); ++q)
     if (quantiles[q] == 0.5) return static_cast<int64_t>(q);
-  return levels() / 2;
+  return static_cast<int64_t>(quantiles.size()) / 2;
 }
 
-ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>& seasons,
-                                    const std::vector<double>& quantiles) {
+int64_t ForecastScoring::point_level() const { return seqtrain::point_level(quantiles); }
+
+ForecastScoring ForecastScoring::shape_of(const Dataset& d, const std::vector<int64_t>& seasons,
+                                          const std::vector<double>& quantiles) {
   ForecastScoring s;
   s.quantiles = quantiles;
   s.targets = d.targets;
@@ -30,22 +33,59 @@ ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>
   s.mase_lag = std::max<int64_t>(1, longest);
   s.season = longest <= s.lookback ? longest : 0;
   s.target_in_x = d.target_feature_indices();
-  const Series& table = *d.table;
-  const RowRange rows = d.splits[0];
-  for (const std::string& t : d.targets) {
-    const int64_t col = d.normalizer.index_of(t);
-    s.unit_shift.push_back(d.normalizer.shift[col]);
-    s.unit_scale.push_back(d.normalizer.scale[col]);
-    // The MASE denominator: the lag-m naive's in-sample MAE over the training rows, in units.
-    const int64_t tc = table.column_index(t);
-    std::vector<float> v(rows.end - rows.begin);
-    for (int64_t r = rows.begin; r < rows.end; ++r) v[r - rows.begin] = d.normalizer.invert(col, table.at(r, tc));
-    s.mase_scale.push_back(naive_scale(v.data(), static_cast<int64_t>(v.size()), 1, s.mase_lag));
+  return s;
+}
+
+ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>& seasons,
+                                    const std::vector<double>& quantiles) {
+  ForecastScoring s = shape_of(d, seasons, quantiles);
+  for (size_t k = 0; k < d.series.size(); ++k) {
+    const Normalizer& norm = d.normalizer_of(static_cast<int64_t>(k));
+    // The MASE denominators: the lag-m naive's in-sample MAE over the training rows, in units.
+    ForecastScoring::SeriesUnits u{d.series[k].id, {}, {}, naive_scales(d, k, d.series_splits[k][0], s.mase_lag)};
+    for (const std::string& t : d.targets) {
+      const int64_t col = norm.index_of(t);
+      u.shift.push_back(norm.shift[col]);
+      u.scale.push_back(norm.scale[col]);
+    }
+    if (k == 0) {
+      s.unit_shift = u.shift;
+      s.unit_scale = u.scale;
+      s.mase_scale = u.mase_scale;
+    }
+    if (d.fleet) s.fleet.push_back(std::move(u));
   }
   // A target among the features is the same column of the table, so it maps back the same way.
   s.x_shift = s.unit_shift;
   s.x_scale = s.unit_scale;
   return s;
+}
+
+std::vector<double> naive_scales(const Dataset& d, int64_t k, RowRange rows, int64_t lag) {
+  return naive_scales(d, k, rows.begin, {rows.end}, lag)[0];
+}
+
+std::vector<std::vector<double>> naive_scales(const Dataset& d, int64_t k, int64_t begin,
+                                              const std::vector<int64_t>& ends, int64_t lag) {
+  const Normalizer& norm = d.normalizer_of(k);
+  const Series& table = *d.table;
+  const int64_t last = ends.empty() ? begin : *std::max_element(ends.begin(), ends.end());
+  std::vector<std::vector<double>> out(ends.size());
+  std::vector<float> v(static_cast<size_t>(std::max<int64_t>(0, last - begin)));
+  std::vector<double> running(v.size() + 1, 0.0);  // running[n]: naive_scale's sum over values [0, n)
+  for (const std::string& t : d.targets) {
+    const int64_t col = norm.index_of(t), tc = table.column_index(t);
+    for (int64_t r = begin; r < last; ++r) v[r - begin] = norm.invert(col, table.at(r, tc));
+    for (size_t n = 1; n <= v.size(); ++n)
+      running[n] = running[n - 1] + (static_cast<int64_t>(n) - 1 >= lag
+                                         ? std::abs(double(v[n - 1]) - v[n - 1 - static_cast<size_t>(lag)])
+                                         : 0.0);
+    for (size_t e = 0; e < ends.size(); ++e) {
+      const int64_t n = ends[e] - begin;
+      out[e].push_back(n > lag ? running[n] / static_cast<double>(n - lag) : 0.0);
+    }
+  }
+  return out;
 }
 
 ForecastScoring ForecastScoring::of_npy(int64_t lookback, int64_t features, int64_t horizon, int64_t targets,
@@ -89,8 +129,21 @@ ForecastScoring ForecastScoring::of_npy(int64_t lookback, int64_t features, int6
   return s;
 }
 
-ForecastScorer::ForecastScorer(const ForecastScoring& s)
-    : s_(s), model_(s.targets.size()), last_(s.targets.size()), seasonal_(s.targets.size()) {}
+ForecastScorer::ForecastScorer(const ForecastScoring& s, SeriesOf series_of)
+    : s_(s),
+      series_of_(std::move(series_of)),
+      model_(s.series_count() * s.targets.size()),
+      last_(model_.size()),
+      seasonal_(model_.size()),
+      pinball_(s.series_count(), 0.0),
+      pinball_n_(s.series_count(), 0),
+      covered_(s.series_count(), 0),
+      interval_n_(s.series_count(), 0) {}
+
+const double* ForecastScorer::mase_of(int64_t series) const {
+  const std::vector<double>& m = s_.fleet.empty() ? s_.mase_scale : s_.fleet[series].mase_scale;
+  return m.empty() ? nullptr : m.data();
+}
 
 void ForecastScorer::add(int64_t n, const float* x, const float* y, const float* p) {
   const int64_t T = static_cast<int64_t>(s_.targets.size()), H = s_.horizon, L = s_.lookback, F = s_.features;
@@ -104,42 +157,75 @@ void ForecastScorer::add(int64_t n, const float* x, const float* y, const float*
     const double eps = 8 * std::numeric_limits<float>::epsilon() * (std::abs(z * scale) + std::abs(shift));
     return std::abs(v) <= eps ? 0.f : static_cast<float>(v);
   };
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < n; ++i, ++seen_) {
+    const int64_t series = series_of_ ? series_of_(seen_) : 0;
+    ST_CHECK(0 <= series && series < s_.series_count(), "ForecastScorer: window {} is of series {}, but the scoring "
+             "has {}", seen_, series, s_.series_count());
+    const bool own = !s_.fleet.empty();
+    const double* shift = own ? s_.fleet[series].shift.data() : s_.unit_shift.data();
+    const double* scale = own ? s_.fleet[series].scale.data() : s_.unit_scale.data();
+    const double* x_shift = own ? shift : s_.x_shift.data();
+    const double* x_scale = own ? scale : s_.x_scale.data();
+    ErrorSums* model = &model_[series * T];
+    ErrorSums* last = &last_[series * T];
+    ErrorSums* seasonal = &seasonal_[series * T];
     for (int64_t t = 0; t < T; ++t) {
       const float* xs = x ? x + i * s_.x_steps * F : nullptr;
       for (int64_t h = 0; h < H; ++h) {
         const int64_t k = i * H * T + h * T + t;
-        const float actual = units(y[k], s_.unit_scale[t], s_.unit_shift[t]);
+        const float actual = units(y[k], scale[t], shift[t]);
         const float* levels = p + k * Q;
-        model_[t].add(units(levels[point], s_.unit_scale[t], s_.unit_shift[t]), actual);
+        model[t].add(units(levels[point], scale[t], shift[t]), actual);
         if (Q > 1) {
           for (int64_t q = 0; q < Q; ++q) {
-            const double e = actual - units(levels[q], s_.unit_scale[t], s_.unit_shift[t]), tau = s_.quantiles[q];
-            pinball_ += std::max(tau * e, (tau - 1) * e);
+            const double e = actual - units(levels[q], scale[t], shift[t]), tau = s_.quantiles[q];
+            pinball_[series] += std::max(tau * e, (tau - 1) * e);
           }
-          pinball_n_ += Q;
-          const float lo = units(levels[0], s_.unit_scale[t], s_.unit_shift[t]);
-          const float hi = units(levels[Q - 1], s_.unit_scale[t], s_.unit_shift[t]);
-          covered_ += lo <= actual && actual <= hi;
-          ++interval_n_;
+          pinball_n_[series] += Q;
+          const float lo = units(levels[0], scale[t], shift[t]);
+          const float hi = units(levels[Q - 1], scale[t], shift[t]);
+          covered_[series] += lo <= actual && actual <= hi;
+          ++interval_n_[series];
         }
         if (!s_.baselines() || !xs) continue;
         const int64_t f = s_.target_in_x[t];
-        last_[t].add(units(xs[(L - 1) * F + f], s_.x_scale[t], s_.x_shift[t]), actual);
+        last[t].add(units(xs[(L - 1) * F + f], x_scale[t], x_shift[t]), actual);
         if (s_.season > 0)
-          seasonal_[t].add(units(xs[seasonal_source_step(L, s_.season, h) * F + f], s_.x_scale[t], s_.x_shift[t]),
-                           actual);
+          seasonal[t].add(units(xs[seasonal_source_step(L, s_.season, h) * F + f], x_scale[t], x_shift[t]), actual);
       }
     }
+  }
+}
+
+// Target t over series [s0, s1): the errors pooled, MASE the mean of each series' own (series
+// without windows left out), since each series' naive has its own scale.
+ForecastMetrics ForecastScorer::target_metrics(const std::vector<ErrorSums>& e, int64_t s0, int64_t s1,
+                                               int64_t t) const {
+  const int64_t T = static_cast<int64_t>(s_.targets.size());
+  ErrorSums all;
+  double mase = 0;
+  int64_t with = 0;
+  for (int64_t s = s0; s < s1; ++s) {
+    const ErrorSums& one = e[s * T + t];
+    all += one;
+    if (one.n == 0) continue;
+    const double* m = mase_of(s);
+    mase += metrics_of(one, m ? m[t] : 0.0).mase;
+    ++with;
+  }
+  ForecastMetrics out = metrics_of(all, 0);
+  out.mase = with ? mase / static_cast<double>(with) : std::numeric_limits<double>::quiet_NaN();
+  return out;
 }
 
 // Every target's errors pooled; MASE as the targets' mean, since their MAEs are in different units.
-ForecastMetrics ForecastScorer::pooled(const std::vector<ErrorSums>& e) const {
+ForecastMetrics ForecastScorer::pooled(const std::vector<ErrorSums>& e, int64_t s0, int64_t s1) const {
+  const int64_t T = static_cast<int64_t>(s_.targets.size());
   ErrorSums all;
   double mase = 0;
-  for (size_t t = 0; t < e.size(); ++t) {
-    all += e[t];
-    mase += metrics_of(e[t], s_.mase_scale.empty() ? 0.0 : s_.mase_scale[t]).mase / static_cast<double>(e.size());
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t s = s0; s < s1; ++s) all += e[s * T + t];
+    mase += target_metrics(e, s0, s1, t).mase / static_cast<double>(T);
   }
   ForecastMetrics m = metrics_of(all, 0);
   m.mase = mase;
@@ -154,28 +240,56 @@ nlohmann::json to_json(const ForecastMetrics& m) {
 }
 }  // namespace
 
-nlohmann::json ForecastScorer::metrics_json(const std::vector<ErrorSums>& e, bool per_target) const {
-  nlohmann::json j = to_json(pooled(e));
-  if (per_target && e.size() > 1) {
+nlohmann::json ForecastScorer::metrics_json(const std::vector<ErrorSums>& e, int64_t s0, int64_t s1,
+                                            bool per_target) const {
+  nlohmann::json j = to_json(pooled(e, s0, s1));
+  if (per_target && s_.targets.size() > 1) {
     nlohmann::json each = nlohmann::json::object();
-    for (size_t t = 0; t < e.size(); ++t)
-      each[s_.targets[t]] = to_json(metrics_of(e[t], s_.mase_scale.empty() ? 0.0 : s_.mase_scale[t]));
+    for (size_t t = 0; t < s_.targets.size(); ++t)
+      each[s_.targets[t]] = to_json(target_metrics(e, s0, s1, static_cast<int64_t>(t)));
     j["per_target"] = each;
   }
   return j;
 }
 
-nlohmann::json ForecastScorer::report() const {
-  nlohmann::json j = metrics_json(model_, true);
-  if (s_.levels() > 1 && pinball_n_ > 0) {
-    j["pinball"] = pinball_ / static_cast<double>(pinball_n_);
-    j["coverage"] = static_cast<double>(covered_) / static_cast<double>(interval_n_);
+nlohmann::json ForecastScorer::report_of(int64_t s0, int64_t s1) const {
+  nlohmann::json j = metrics_json(model_, s0, s1, true);
+  double pinball = 0;
+  int64_t pinball_n = 0, covered = 0, interval_n = 0;
+  for (int64_t s = s0; s < s1; ++s) {
+    pinball += pinball_[s];
+    pinball_n += pinball_n_[s];
+    covered += covered_[s];
+    interval_n += interval_n_[s];
+  }
+  if (s_.levels() > 1 && pinball_n > 0) {
+    j["pinball"] = pinball / static_cast<double>(pinball_n);
+    j["coverage"] = static_cast<double>(covered) / static_cast<double>(interval_n);
     j["interval"] = {s_.quantiles.front(), s_.quantiles.back()};
   }
   if (s_.baselines()) {
-    j["baseline"]["last_value"] = metrics_json(last_, true);
-    if (s_.season > 0) j["baseline"]["seasonal_naive"] = metrics_json(seasonal_, true);
+    j["baseline"]["last_value"] = metrics_json(last_, s0, s1, true);
+    if (s_.season > 0) j["baseline"]["seasonal_naive"] = metrics_json(seasonal_, s0, s1, true);
   }
+  return j;
+}
+
+nlohmann::json ForecastScorer::report(bool per_series) const { return report(0, s_.series_count(), per_series); }
+
+int64_t ForecastScorer::windows(int64_t s0, int64_t s1) const {
+  const int64_t T = static_cast<int64_t>(s_.targets.size()), H = std::max<int64_t>(1, s_.horizon);
+  int64_t n = 0;
+  for (int64_t s = s0; s < s1; ++s) n += T ? model_[s * T].n / H : 0;
+  return n;
+}
+
+nlohmann::json ForecastScorer::report(int64_t s0, int64_t s1, bool per_series) const {
+  nlohmann::json j = report_of(s0, s1);
+  if (!per_series || s_.fleet.empty()) return j;
+  nlohmann::json each = nlohmann::json::object();
+  for (int64_t s = s0; s < s1; ++s)
+    if (windows(s, s + 1) > 0) each[s_.fleet[s].id] = report_of(s, s + 1);
+  j["per_series"] = each;
   return j;
 }
 

@@ -556,9 +556,10 @@ EvalEvent TrainLoop::eval_event(const std::string& split, double loss) const {
 }
 
 // The objective's mean loss over `split` and, for a forecasting run, its scored forecasts.
-double TrainLoop::evaluate_split(const BatchSource& split, double* accuracy, nlohmann::json* forecast) {
+double TrainLoop::evaluate_split(const BatchSource& split, const WindowDataset* windows, double* accuracy,
+                                 nlohmann::json* forecast) {
   std::optional<ForecastScorer> scorer;
-  if (scoring_) scorer.emplace(*scoring_);
+  if (scoring_) scorer.emplace(*scoring_, series_of(windows));
   const double loss = evaluate(*model_, split, sample_layout(plan_, MaskDraw::per_sample), *objective_, config_.train.batch_size, accuracy,
                                scorer_hook(scorer));
   if (scorer) *forecast = scorer->report();
@@ -577,7 +578,8 @@ void TrainLoop::validate() {
   if (!plan_.val) return;
   double accuracy = 0;
   nlohmann::json forecast;
-  const double val = evaluate_split(val_capped_ ? *val_capped_ : *plan_.val, &accuracy, &forecast);
+  const double val = evaluate_split(val_capped_ ? *val_capped_ : *plan_.val,
+                                    plan_.windows ? &plan_.windows->val : nullptr, &accuracy, &forecast);
   const double watched = monitored(val, accuracy, forecast);
   const auto& es = config_.train.early_stopping;
   const bool improved = watched < state_.best_val - es.min_delta;  // false for NaN
@@ -734,7 +736,8 @@ void TrainLoop::test_evaluation() {
   if (!plan_.test) return;
   double accuracy = 0;
   nlohmann::json forecast;
-  summary_.test_loss = evaluate_split(*plan_.test, &accuracy, &forecast);
+  summary_.test_loss = evaluate_split(*plan_.test, plan_.windows ? &plan_.windows->test : nullptr, &accuracy,
+                                       &forecast);
   if (plan_.classes > 0) summary_.test_accuracy = accuracy;
   summary_.test_forecast = forecast;
   EvalEvent e = eval_event("test", *summary_.test_loss);

@@ -167,7 +167,10 @@ class TrainLoop {
   // Forecasting runs: how val and test forecasts are scored in the targets' units (fixed for
   // the run: the MASE scales come from the training rows); empty for other tasks.
   std::optional<ForecastScoring> scoring_;
-  double evaluate_split(const BatchSource& split, double* accuracy, nlohmann::json* forecast);
+  // `windows`: the split's windows when the run cuts them from series (a fleet's are scored each in
+  // its series' units), else null.
+  double evaluate_split(const BatchSource& split, const WindowDataset* windows, double* accuracy,
+                        nlohmann::json* forecast);
   // train.monitor's value of a validation, signed so that lower is better (val_accuracy negated).
   double monitored(double loss, double accuracy, const nlohmann::json& forecast) const;
   BatchBuffers replay_buffers_;  // one micro-batch outside the loader (the resume replay)

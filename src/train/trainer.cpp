@@ -140,6 +140,11 @@ ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, const SampleLa
   return total;
 }
 
+SeriesOf series_of(const WindowDataset* split) {
+  if (!split || split->ranges().size() < 2) return {};
+  return [split](int64_t k) { return split->series_of(k); };
+}
+
 EvalHook scorer_hook(std::optional<ForecastScorer>& scorer) {
   if (!scorer) return {};
   return [&scorer](int64_t n, const float* x, const float* y, const float* p) { scorer->add(n, x, y, p); };

@@ -104,6 +104,8 @@ void forward_batches(Model& model, const BatchSource& source, const SampleLayout
 using EvalHook = std::function<void(int64_t n, const float* x, const float* y, const float* pred)>;
 // The hook that feeds `scorer` each batch (ForecastScorer::add); none without a scorer.
 EvalHook scorer_hook(std::optional<ForecastScorer>& scorer);
+// Which series each window of `split` is, for a ForecastScorer; empty for one series (or null).
+SeriesOf series_of(const WindowDataset* split);
 
 // The objective's loss sum, count and metrics over every sample of `split`, in index order; each
 // batch also goes to `hook` when given.

@@ -41,7 +41,8 @@ TIMEOUT_S = 180
 
 # --set overrides appended to `train`, `data cache` and `diagnose` commands naming the config: a
 # few steps instead of the full run (the model keeps its size, so shapes stay the README's), on one
-# thread (see check_docs).
+# thread (see check_docs). `data export` of the config gets the data.* ones, so the file it writes
+# holds the series the shortened run was trained on (a fleet's, say).
 SHORTEN = {
     "examples/forecast.yaml": ["train.epochs=2", "data.synthetic.rows=3000",
                                "train.schedule.warmup_steps=5", "runtime.threads=1"],
@@ -54,6 +55,8 @@ SHORTEN = {
     "examples/finetune_bilstm.yaml": ["train.epochs=3", "runtime.threads=1"],
     "examples/shakespeare_gpt.yaml": ["train.epochs=1", "train.max_steps=5", "train.eval_every=5u",
                                       "train.schedule.warmup_steps=2", "runtime.threads=1"],
+    "examples/fleet.yaml": ["train.epochs=1", "data.synthetic.cells=4", "data.synthetic.rows=800",
+                            "train.schedule.warmup_steps=2", "runtime.threads=1"],
 }
 
 SHAKESPEARE_STANDIN = "data/shakespeare.txt"
@@ -357,6 +360,8 @@ def run_sh(where, body, ctx):
         for cfg, sets in SHORTEN.items():
             if cfg in tokens and (verb[:1] in (["train"], ["diagnose"]) or verb == ["data", "cache"]):
                 cmd += "".join(f" --set {s}" for s in sets)
+            elif cfg in tokens and verb == ["data", "export"]:
+                cmd += "".join(f" --set {s}" for s in sets if s.startswith("data."))
         print(f"  $ {cmd}", flush=True)
         rc, out = run(["bash", "-c", cmd], ctx["env"])
         if rc != 0:
