@@ -177,8 +177,8 @@ FleetSplits split_fleet(const Series& s, const DataConfig& d, const std::string&
     for (size_t k = 0; k < f.series.size(); ++k)
       if (f.splits[k][i].size() > f.splits[best][i].size()) best = k;
     if (f.splits[best][i].size() >= f.need) continue;
-    fail("data.split [{}, {}, {}] gives no series of {} a whole window in its {} split: the longest such split, "
-         "series '{}''s, has {} rows, but one window needs data.lookback + data.horizon = {}; use longer series, "
+    fail("data.split [{}, {}, {}] gives no series of {} a whole window in its {} split: the longest such split (series "
+         "'{}') has {} rows, but one window needs data.lookback + data.horizon = {}; use longer series, "
          "raise that fraction or lower data.lookback{}", d.split[0], d.split[1], d.split[2], source, names[i],
          f.series[best].id, f.splits[best][i].size(), f.need,
          i == 0 ? "" : ", or set that fraction to 0 to have no such split");
