@@ -290,7 +290,7 @@ StepTiming TrainLoop::time_steps(int64_t warmup, int64_t steps, int64_t eval_bat
     double accuracy = 0;
     nlohmann::json forecast;
     t0 = Clock::now();
-    evaluate_split(capped, &accuracy, &forecast);
+    evaluate_split(capped, plan_.windows ? &plan_.windows->val : nullptr, &accuracy, &forecast);
     t.eval_batch_s = seconds_since(t0) / static_cast<double>(batch_count(capped.size(), B));
   }
   return t;
