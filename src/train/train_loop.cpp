@@ -453,17 +453,27 @@ bool TrainLoop::train_epoch() {
         return loader_->next();
       }();
       ST_CHECK(batch != nullptr, "the data loader ended epoch {} early at batch {}", state_.epoch, state_.batch_in_epoch);
-      const StepResult r = run_batch(*batch, state_.micro_steps);
+      const StepResult r = [&] {
+        ST_TRACE("train.step", "train");
+        return run_batch(*batch, state_.micro_steps);
+      }();
       if (!autotune_saved_) {
+        ST_TRACE("autotune.save", "io");
         autotune_saved_ = true;
         save_autotune_log();
       }
       log_samples_ += batch->count;
-      loader_->release(batch);
+      {
+        ST_TRACE("data.release", "data");  // the slot back to the loader's workers
+        loader_->release(batch);
+      }
       ++state_.micro_steps;
       ++state_.batch_in_epoch;
       last_is_current_ = false;
-      if (r.updated) after_update(r);
+      if (r.updated) {
+        ST_TRACE("train.after_update", "train");  // logging, evaluation and checkpoints by update count
+        after_update(r);
+      }
     }
     if (profile_.active() && state_.micro_steps >= profile_to_) end_profile();
     check_stop();
