@@ -5,25 +5,13 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "obs/svg_plot.h"
+
 namespace seqtrain {
 namespace {
 
 constexpr double kWidth = 720, kHeight = 440;
 constexpr double kLeft = 70, kRight = 690, kTop = 40, kBottom = 380;  // the plot area
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -53,7 +41,7 @@ std::string lr_plot_svg(const LrFinderResult& r, const std::string& title) {
       "font-family=\"sans-serif\" font-size=\"12\">\n<title>LR range test: {2}</title>\n"
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{3}\" y=\"22\" font-size=\"14\">LR range test: {2} (batch {4}, {5} steps)</text>\n",
-      kWidth, kHeight, escape(title), kLeft, r.batch_size, p.size());
+      kWidth, kHeight, escape_html(title), kLeft, r.batch_size, p.size());
   // Axes, decade ticks and five loss ticks.
   s += fmt::format("<g stroke=\"#444\" fill=\"none\"><path d=\"M{0} {1} V{2} H{3}\"/></g>\n", kLeft, kTop, kBottom, kRight);
   s += "<g fill=\"#444\" text-anchor=\"middle\">\n";
@@ -91,7 +79,7 @@ std::string lr_plot_svg(const LrFinderResult& r, const std::string& title) {
                    "stroke-dasharray=\"5 4\" stroke-width=\"1.5\"/></g>\n", sx, kTop, kBottom);
   const bool right_half = sx > (kLeft + kRight) / 2;
   s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"#c0392b\" text-anchor=\"{}\">suggested lr {:.3g} ({})</text>\n",
-                   right_half ? sx - 6 : sx + 6, kTop + 14, right_half ? "end" : "start", r.suggestion, escape(r.rule));
+                   right_half ? sx - 6 : sx + 6, kTop + 14, right_half ? "end" : "start", r.suggestion, escape_html(r.rule));
   s += "</svg>\n";
   return s;
 }

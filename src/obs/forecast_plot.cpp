@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "obs/svg_plot.h"
 
 namespace seqtrain {
 namespace {
@@ -17,20 +18,6 @@ namespace {
 constexpr double kPanelW = 460, kPanelH = 250, kLeft = 64, kRight = 14, kTop = 30, kBottom = 40;
 constexpr double kFont = 12;
 constexpr const char* kHistory = "#7f7f7f", *kActual = "#000000", *kForecast = "#0072B2";
-
-std::string xml(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // A 1-2-5 step giving about `target` intervals over span.
 double nice_step(double span, int target) {
@@ -109,10 +96,10 @@ std::string panel_svg(const PlotPanel& p, double ox, double oy, const PlotOption
   const auto [ylo, yhi] = range_of(p, false);
   Axis x{xlo, xhi, ox + kLeft, ox + kPanelW - kRight};
   Axis y{ylo, yhi, oy + kPanelH - kBottom, oy + kTop};
-  std::string s = fmt::format("<g class=\"panel\" data-series=\"{}\" data-target=\"{}\">\n", xml(p.series), xml(p.target));
+  std::string s = fmt::format("<g class=\"panel\" data-series=\"{}\" data-target=\"{}\">\n", escape_html(p.series), escape_html(p.target));
   const std::string title = p.series.empty() ? p.target : p.series + " \u2014 " + p.target;
   s += fmt::format("<text class=\"panel-title\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" font-weight=\"bold\">{}</text>\n",
-                   x.p0, oy + kTop - 10, kFont + 1, xml(title));
+                   x.p0, oy + kTop - 10, kFont + 1, escape_html(title));
   // Gridlines and ticks.
   const bool dates = o.time_kind != TimeKind::none && o.time_kind != TimeKind::number;
   const double ystep = nice_step(yhi - ylo, 5), xstep = dates ? time_step_of(xhi - xlo, 6) : nice_step(xhi - xlo, 5);
@@ -120,7 +107,7 @@ std::string panel_svg(const PlotPanel& p, double ox, double oy, const PlotOption
     s += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e5e5e5\"/>\n", x.p0, x.p1,
                      y.at(v), y.at(v));
     s += fmt::format("<text class=\"tick\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"end\">{}</text>\n",
-                     x.p0 - 5, y.at(v) + 4, kFont - 2, xml(tick_label(v, ystep, TimeKind::none)));
+                     x.p0 - 5, y.at(v) + 4, kFont - 2, escape_html(tick_label(v, ystep, TimeKind::none)));
   }
   // The x ticks: multiples of the step, or on a date axis with a step of a month or more, the first
   // day of every step-th month (years: 1 January of years divisible by the step's years).
@@ -140,13 +127,13 @@ std::string panel_svg(const PlotPanel& p, double ox, double oy, const PlotOption
   for (double v : xticks)
     s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" stroke=\"#555\"/>\n"
                      "<text class=\"tick\" x=\"{0:.1f}\" y=\"{3:.1f}\" font-size=\"{4}\" text-anchor=\"middle\">{5}</text>\n",
-                     x.at(v), y.p0, y.p0 + 4, y.p0 + 15, kFont - 2, xml(tick_label(v, xstep, o.time_kind)));
+                     x.at(v), y.p0, y.p0 + 4, y.p0 + 15, kFont - 2, escape_html(tick_label(v, xstep, o.time_kind)));
   // Axes and their labels: the target and its unit, the row or the time.
   s += fmt::format("<path class=\"axis\" d=\"M{:.1f},{:.1f} L{:.1f},{:.1f} L{:.1f},{:.1f}\" fill=\"none\" stroke=\"#555\"/>\n",
                    x.p0, y.p1, x.p0, y.p0, x.p1, y.p0);
   const std::string ylabel = p.unit.empty() ? p.target : p.target + " [" + p.unit + "]";
   s += fmt::format("<text class=\"axis-label\" transform=\"translate({:.1f},{:.1f}) rotate(-90)\" font-size=\"{}\" "
-                   "text-anchor=\"middle\">{}</text>\n", ox + 14, (y.p0 + y.p1) / 2, kFont - 1, xml(ylabel));
+                   "text-anchor=\"middle\">{}</text>\n", ox + 14, (y.p0 + y.p1) / 2, kFont - 1, escape_html(ylabel));
   const char* xlabel = o.time_kind == TimeKind::none ? "row of the series" : "time";
   s += fmt::format("<text class=\"axis-label\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"middle\">{}</text>\n",
                    (x.p0 + x.p1) / 2, y.p0 + 31, kFont - 1, xlabel);
@@ -154,8 +141,8 @@ std::string panel_svg(const PlotPanel& p, double ox, double oy, const PlotOption
   for (const char* kind : {"band", "history", "actual", "forecast"})
     for (const PlotLine& l : p.lines) {
       if (l.kind != kind) continue;
-      std::string attrs = fmt::format("data-kind=\"{}\" data-series=\"{}\" data-target=\"{}\"", l.kind, xml(p.series),
-                                      xml(p.target));
+      std::string attrs = fmt::format("data-kind=\"{}\" data-series=\"{}\" data-target=\"{}\"", l.kind, escape_html(p.series),
+                                      escape_html(p.target));
       if (l.fold >= 0) attrs += fmt::format(" data-fold=\"{}\"", l.fold);
       std::string style;
       if (l.kind == "band") {
@@ -190,7 +177,7 @@ std::string forecast_svg(const std::vector<PlotPanel>& panels, const PlotOptions
       "viewBox=\"0 0 {0} {1}\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n"
       "<text class=\"title\" x=\"{2}\" y=\"20\" font-size=\"{3}\" font-weight=\"bold\">{4}</text>\n",
-      width, height, kLeft, kFont + 3, xml(o.title));
+      width, height, kLeft, kFont + 3, escape_html(o.title));
   // The legend: what each kind of line is (bands only when some panel has one).
   std::vector<std::pair<double, double>> bands;  // the levels of every band drawn, once each
   for (const PlotPanel& p : panels)
@@ -201,7 +188,7 @@ std::string forecast_svg(const std::vector<PlotPanel>& panels, const PlotOptions
   const double ly = title_h + 12;
   auto entry = [&](const std::string& swatch, const std::string& label) {
     s += swatch + fmt::format("<text class=\"legend\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\">{}</text>\n", lx + 26,
-                              ly + 4, kFont - 1, xml(label));
+                              ly + 4, kFont - 1, escape_html(label));
     lx += 40 + label.size() * (kFont - 1) * 0.58;
   };
   for (const auto& [kind, colour, label] :
