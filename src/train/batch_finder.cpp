@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "backend/cpu/autotune.h"
 #include "backend/device_batch.h"
 #include "config/scalar.h"
 #include "core/text.h"
@@ -284,6 +285,17 @@ class Probe {
 };
 
 }  // namespace
+
+BatchChoice choose_auto_batch(const Config& config, const DataPlan& plan, const BatchSource& train,
+                              const ModelSpec& spec, const Precision& precision, int64_t workers) {
+  Backend& backend = backend_named(spec.backend);
+  std::string budget_why;
+  const int64_t budget = memory_budget(config.runtime.memory_limit, backend, &budget_why);
+  return find_batch_size(BatchProbe{.config = config, .plan = plan, .train = train, .spec = spec,
+                                    .env = ModelEnv{spec.autotune ? std::make_shared<Autotuner>() : nullptr, precision},
+                                    .loader_slots = loader_slots(workers, config.data.prefetch)},
+                         budget, budget_why);
+}
 
 BatchChoice find_batch_size(const BatchProbe& p, int64_t budget, const std::string& budget_why) {
   const int64_t n = p.train.size();

@@ -110,5 +110,11 @@ struct BatchProbe {
 // Searches with real steps of a probe (see the top).
 BatchChoice find_batch_size(const BatchProbe& probe, int64_t budget, const std::string& budget_why);
 
+// train.batch_size: auto for a run about to start, as the training loop and find-lr both need it:
+// the budget from runtime.memory_limit on the spec's backend, a probe with its own tuner (its
+// decisions are for the probe's batch shapes, not the run's cache), the search.
+BatchChoice choose_auto_batch(const Config& config, const DataPlan& plan, const BatchSource& train,
+                              const ModelSpec& spec, const Precision& precision, int64_t workers);
+
 
 }  // namespace seqtrain

@@ -120,14 +120,7 @@ LrFinderResult find_lr(const Config& given, const LrFinderOptions& o,
   const ModelSpec spec = model_spec(config, plan);
   const Precision precision = resolve_precision(config.runtime.precision, spec.backend, nullptr);
   if (config.train.batch_size == kAutoBatch) {
-    Backend& backend = backend_named(spec.backend);
-    std::string budget_why;
-    const int64_t budget = memory_budget(config.runtime.memory_limit, backend, &budget_why);
-    const BatchChoice choice = find_batch_size(
-        BatchProbe{.config = config, .plan = plan, .train = *feed.source, .spec = spec,
-                   .env = ModelEnv{spec.autotune ? std::make_shared<Autotuner>() : nullptr, precision},
-                   .loader_slots = loader_slots(workers, config.data.prefetch)},
-        budget, budget_why);
+    const BatchChoice choice = choose_auto_batch(config, plan, *feed.source, spec, precision, workers);
     for (const std::string& line : choice.lines()) note(line);
     config.train.batch_size = choice.batch;
   }

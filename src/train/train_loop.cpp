@@ -130,15 +130,7 @@ void TrainLoop::resolve_batch_size() {
   }
   ST_CHECK(comm_->world() == 1, "train.batch_size: auto searches on one process, and this run has {} ranks: give "
            "train.batch_size a number (a single-process run with auto logs the one it finds)", comm_->world());
-  Backend& backend = backend_named(spec_.backend);
-  std::string budget_why;
-  const int64_t budget = memory_budget(config_.runtime.memory_limit, backend, &budget_why);
-  // The probe's own tuner: its decisions are for the probe's batch shapes, not the run's cache.
-  const BatchChoice choice = find_batch_size(
-      BatchProbe{.config = config_, .plan = plan_, .train = *feed_.source, .spec = spec_,
-                 .env = ModelEnv{spec_.autotune ? std::make_shared<Autotuner>() : nullptr, precision_},
-                 .loader_slots = loader_slots(workers_, config_.data.prefetch)},
-      budget, budget_why);
+  const BatchChoice choice = choose_auto_batch(config_, plan_, *feed_.source, spec_, precision_, workers_);
   for (const std::string& line : choice.lines()) observers_.on_note(line);
   config_.train.batch_size = choice.batch;
 }
