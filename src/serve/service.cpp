@@ -155,6 +155,7 @@ int64_t Service::submit(const std::string& name, const nlohmann::json& overrides
     store_.update(t);
     throw RequestError(500, t.error);
   }
+  queue_changed_ = true;
   wake_.notify_all();
   return id;
 }
@@ -248,6 +249,7 @@ nlohmann::json Service::resume(int64_t id) {
   t->cancel_requested = false;
   t->error.clear();  // ended_s stays: a previous server's process gets kOrphanWaitS from then
   store_.update(*t);
+  queue_changed_ = true;
   wake_.notify_all();
   return to_json(*t, now_s());
 }
@@ -263,7 +265,10 @@ void Service::loop() {
   for (int tick = 0; !stopping_; ++tick) {
     const double now = now_s();
     reap_locked(now, tick % kFollowEvery == 0);
-    launch_locked(now);
+    if (queue_changed_ || tick % kFollowEvery == 0) {  // not a database query every tick
+      queue_changed_ = false;
+      launch_locked(now);
+    }
     wake_.wait_for(lock, kTick);
   }
   // Shutdown: every child stops at a step boundary and writes `last`.
@@ -301,6 +306,7 @@ void Service::reap_locked(double now, bool follow) {
       finish_locked(*t, status->code, status->signal, now);
     }
     it = running_.erase(it);
+    queue_changed_ = true;  // a slot is free
   }
 }
 

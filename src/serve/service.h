@@ -89,6 +89,7 @@ class Service {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  bool queue_changed_ = true;  // a submit, a resume or a freed slot since the last launch pass
   TaskStore store_;
   std::map<int64_t, Running> running_;
   std::thread thread_;

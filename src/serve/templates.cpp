@@ -245,16 +245,21 @@ TemplateInfo describe_template(const fs::path& dir, const std::string& name) {
     const std::set<std::string> keys(key_list.begin(), key_list.end());
     const std::vector<std::string> path_list = config_path_keys();
     const std::set<std::string> paths(path_list.begin(), path_list.end());
-    std::map<std::string, std::string> resolved, own, defaults;
+    std::map<std::string, std::string> resolved, own;
     flatten(YAML::Load(to_yaml(config)), "", keys, resolved);
     flatten(YAML::Load(text), "", keys, own);
-    flatten(YAML::Load(to_yaml(Config{})), "", keys, defaults);
+    // The schema's defaults are the same for every template: flattened once.
+    static const std::map<std::string, std::string> defaults = [&] {
+      std::map<std::string, std::string> d;
+      flatten(YAML::Load(to_yaml(Config{})), "", keys, d);
+      return d;
+    }();
     const auto& docs = key_docs();
     for (const std::string& k : key_list) {
       TemplateField f;
       f.key = k;
       f.value = resolved[k];
-      f.default_value = defaults[k];
+      if (auto d = defaults.find(k); d != defaults.end()) f.default_value = d->second;
       if (auto d = docs.find(k); d != docs.end()) {
         f.type = d->second.type;
         f.doc = d->second.doc;
