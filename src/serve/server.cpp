@@ -146,6 +146,15 @@ void HttpServer::stop() {
 }
 
 void HttpServer::routes() {
+  guard_requests();
+  api_routes();
+  file_route();
+  event_route();
+}
+
+// What every request passes before its route: the token (or, without one, a loopback Host), JSON
+// for writes; and how errors and exceptions become JSON answers.
+void HttpServer::guard_requests() {
   using httplib::Request;
   using httplib::Response;
   using Handled = httplib::Server::HandlerResponse;
@@ -202,6 +211,13 @@ void HttpServer::routes() {
       send_error(res, 500, std::string("internal error: ") + e.what());
     }
   });
+}
+
+// The page, the templates and the tasks: listing, submitting, cancelling, resuming.
+void HttpServer::api_routes() {
+  using httplib::Request;
+  using httplib::Response;
+  auto& s = *http_;
 
   s.Get("/", [](const Request&, Response& res) {
     const std::string_view page = asset("page.html");
@@ -225,6 +241,13 @@ void HttpServer::routes() {
   s.Post(R"(/api/tasks/(\d+)/resume)", [this](const Request& req, Response& res) {
     send_json(res, service_.resume(task_id(req)));
   });
+}
+
+// A file of a task's run directory (a directory lists as JSON), resolved inside it or refused.
+void HttpServer::file_route() {
+  using httplib::Request;
+  using httplib::Response;
+  auto& s = *http_;
 
   s.Get(R"(/api/tasks/(\d+)/files(/.*)?)", [this](const Request& req, Response& res) {
     const int64_t id = task_id(req);
@@ -266,6 +289,14 @@ void HttpServer::routes() {
       return sink.write(buf.data(), (size_t)n);
     });
   });
+}
+
+// Server-sent events of one task: its log and metrics lines as they are written, its changes,
+// then `end`. Each stream holds a pool thread, so their number is capped below the pool's.
+void HttpServer::event_route() {
+  using httplib::Request;
+  using httplib::Response;
+  auto& s = *http_;
 
   s.Get(R"(/api/tasks/(\d+)/events)", [this](const Request& req, Response& res) {
     const int64_t id = task_id(req);

@@ -35,7 +35,11 @@ class HttpServer {
   void stop();  // from any thread; open event streams end
 
  private:
-  void routes();
+  void routes();  // all of the below
+  void guard_requests();
+  void api_routes();
+  void file_route();
+  void event_route();
   Service& service_;
   ServerOptions opt_;
   std::unique_ptr<httplib::Server> http_;
