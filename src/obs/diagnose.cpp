@@ -217,24 +217,10 @@ void data_section(Collector& c, const Config& config, const DataPlan& plan) {
                                    (plan.windows ? " (the series' table)" : " (the source files, read or mapped)")});
 }
 
-}  // namespace
-
-Diagnosis diagnose(const std::string& config_path, const std::vector<std::string>& overrides,
-                   const DiagnoseOptions& o) {
-  Collector c;
-  const Machine machine = probe_machine();
-  machine_section(c, machine);
-  Config config;
-  try {
-    config = load_config(config_path, overrides);
-  } catch (const Error& e) {
-    c.error(e.what());
-    return c.d;
-  }
-  // What the measurement runs: the job, less what would write or would fail for a reason
-  // already reported (then measured as close to the job as can be, and said so).
+// What the measurement runs: the job, less what would write or would fail for a reason already
+// reported (then measured as close to the job as can be, and said so in `measured_as`).
+Config probe_config(const Config& config, Collector& c, std::vector<std::string>& measured_as) {
   Config probe = config;
-  std::vector<std::string> measured_as;
   if (!probe.data.cache.empty()) {
     probe.data.cache.clear();  // building a cache writes files; diagnose writes nothing
     measured_as.push_back("without data.cache");
@@ -254,6 +240,62 @@ Diagnosis diagnose(const std::string& config_path, const std::vector<std::string
     probe.runtime.precision = "fp32";
     measured_as.push_back("runtime.precision fp32");
   }
+  return probe;
+}
+
+// The step and estimate sections from the timed steps, and the loader warning they may show.
+void timing_sections(Collector& c, const StepTiming& t, const Config& config, int64_t B,
+                     const std::vector<std::string>& measured_as) {
+  auto& step = c.section("step");
+  const double step_s = t.timed_s / static_cast<double>(std::max<int64_t>(1, t.timed_batches));
+  step.lines.push_back({"measured", fmt::format("{} training batches after {} warm-up ones, on {} with {} compute "
+                                                "thread{} and {} loader worker{}{}",
+                                                t.timed_batches, t.warmup_batches, t.backend, t.threads,
+                                                t.threads == 1 ? "" : "s", t.workers, t.workers == 1 ? "" : "s",
+                                                measured_as.empty() ? "" : " (" + fmt::format("{}", fmt::join(measured_as, ", ")) + ")")});
+  step.lines.push_back({"step_s", fmt::format("{} ({} a batch of {}, of which {} waiting for data)", secs(step_s), ms(step_s),
+                                              B, ms(t.data_wait_s / static_cast<double>(std::max<int64_t>(1, t.timed_batches))))});
+  step.lines.push_back({"warmup_s", fmt::format("{} (the first {} batches: arena sizing{})", secs(t.warmup_s),
+                                                t.warmup_batches, config.runtime.autotune ? ", kernel autotuning" : "")});
+  if (t.eval_batch_s > 0) step.lines.push_back({"eval_batch_s", fmt::format("{} ({} a validation batch)", secs(t.eval_batch_s), ms(t.eval_batch_s))});
+
+  const RunEstimate e = estimate_run(t, config);
+  auto& est = c.section("estimate");
+  est.lines.push_back({"epoch_train_s", fmt::format("{} ({} samples an epoch, {} batches; metrics.jsonl's epoch_train_s)",
+                                                    secs(e.epoch_train_s), t.train_samples, t.batches_per_epoch)});
+  est.lines.push_back({"validation_s", e.validations > 0
+                                           ? fmt::format("{} (a pass of {}; {} over the run: train.eval_every {})",
+                                                         secs(e.validation_s), plural_es(t.val_batches, "batch"),
+                                                         plural_es(static_cast<int64_t>(e.validations), "pass"),
+                                                         config.train.eval_every)
+                                           : std::string("0 (no validation)")});
+  est.lines.push_back({"test_s", secs(e.test_s)});
+  est.lines.push_back({"run_s", fmt::format("{} ({} epochs{}; early stopping may end it sooner)", secs(e.run_s),
+                                            config.train.epochs, config.train.max_steps > 0 ? fmt::format(
+                                                ", at most {} optimizer steps", config.train.max_steps) : "")});
+
+  if (t.timed_s > 0 && t.data_wait_s > 0.1 * t.timed_s)
+    c.warning(fmt::format("the step waits for data {:.0f}% of its time: the loader cannot keep up",
+                          100.0 * t.data_wait_s / t.timed_s),
+              "raise data.workers (or auto), or set data.cache to build the samples once");
+}
+
+}  // namespace
+
+Diagnosis diagnose(const std::string& config_path, const std::vector<std::string>& overrides,
+                   const DiagnoseOptions& o) {
+  Collector c;
+  const Machine machine = probe_machine();
+  machine_section(c, machine);
+  Config config;
+  try {
+    config = load_config(config_path, overrides);
+  } catch (const Error& e) {
+    c.error(e.what());
+    return c.d;
+  }
+  std::vector<std::string> measured_as;
+  const Config probe = probe_config(config, c, measured_as);
   const int threads = set_cpu_threads(static_cast<int>(config.runtime.threads));
   if (auto f = check_workers(config.data.workers, machine.cores, threads)) c.d.findings.push_back(*f);
 
@@ -346,38 +388,7 @@ Diagnosis diagnose(const std::string& config_path, const std::vector<std::string
   }
   // The configured batch has now run with the run's own kernels (autotune included).
   model.lines[act_line + (ckpt ? 1 : 0)].second = activation_text({static_cast<double>(t.activation_bytes), B}, B);
-  auto& step = c.section("step");
-  const double step_s = t.timed_s / static_cast<double>(std::max<int64_t>(1, t.timed_batches));
-  step.lines.push_back({"measured", fmt::format("{} training batches after {} warm-up ones, on {} with {} compute "
-                                                "thread{} and {} loader worker{}{}",
-                                                t.timed_batches, t.warmup_batches, t.backend, t.threads,
-                                                t.threads == 1 ? "" : "s", t.workers, t.workers == 1 ? "" : "s",
-                                                measured_as.empty() ? "" : " (" + fmt::format("{}", fmt::join(measured_as, ", ")) + ")")});
-  step.lines.push_back({"step_s", fmt::format("{} ({} a batch of {}, of which {} waiting for data)", secs(step_s), ms(step_s),
-                                              B, ms(t.data_wait_s / static_cast<double>(std::max<int64_t>(1, t.timed_batches))))});
-  step.lines.push_back({"warmup_s", fmt::format("{} (the first {} batches: arena sizing{})", secs(t.warmup_s),
-                                                t.warmup_batches, config.runtime.autotune ? ", kernel autotuning" : "")});
-  if (t.eval_batch_s > 0) step.lines.push_back({"eval_batch_s", fmt::format("{} ({} a validation batch)", secs(t.eval_batch_s), ms(t.eval_batch_s))});
-
-  const RunEstimate e = estimate_run(t, config);
-  auto& est = c.section("estimate");
-  est.lines.push_back({"epoch_train_s", fmt::format("{} ({} samples an epoch, {} batches; metrics.jsonl's epoch_train_s)",
-                                                    secs(e.epoch_train_s), t.train_samples, t.batches_per_epoch)});
-  est.lines.push_back({"validation_s", e.validations > 0
-                                           ? fmt::format("{} (a pass of {}; {} over the run: train.eval_every {})",
-                                                         secs(e.validation_s), plural_es(t.val_batches, "batch"),
-                                                         plural_es(static_cast<int64_t>(e.validations), "pass"),
-                                                         config.train.eval_every)
-                                           : std::string("0 (no validation)")});
-  est.lines.push_back({"test_s", secs(e.test_s)});
-  est.lines.push_back({"run_s", fmt::format("{} ({} epochs{}; early stopping may end it sooner)", secs(e.run_s),
-                                            config.train.epochs, config.train.max_steps > 0 ? fmt::format(
-                                                ", at most {} optimizer steps", config.train.max_steps) : "")});
-
-  if (t.timed_s > 0 && t.data_wait_s > 0.1 * t.timed_s)
-    c.warning(fmt::format("the step waits for data {:.0f}% of its time: the loader cannot keep up",
-                          100.0 * t.data_wait_s / t.timed_s),
-              "raise data.workers (or auto), or set data.cache to build the samples once");
+  timing_sections(c, t, config, B, measured_as);
   return c.d;
 }
 
