@@ -1,7 +1,8 @@
 // The CUDA backend's recurrent layers (backend/cuda/cuda_rnn.cpp, cuDNN's RNN API) held to the
 // reference backend's (PyTorch's equations, fp64 accumulation): LSTM and GRU, one and two
 // directions, a stack of two layers of different input widths (layer 1 reads layer 0's output,
-// as RnnStack runs them), forward y and backward dx, dW, db; gradients added on a second step;
+// as RnnStack runs them, and the two as one cuDNN stack), forward y and backward dx, dW, db;
+// gradients added on a second step;
 // the inference forward; per-sample lengths (cuDNN's padded layout); the bf16 / fp16 layers to
 // 16-bit rounding; the refusal of checkpointing. Every test needs a
 // GPU and skips without one.
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/autotune.h"
 #include "core/rng.h"
 #include "cuda_test_util.h"
 #include "test_util.h"
@@ -161,6 +163,33 @@ Results run_cuda(Backend& gpu, const Stack& s, const Inputs& in, int steps, cons
   return r;
 }
 
+// The whole stack in one call (forward_stack / backward_stack, cuDNN's two-layer RNN), `steps`
+// passes of the same batch with the bottom dx asked for: y[1], dx[0] and both layers' gradients
+// are filled (the stack keeps no layer-0 output or layer-1 dx for the caller).
+Results run_cuda_stack(Backend& gpu, const Stack& s, const Inputs& in, int steps, const Precision& precision = {},
+                       std::span<const int64_t> lengths = {}) {
+  RecurrentSpec spec = s.spec();
+  spec.options.precision = precision;
+  auto layers = gpu.make_recurrent(spec);
+  EXPECT_TRUE(layers->runs_stack());
+  const Shape y_shape{T, N, H * s.dirs};
+  DeviceArray<float> x(gpu, in.x), dy(gpu, in.dy), y(gpu, s.y_size());
+  DeviceArray<float> p0(gpu, in.params[0]), p1(gpu, in.params[1]);
+  DeviceArray<float> g0(gpu, std::vector<float>(s.params(0), 0.f)), g1(gpu, std::vector<float>(s.params(1), 0.f));
+  const RecurrentWeights w[2] = {s.weights(0, p0.get(), g0.get()), s.weights(1, p1.get(), g1.get())};
+  Results r;
+  Arena arena;
+  for (int step = 0; step < steps; ++step) {
+    arena.reset();
+    layers->forward_stack(w, Tensor(x.get(), {T, N, C}), Tensor(y.get(), y_shape), arena, true, lengths);
+    r.dx[0] = read_back(gpu, layers->backward_stack(w, Tensor(dy.get(), y_shape), arena, true));
+  }
+  r.y[1] = y.download();
+  r.grads[0] = g0.download();
+  r.grads[1] = g1.download();
+  return r;
+}
+
 std::vector<float> times(std::vector<float> v, float s) {
   for (auto& x : v) x *= s;
   return v;
@@ -225,6 +254,26 @@ TEST_P(CudaRnnLayers, LengthsAgreeWithTheReference) {
   EXPECT_GT(scaled_error(got.y[1], run_reference(s, in).y[1]), kTol);
 }
 
+// The whole stack in one cuDNN call computes what the layers one at a time do (the reference's
+// two layers): the top output, the bottom dx and every gradient, added over two passes, with
+// and without per-sample lengths. A wrong pseudo-layer in the weight packing (layer 1's blocks
+// into layer 0's slots) moves everything by O(1).
+TEST_P(CudaRnnLayers, WholeStackAgreesWithTheReference) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  const Stack s = GetParam();
+  const std::vector<int64_t> lengths = {4, 1, 7, 6, 2};
+  for (const bool with_lengths : {false, true}) {
+    SCOPED_TRACE(with_lengths ? "lengths" : "full length");
+    const std::span<const int64_t> l = with_lengths ? std::span<const int64_t>(lengths) : std::span<const int64_t>();
+    const Inputs in = random_inputs(s, 16);
+    const Results want = run_reference(s, in, l);
+    const Results got = run_cuda_stack(gpu, s, in, 2, {}, l);
+    EXPECT_LT(scaled_error(got.y[1], want.y[1]), kTol);
+    EXPECT_LT(scaled_error(got.dx[0], want.dx[0]), kTol);
+    for (int k = 0; k < 2; ++k) EXPECT_LT(scaled_error(got.grads[k], times(want.grads[k], 2.f)), kTol) << k;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(CudaRnn, CudaRnnLayers,
                          ::testing::Values(Stack{RnnCell::lstm, 1}, Stack{RnnCell::lstm, 2}, Stack{RnnCell::gru, 1},
                                            Stack{RnnCell::gru, 2}),
@@ -271,7 +320,8 @@ TEST(CudaRnn, HalfPrecisionLayersAgreeWithTheReference) {
       const double tol = dt == DType::bf16 ? 4e-2 : 1e-2;
       const Inputs in = random_inputs(s, 14);
       const Results want = run_reference(s, in);
-      const Results got = run_cuda(gpu, s, in, 1, Precision{.compute = dt, .loss_scaling = dt == DType::f16});
+      const Precision precision{.compute = dt, .loss_scaling = dt == DType::f16};
+      const Results got = run_cuda(gpu, s, in, 1, precision);
       for (int k = 0; k < 2; ++k) {
         SCOPED_TRACE(::testing::Message() << "layer " << k);
         EXPECT_LT(scaled_error(got.y[k], want.y[k]), tol);
@@ -279,7 +329,54 @@ TEST(CudaRnn, HalfPrecisionLayersAgreeWithTheReference) {
         EXPECT_LT(scaled_error(got.dx[k], want.dx[k]), tol);
         EXPECT_LT(scaled_error(got.grads[k], want.grads[k]), tol);
       }
+      // The whole stack in 16 bits (one cuDNN call): the same bar.
+      const Results stack = run_cuda_stack(gpu, s, in, 1, precision);
+      EXPECT_LT(scaled_error(stack.y[1], want.y[1]), tol);
+      EXPECT_GT(scaled_error(stack.y[1], want.y[1]), 1e-5);
+      EXPECT_LT(scaled_error(stack.dx[0], want.dx[0]), tol);
+      for (int k = 0; k < 2; ++k) EXPECT_LT(scaled_error(stack.grads[k], want.grads[k]), tol) << k;
     }
+}
+
+// runtime.autotune: the first training forward times cuDNN's algorithms through the run's
+// Autotuner and keeps its choice. A timer that favours the persistent kernels makes it choose
+// them for the whole stack (one decision, keyed by the cuDNN shape); the stack's results still
+// agree with the reference, and the next step times nothing.
+TEST(CudaRnn, AutotuneChoosesTheFasterAlgorithmAndKeepsIt) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  const Stack s{RnnCell::lstm, 1};
+  int timed = 0;
+  auto tuner = std::make_shared<Autotuner>([&](const std::string&, const TuneCandidate& c) {
+    ++timed;
+    c.run();
+    return c.name == "persist_static" ? 1.0 : 2.0;
+  });
+  const Inputs in = random_inputs(s, 17);
+  RecurrentSpec spec = s.spec();
+  spec.options.autotune = true;
+  spec.options.autotuner = tuner;
+  auto layers = gpu.make_recurrent(spec);
+  const Shape y_shape{T, N, H};
+  DeviceArray<float> x(gpu, in.x), dy(gpu, in.dy), y(gpu, s.y_size());
+  DeviceArray<float> p0(gpu, in.params[0]), p1(gpu, in.params[1]);
+  DeviceArray<float> g0(gpu, std::vector<float>(s.params(0), 0.f)), g1(gpu, std::vector<float>(s.params(1), 0.f));
+  const RecurrentWeights w[2] = {s.weights(0, p0.get(), g0.get()), s.weights(1, p1.get(), g1.get())};
+  Arena arena;
+  layers->forward_stack(w, Tensor(x.get(), {T, N, C}), Tensor(y.get(), y_shape), arena, true, {});
+  ASSERT_EQ(tuner->decisions().size(), 1u);
+  EXPECT_EQ(tuner->decisions()[0].choice, "persist_static");
+  EXPECT_CONTAINS(tuner->decisions()[0].key, "cudnn lstm");
+  const int timed_first = timed;
+  EXPECT_GE(timed_first, 2);
+  const Results want = run_reference(s, in);
+  EXPECT_LT(scaled_error(y.download(), want.y[1]), kTol);
+  const std::vector<float> dx = read_back(gpu, layers->backward_stack(w, Tensor(dy.get(), y_shape), arena, true));
+  EXPECT_LT(scaled_error(dx, want.dx[0]), kTol);
+  // The trials added nothing: the gradients are one backward's.
+  EXPECT_LT(scaled_error(g1.download(), want.grads[1]), kTol);
+  layers->forward_stack(w, Tensor(x.get(), {T, N, C}), Tensor(y.get(), y_shape), arena, true, {});
+  EXPECT_EQ(timed, timed_first);
+  EXPECT_EQ(tuner->decisions().size(), 1u);
 }
 
 TEST(CudaRnn, RefusesCheckpointingByName) {

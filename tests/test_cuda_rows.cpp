@@ -17,6 +17,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -217,6 +218,52 @@ TEST(CudaRows, LayerNormMatchesTheReference) {
         EXPECT_EQ(again.db, got.db) << where;
         EXPECT_EQ(again.dx, got.dx) << where;
       }
+}
+
+// The 16-bit outputs (runtime.precision bf16 / fp16: what a 16-bit Linear reads) are the fp32
+// outputs narrowed by the backend's own conversion, bit for bit, with LayerNorm's saved
+// statistics unchanged: the kernels compute in fp32 and round only as they store.
+TEST(CudaRows, HalfOutputsAreTheFp32OutputsRounded) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  EXPECT_TRUE(gpu.supports(BackendOp::half_output));
+  const auto narrowed = [&](const DeviceArray<float>& y32, DType to) {
+    DeviceArray<uint16_t> bits(gpu, y32.size());
+    gpu.convert(DType::f32, y32.get(), to, bits.get(), y32.size());
+    return bits.download();
+  };
+  for (const DType to : {DType::bf16, DType::f16})
+    for (const auto& s : {std::pair<int64_t, int64_t>{37, 45}, {200, 384}}) {
+      const int64_t rows = s.first, C = s.second;
+      Rng rng(rows + C);
+      std::vector<float> x = randn(rng, rows * C), w = randn(rng, C), b = randn(rng, C);
+      for (auto& v : x) v *= 30.f;  // past fp16's 65504 after the weights' scale: overflow rounds too
+      DeviceArray<float> dx(gpu, x), dw(gpu, w), db(gpu, b), y32(gpu, rows * C), mean(gpu, rows), rstd(gpu, rows),
+          mean16(gpu, rows), rstd16(gpu, rows);
+      DeviceArray<uint16_t> y16(gpu, rows * C);
+      LayerNormArgs a{.rows = rows, .channels = C, .x = dx.get(), .weight = dw.get(), .bias = db.get(),
+                      .mean = mean.get(), .rstd = rstd.get()};
+      gpu.layer_norm_forward(a, y32.get());
+      a.mean = mean16.get();
+      a.rstd = rstd16.get();
+      gpu.layer_norm_forward_half(a, to, y16.get());
+      const std::string where = std::to_string(rows) + "x" + std::to_string(C) + (to == DType::bf16 ? " bf16" : " f16");
+      EXPECT_EQ(y16.download(), narrowed(y32, to)) << where;
+      EXPECT_EQ(mean16.download(), mean.download()) << where;
+      EXPECT_EQ(rstd16.download(), rstd.download()) << where;
+    }
+  Rng rng(5);
+  std::vector<float> x = randn(rng, 4099);
+  for (auto& v : x) v *= 4.f;
+  DeviceArray<float> dx(gpu, x), y32(gpu, x.size());
+  DeviceArray<uint16_t> y16(gpu, x.size());
+  for (const DType to : {DType::bf16, DType::f16})
+    for (const ActKind k : {ActKind::relu, ActKind::tanh, ActKind::sigmoid, ActKind::gelu, ActKind::gelu_tanh}) {
+      gpu.activation_forward(k, dx.get(), y32.get(), static_cast<int64_t>(x.size()));
+      gpu.activation_forward_half(k, dx.get(), to, y16.get(), static_cast<int64_t>(x.size()));
+      EXPECT_EQ(y16.download(), narrowed(y32, to)) << "activation " << static_cast<int>(k);
+    }
+  EXPECT_CONTAINS(error_of([&] { gpu.activation_forward_half(ActKind::relu, dx.get(), DType::f32, y16.get(), 4); }),
+                  "not a 16-bit type");
 }
 
 // ---- embedding -------------------------------------------------------------------------------

@@ -5,8 +5,8 @@
 #  2. seqtrain: unpacked from .devbundle/seqtrain.tar.xz (bench/device/bundle.sh, made where the
 #     Debian packages are) or, where the machine has them, built from this tree;
 #  3. every CUDA test (each op against the reference backend): seqtrain_tests --gtest_filter *Cuda*;
-#  4. end to end, 100 steps each, by the runs' logged losses (compare_runs.py): the forecaster and
-#     the char GPT on CUDA against the CPU in fp32 (rtol 1e-3), bf16 / fp16 against fp32 on CUDA
+#  4. end to end, 100 steps each, by the runs' logged losses (compare_runs.py): the forecaster (also
+#     bidirectional, and as a transformer encoder) and the char GPT on CUDA against the CPU in fp32 (rtol 1e-3), bf16 / fp16 against fp32 on CUDA
 #     (2%; the GPT has no fp16), a resumed CUDA run against an unbroken one (exact), a CUDA checkpoint resumed on the
 #     CPU and a CPU one on CUDA;
 #  5. benchmarks against the PyTorch of the machine (bench_cuda vs torch_cuda.py): W1 and moola's
@@ -106,6 +106,17 @@ train f_cudabf "$F" --set runtime.device=cuda --set runtime.precision=bf16
 compare "forecaster cuda bf16 vs fp32 (2%)" f_cudabf f_cuda 0.02
 SEQTRAIN_CUDNN_RNN_ALGO=persist_static train f_cudabf_ps "$F" --set runtime.device=cuda --set runtime.precision=bf16
 compare "forecaster cuda bf16 persist_static vs fp32 (2%)" f_cudabf_ps f_cuda 0.02
+# The transformer encoder (model.type transformer over the same windows) and a bidirectional
+# LSTM (cuDNN's whole bidirectional stack in one call).
+ENC=(--set model.type=transformer --set model.heads=4)
+train e_cpu "$F" "${ENC[@]}" --set runtime.device=cpu
+train e_cuda "$F" "${ENC[@]}" --set runtime.device=cuda
+compare "transformer encoder cuda fp32 vs cpu fp32 (1e-3)" e_cuda e_cpu 1e-3
+train e_cudabf "$F" "${ENC[@]}" --set runtime.device=cuda --set runtime.precision=bf16
+compare "transformer encoder cuda bf16 vs fp32 (2%)" e_cudabf e_cuda 0.02
+train b_cpu "$F" --set model.bidirectional=true --set runtime.device=cpu
+train b_cuda "$F" --set model.bidirectional=true --set runtime.device=cuda
+compare "bidirectional forecaster cuda fp32 vs cpu fp32 (1e-3)" b_cuda b_cpu 1e-3
 train g_cpu "$G" "${GPT[@]}" --set runtime.device=cpu
 train g_cuda "$G" "${GPT[@]}" --set runtime.device=cuda
 compare "char GPT cuda fp32 vs cpu fp32 (1e-3)" g_cuda g_cpu 1e-3
@@ -141,14 +152,15 @@ BENCH=$OUT/bench.jsonl
 sbench() { timeout 120 "$BIN/bench_cuda" "$@" 2>>"$OUT/check.log" >>"$BENCH" || say "FAIL bench_cuda $* (exit $?)"; }
 tbench() { timeout 180 $PY bench/torch_cuda.py "$@" 2>>"$OUT/check.log" >>"$BENCH" || say "FAIL torch_cuda $* (exit $?)"; }
 for w in W1 moola; do
+  # The defaults: the whole stack in one cuDNN call, its algorithm autotuned at the first step.
   sbench --workload $w --precision bf16
-  SEQTRAIN_CUDNN_RNN_ALGO=persist_static sbench --workload $w --precision fp16 --label persist_static
+  sbench --workload $w --precision fp16
   tbench --workload $w --mode fp32
   tbench --workload $w --mode amp_bf16
   [ "${QUICK:-0}" = 1 ] && continue
+  SEQTRAIN_CUDNN_RNN_STACK=0 sbench --workload $w --precision fp16 --label layer_at_a_time
+  SEQTRAIN_CUDNN_RNN_ALGO=standard sbench --workload $w --precision fp16 --label standard
   sbench --workload $w --precision fp32
-  sbench --workload $w --precision fp16
-  SEQTRAIN_CUDNN_RNN_ALGO=persist_static sbench --workload $w --precision bf16 --label persist_static
   tbench --workload $w --mode amp_fp16
 done
 sbench --workload gpt --precision bf16
@@ -173,5 +185,6 @@ for w in ("W1", "moola", "gpt"):
         print(f"ratio {w}: torch best {bt['ms_per_step']:.3f} ms ({bt['mode']}{' compile' if bt.get('compile') else ''}) "
               f"/ seqtrain best {bs['ms_per_step']:.3f} ms ({bs['precision']} {bs.get('label', '')}) = {bt['ms_per_step'] / bs['ms_per_step']:.2f}x")
 PYEOF
+grep -h "autotune:" "$OUT/check.log" | sort | uniq -c | tee -a "$REPORT"
 say "== done in $(elapsed): $FAILED failed"
 exit $FAILED

@@ -276,6 +276,15 @@ void Backend::cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) {
   acc[1] += static_cast<double>(s.correct);
 }
 
+void RecurrentLayers::forward_stack(std::span<const RecurrentWeights>, const Tensor&, const Tensor&, Arena&, bool,
+                                    std::span<const int64_t>) {
+  fail("these recurrent layers run one layer at a time (runs_stack() is false): forward_stack was called");
+}
+
+Tensor RecurrentLayers::backward_stack(std::span<const RecurrentWeights>, const Tensor&, Arena&, bool) {
+  fail("these recurrent layers run one layer at a time (runs_stack() is false): backward_stack was called");
+}
+
 void Backend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) {
   ST_CHECK(host_accessible(), "the {} backend has no clip_grad_norm_into", name());
   const double total = l2_norm(g, n);

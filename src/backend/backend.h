@@ -115,6 +115,15 @@ class RecurrentLayers {
   // dy: [T, N, H*dirs] of the last forward of this layer. Adds the weight gradients; returns dx
   // [T, N, C_layer] when want_dx (an empty Tensor otherwise).
   virtual Tensor backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena, bool want_dx) = 0;
+  // The whole stack in one call, for a device whose library runs stacked layers together (cuDNN's
+  // multi-layer RNN overlaps layer k + 1's step t with layer k's step t + 1, a wavefront the
+  // layer-at-a-time calls cannot form). The caller uses it only when runs_stack() and nothing
+  // (no dropout) sits between the layers; w holds every layer's weights, x is layer 0's input
+  // and y the top layer's output, and backward_stack returns layer 0's dx when want_dx.
+  virtual bool runs_stack() const { return false; }
+  virtual void forward_stack(std::span<const RecurrentWeights> w, const Tensor& x, const Tensor& y, Arena& arena,
+                             bool training, std::span<const int64_t> lengths);
+  virtual Tensor backward_stack(std::span<const RecurrentWeights> w, const Tensor& dy, Arena& arena, bool want_dx);
   // Activation bytes held outside the caller's arena (gradient checkpointing's recompute arena).
   virtual size_t scratch_bytes() const { return 0; }
   virtual Autotuner* autotuner() { return nullptr; }

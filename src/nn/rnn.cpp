@@ -43,6 +43,8 @@ RnnStack::RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, 
     l.drop = Dropout(k + 1 < layers ? dropout : 0.f, &params.backend());
   }
   impl_ = params.backend().make_recurrent(spec);
+  // One call for the stack only where nothing runs between its layers.
+  stacked_ = layers > 1 && dropout == 0.f && impl_->runs_stack();
 }
 
 void RnnStack::init(Rng& rng) {
@@ -102,6 +104,12 @@ Tensor RnnStack::forward_time_major(const Tensor& xt, Arena& arena, bool trainin
              lengths[n], T);
   // The layers read them again in backward, after the caller's span may be gone.
   lengths_.assign(lengths.begin(), lengths.end());
+  if (stacked_) {
+    Tensor out = arena.tensor({T, N, hidden_ * dirs_});
+    ST_TRACE("rnn.stack.forward", "layer", [&] { return trace::shape_args(xt.shape, 0); });
+    impl_->forward_stack(all_weights(), xt, out, arena, training, lengths_);
+    return out;
+  }
   Tensor in = xt;
   for (size_t k = 0; k < layers_.size(); ++k) {
     Layer& l = layers_[k];
@@ -115,7 +123,18 @@ Tensor RnnStack::forward_time_major(const Tensor& xt, Arena& arena, bool trainin
   return in;
 }
 
+std::vector<RecurrentWeights> RnnStack::all_weights() {
+  std::vector<RecurrentWeights> w;
+  for (const Layer& l : layers_) w.push_back(weights(l));
+  return w;
+}
+
 Tensor RnnStack::backward(const Tensor& dy, Arena& arena, bool want_dx) {
+  if (stacked_) {
+    ST_TRACE("rnn.stack.backward", "layer", [&] { return trace::shape_args(dy.shape, 0); });
+    const Tensor dx = impl_->backward_stack(all_weights(), dy, arena, want_dx);
+    return want_dx ? transpose01(params_.backend(), dx, arena) : Tensor();
+  }
   Tensor d = dy;
   for (size_t k = layers_.size(); k-- > 0;) {
     Layer& l = layers_[k];

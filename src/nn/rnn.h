@@ -4,8 +4,10 @@
 // and dropout between layers in training, as nn.LSTM(dropout=p) does.
 //
 // The layers' arithmetic runs on the ParamStore's Backend (backend/backend.h), one call per
-// layer (all directions): on the CPU backend seqtrain's fused kernels or oneDNN's primitive
-// (runtime.rnn_impl, the autotuner), on the reference backend a plain loop over time steps.
+// layer (all directions), or one for the whole stack where the backend runs stacked layers
+// together and no dropout sits between them (CUDA: cuDNN's multi-layer RNN). On the CPU backend
+// seqtrain's fused kernels or oneDNN's primitive (runtime.rnn_impl, the autotuner), on the
+// reference backend a plain loop over time steps.
 // docs/ARCHITECTURE.md, "The RNN layers" and "Backends", has the details.
 #pragma once
 #include <memory>
@@ -66,11 +68,13 @@ class RnnStack {
     Dropout drop;                                 // applied to this layer's output
   };
   RecurrentWeights weights(const Layer& l);
+  std::vector<RecurrentWeights> all_weights();
 
   ParamStore& params_;
   int64_t hidden_, dirs_;
   Precision precision_;
   bool ckpt_ = false;
+  bool stacked_ = false;  // the backend runs the whole stack in one call (no dropout between layers)
   std::vector<Layer> layers_;
   std::vector<int64_t> lengths_;  // the last forward's, which its layers read again in backward
   std::unique_ptr<RecurrentLayers> impl_;  // the backend's layers: kernels and saved state

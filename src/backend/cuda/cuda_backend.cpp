@@ -70,8 +70,8 @@ void CudaBackend::destroy() noexcept {
 bool CudaBackend::supports(BackendOp op) const {
   switch (op) {
     case BackendOp::rnn_grad_checkpoint:
-    case BackendOp::half_output:
       return false;
+    case BackendOp::half_output:
     case BackendOp::gemm_f32: case BackendOp::gemm_bf16: case BackendOp::gemm_f16:
     case BackendOp::bias: case BackendOp::rnn_fp32: case BackendOp::rnn_bf16: case BackendOp::rnn_fp16:
     case BackendOp::adamw: case BackendOp::sgd: case BackendOp::norm: case BackendOp::scale:

@@ -60,6 +60,9 @@ class CudaBackend final : public Backend {
   void cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) override;
   void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) override;
   void token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;
+  // Outputs rounded to bf16 / fp16 as they are written (the input of a 16-bit Linear).
+  void activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n) override;
+  void layer_norm_forward_half(const LayerNormArgs& a, DType to, void* y) override;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }

@@ -40,6 +40,9 @@ cudaError_t launch_scale_block(float* c, int64_t rows, int64_t cols, int64_t ld,
 // activation_loops.cpp's forward and backward for kind k (backward reads y for ReLU, Tanh and
 // Sigmoid, x for the GELUs; the other may be null).
 cudaError_t launch_activation_forward(ActKind k, const float* x, float* y, int64_t n, cudaStream_t s);
+// y = f(x) rounded to bf16 (else fp16) as raw 16-bit values, the bits of launch_narrow(f(x)).
+cudaError_t launch_activation_forward_half(ActKind k, const float* x, bool bf16, void* y, int64_t n,
+                                          cudaStream_t s);
 cudaError_t launch_activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
                                        int64_t n, cudaStream_t s);
 

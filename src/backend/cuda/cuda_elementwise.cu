@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_core_kernels.h"
+#include "backend/cuda/cuda_half.cuh"
 
 namespace seqtrain::cuda {
 namespace {
@@ -25,47 +26,7 @@ unsigned blocks_for(int64_t n) {
 __device__ int64_t first_index() { return blockIdx.x * int64_t{blockDim.x} + threadIdx.x; }
 __device__ int64_t grid_stride() { return int64_t{gridDim.x} * blockDim.x; }
 
-// ---- f32 <-> bf16 / fp16, the integer definitions of half_scalar.h -------------------------------
-
-__device__ uint16_t to_bf16(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<uint16_t>(u >> 16);
-}
-
-__device__ float from_bf16(uint16_t v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
-
-// m >> shift rounded to nearest even (shift >= 1).
-__device__ uint32_t round_shift(uint32_t m, uint32_t shift) {
-  uint32_t r = m >> shift;
-  const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (r & 1u))) ++r;
-  return r;
-}
-
-__device__ uint16_t to_fp16(float f) {
-  const uint32_t u = __float_as_uint(f);
-  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // quiet NaN
-  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // 65520 and above: inf
-  const uint32_t e = a >> 23;
-  if (e < 113) {  // below 2^-14: a subnormal half in units of 2^-24, or zero
-    const uint32_t shift = 126 - e;
-    if (shift >= 25) return static_cast<uint16_t>(sign);
-    return static_cast<uint16_t>(sign | round_shift((a & 0x7fffffu) | 0x800000u, shift));
-  }
-  // The rounding's carry may run into the exponent, which is the right result.
-  return static_cast<uint16_t>(sign | round_shift(((e - 112) << 23) | (a & 0x7fffffu), 13));
-}
-
-__device__ float from_fp16(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m << 13));
-  if (e != 0) return __uint_as_float(sign | ((e + 112) << 23) | (m << 13));
-  const float f = static_cast<float>(m) * (1.f / 16777216.f);  // subnormal: exact in f32
-  return sign ? -f : f;
-}
+// ---- f32 <-> bf16 / fp16 (cuda_half.cuh) ---------------------------------------------------------
 
 template <bool kBf16>
 __global__ void narrow_kernel(const float* src, uint16_t* dst, int64_t n) {
@@ -221,6 +182,23 @@ __global__ void act_forward_kernel(const float* x, float* y, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = act<K>(x[i]);
 }
 
+template <ActKind K, int kOut>
+__global__ void act_forward_half_kernel(const float* x, void* y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) store_as<kOut>(y, i, act<K>(x[i]));
+}
+
+template <int kOut>
+void act_forward_half(ActKind k, const float* x, void* y, int64_t n, cudaStream_t s) {
+  const unsigned b = blocks_for(n);
+  switch (k) {
+    case ActKind::relu: act_forward_half_kernel<ActKind::relu, kOut><<<b, kThreads, 0, s>>>(x, y, n); break;
+    case ActKind::tanh: act_forward_half_kernel<ActKind::tanh, kOut><<<b, kThreads, 0, s>>>(x, y, n); break;
+    case ActKind::sigmoid: act_forward_half_kernel<ActKind::sigmoid, kOut><<<b, kThreads, 0, s>>>(x, y, n); break;
+    case ActKind::gelu: act_forward_half_kernel<ActKind::gelu, kOut><<<b, kThreads, 0, s>>>(x, y, n); break;
+    case ActKind::gelu_tanh: act_forward_half_kernel<ActKind::gelu_tanh, kOut><<<b, kThreads, 0, s>>>(x, y, n); break;
+  }
+}
+
 // x or y may be null when the kind does not read it.
 template <ActKind K>
 __global__ void act_backward_kernel(const float* x, const float* y, const float* dy, float* dx, int64_t n) {
@@ -287,6 +265,13 @@ cudaError_t launch_fill(float* x, int64_t n, float v, cudaStream_t s) {
 
 cudaError_t launch_scale_block(float* c, int64_t rows, int64_t cols, int64_t ld, float v, cudaStream_t s) {
   scale_block_kernel<<<blocks_for(rows * cols), kThreads, 0, s>>>(c, rows, cols, ld, v);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_activation_forward_half(ActKind k, const float* x, bool bf16, void* y, int64_t n,
+                                          cudaStream_t s) {
+  if (bf16) act_forward_half<1>(k, x, y, n, s);
+  else act_forward_half<2>(k, x, y, n, s);
   return cudaGetLastError();
 }
 

@@ -120,6 +120,13 @@ void CudaBackend::activation_forward(ActKind k, const float* x, float* y, int64_
   ST_CUDA(launch_activation_forward(k, x, y, n, stream_));
 }
 
+void CudaBackend::activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n) {
+  ST_CHECK(n >= 0, "activation: {} elements", n);
+  ST_CHECK(to == DType::bf16 || to == DType::f16, "activation half output: {} is not a 16-bit type", dtype_name(to));
+  if (n == 0) return;
+  ST_CUDA(launch_activation_forward_half(k, x, to == DType::bf16, y, n, stream_));
+}
+
 void CudaBackend::activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
                                       int64_t n) {
   ST_CHECK(n >= 0, "activation backward: {} elements", n);

@@ -1,13 +1,16 @@
 // The CUDA backend's recurrent layers (CudaBackend::make_recurrent): one cuDNN RNN per layer
-// (the caller, nn/rnn.h's RnnStack, loops over layers), LSTM or GRU, one or two directions, on
+// (the caller, nn/rnn.h's RnnStack, loops over layers), or one cuDNN RNN of every layer when the
+// stack has no dropout between its layers (forward_stack: cuDNN then overlaps the layers' time
+// steps; SEQTRAIN_CUDNN_RNN_STACK=0 turns that off to measure it), LSTM or GRU, one or two directions, on
 // the PyTorch-layout fp32 weights of backend.h's RecurrentWeights. fp32: fp32 data and strict
 // fp32 math. bf16 / fp16 (runtime.precision; torch.autocast's LSTM on cuDNN): cuDNN's data,
 // weights and hidden states in 16 bits, tensor-core math with fp32 accumulation; the layer's
 // fp32 x, y, dy and dx are rounded / widened at its edges (one convert each), the fp32 weights
 // rounded into the weight space and the 16-bit weight gradients widened and added into the fp32
-// ones. The algorithm is CUDNN_RNN_ALGO_STANDARD unless SEQTRAIN_CUDNN_RNN_ALGO says
-// persist_static (cuDNN's persistent kernels, for small hidden sizes; measured in
-// docs/BENCHMARKS.md).
+// ones. The algorithm: with runtime.autotune (the default) the faster of CUDNN_RNN_ALGO_STANDARD
+// and PERSIST_STATIC (cuDNN's persistent kernels, fast for small hidden sizes in 16 bits, slow in
+// fp32) timed per shape at the first training step, as cudnn.benchmark; otherwise standard;
+// SEQTRAIN_CUDNN_RNN_ALGO=standard|persist_static forces one (measured in docs/BENCHMARKS.md).
 //
 // Why cuDNN's formulas are PyTorch's (the reference backend's, reference_rnn.h):
 //   LSTM: the standard cell with two biases (CUDNN_RNN_DOUBLE_BIAS: b_ih in the input GEMM, b_hh
@@ -18,7 +21,7 @@
 //
 // Weight layout. cuDNN keeps all of a layer's matrices and biases in one opaque "weight space";
 // cudnnGetRNNWeightParams says where each (pseudo-layer, linLayerID) matrix and bias lives.
-// For a one-layer RNN the pseudo-layer is the direction (0 forward, 1 reverse). The linLayerID
+// The pseudo-layer of layer k, direction d is k * dirs + d (0 forward, 1 reverse). The linLayerID
 // order (cuDNN API reference, cudnnGetRNNWeightParams; cudnn_adv.h lists none):
 //   LSTM: 0-3 input-side W (input gate, forget gate, new memory c', output gate), 4-7 the
 //         recurrent-side R of the same gates      = PyTorch's i, f, g, o rows of W_ih / W_hh
@@ -31,7 +34,7 @@
 // what the GPU test (tests/test_cuda_rnn.cpp) holds to the reference.
 //
 // Per step: forward copies the PyTorch weights into the layer's weight space (they change every
-// optimizer step) with one kernel launch (cuda_rnn.cu), then cudnnRNNForward (training mode keeps the reserve
+// optimizer step) with one kernel launch per layer (cuda_rnn.cu), then cudnnRNNForward (training mode keeps the reserve
 // space backward needs). Backward runs cudnnRNNBackwardData_v8 (dx; it also leaves the gate
 // gradients in the reserve space) and then cudnnRNNBackwardWeights_v8 with CUDNN_WGRAD_MODE_ADD
 // into a packed gradient space zeroed just before, and one kernel launch ADDS that space into
@@ -61,12 +64,15 @@
 #include <string_view>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_rnn.h"
+#include "backend/cpu/autotune.h"
 #include "core/error.h"
 
 namespace seqtrain::cuda {
@@ -159,12 +165,24 @@ bool device_accessible(const void* p) {
   return a.type != cudaMemoryTypeUnregistered;
 }
 
-cudnnRNNAlgo_t algo_from_env() {
+// The algorithm SEQTRAIN_CUDNN_RNN_ALGO forces, or none (unset: autotuned where runtime.autotune
+// is on, else standard).
+std::optional<cudnnRNNAlgo_t> algo_from_env() {
   const char* a = std::getenv("SEQTRAIN_CUDNN_RNN_ALGO");
-  if (!a || !*a || std::string_view(a) == "standard") return CUDNN_RNN_ALGO_STANDARD;
+  if (!a || !*a) return std::nullopt;
+  if (std::string_view(a) == "standard") return CUDNN_RNN_ALGO_STANDARD;
   ST_CHECK(std::string_view(a) == "persist_static", "SEQTRAIN_CUDNN_RNN_ALGO is '{}': accepted values are standard "
            "and persist_static", a);
   return CUDNN_RNN_ALGO_PERSIST_STATIC;
+}
+
+const char* algo_name(cudnnRNNAlgo_t a) { return a == CUDNN_RNN_ALGO_PERSIST_STATIC ? "persist_static" : "standard"; }
+
+std::string gpu_model() {
+  int dev = 0;
+  cudaDeviceProp p{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) return "gpu";
+  return p.name;
 }
 
 int to_int(int64_t v, const char* what) {
@@ -174,23 +192,40 @@ int to_int(int64_t v, const char* what) {
 
 // ---- The layers ----
 
+// SEQTRAIN_CUDNN_RNN_STACK=0: the stack a layer at a time even without dropout (to measure the
+// difference); anything else or unset: one call.
+bool stack_from_env() {
+  const char* a = std::getenv("SEQTRAIN_CUDNN_RNN_STACK");
+  return !(a && std::string_view(a) == "0");
+}
+
 class CudaRecurrentLayers final : public RecurrentLayers {
  public:
   CudaRecurrentLayers(CudaBackend& be, const RecurrentSpec& spec);
   SEQTRAIN_RECURRENT_LAYERS_PASSES  // one implementation (cuDNN): layer_impl's default, "fused"
+  bool runs_stack() const override { return stack_; }
+  void forward_stack(std::span<const RecurrentWeights> w, const Tensor& x, const Tensor& y, Arena& arena,
+                     bool training, std::span<const int64_t> lengths) override;
+  Tensor backward_stack(std::span<const RecurrentWeights> w, const Tensor& dy, Arena& arena, bool want_dx) override;
 
  private:
-  struct Layer {
-    explicit Layer(CudaBackend& be) : weights(be), reserve(be), seq_lengths(be), x16(be), y16(be) {}
-    int64_t in = 0;
+  // One cuDNN RNN: one layer of the stack, or all of them (count layers, first the bottom).
+  struct Unit {
+    explicit Unit(CudaBackend& be) : weights(be), reserve(be), seq_lengths(be), x16(be), y16(be) {}
+    int64_t in = 0;     // the input width of its bottom layer
+    int64_t count = 1;  // its layers
+    cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
+    bool tuned = false;  // its algorithm was chosen by timing (or from the run's autotune cache)
+    std::string what;   // "recurrent layer k" or "recurrent stack", for messages
     DropoutDesc dropout;  // before rnn: the RNN descriptor refers to it, so it is destroyed last
     RnnDesc rnn;
     size_t weight_bytes = 0;
     DeviceMemory weights, reserve, seq_lengths;
     // bf16 / fp16: the last training forward's x and y in cuDNN's type (backward reads both).
     DeviceMemory x16, y16;
-    // Where linLayerID `id` of direction d keeps its matrix and bias, at [d * 2G + id], in
-    // elements from the start of the weight space (the gradient space has the same layout).
+    // Where linLayerID `id` of pseudo-layer p (layer k * dirs + direction d) keeps its matrix and
+    // bias, at [p * 2G + id], in elements from the start of the weight space (the gradient space
+    // has the same layout).
     std::vector<size_t> matrix_at, bias_at;
     // The (T, N) and per-sample lengths (empty: all T) the descriptors and buffers below were made for.
     int64_t T = 0, N = 0;
@@ -204,17 +239,31 @@ class CudaRecurrentLayers final : public RecurrentLayers {
     bool padded = false;  // the last forward had lengths
   };
 
-  void describe(Layer& l);
-  void find_slots(Layer& l);
-  void set_shape(Layer& l, int64_t T, int64_t N, std::span<const int64_t> lengths);
-  void check_weights(const RecurrentWeights& w, bool grads) const;
-  // Calls f(d, which, at, slot, n) for every gate block: `which` names the PyTorch array of
-  // direction d (0 W_ih, 1 W_hh, 2 b_ih, 3 b_hh), `at` the block's element offset in it, `slot`
-  // its offset in the weight space, n its length.
+  int64_t layer_in(const Unit& u, int64_t k) const { return k == 0 ? u.in : hidden_ * dirs_; }
+  std::unique_ptr<Unit> make_unit(int64_t in, int64_t count, std::string what, cudnnRNNAlgo_t algo);
+  // cudnn.benchmark's equivalent: at the first training forward of the unit in `slot`, times one
+  // step (forward, both backward calls) of each algorithm cuDNN accepts for it on the real
+  // batch and keeps the fastest in `slot`; the decision goes into the run's Autotuner (logged,
+  // and cached in autotune.json so a resumed run computes with the same algorithm).
+  void autotune(std::unique_ptr<Unit>& slot, std::span<const RecurrentWeights> ws, const Tensor& x, const Tensor& y,
+                Arena& arena, std::span<const int64_t> lengths);
+  void describe(Unit& u);
+  void find_slots(Unit& u);
+  void set_shape(Unit& u, int64_t T, int64_t N, std::span<const int64_t> lengths);
+  void check_weights(std::span<const RecurrentWeights> ws, bool grads) const;
+  // Calls f(k, d, which, at, slot, n) for every gate block of layer k of the unit: `which` names
+  // the PyTorch array of direction d (0 W_ih, 1 W_hh, 2 b_ih, 3 b_hh), `at` the block's element
+  // offset in it, `slot` its offset in the weight space, n its length.
   template <class F>
-  void each_block(const Layer& l, F&& f) const;
-  void pack(Layer& l, const RecurrentWeights& w);
-  void add_grads(const Layer& l, const RecurrentWeights& w, const void* grad_space);
+  void each_block(const Unit& u, F&& f) const;
+  void pack(Unit& u, std::span<const RecurrentWeights> ws);
+  void add_grads(const Unit& u, std::span<const RecurrentWeights> ws, const void* grad_space);
+  void run_forward(Unit& u, std::span<const RecurrentWeights> ws, const Tensor& x, const Tensor& y, bool training,
+                   std::span<const int64_t> lengths);
+  // add_grads false: the gradients are computed but not added (autotuning's trial steps).
+  Tensor run_backward(Unit& u, std::span<const RecurrentWeights> ws, const Tensor& dy, Arena& arena, bool want_dx,
+                      bool add_grads = true);
+  Unit& layer_unit(size_t layer);
   bool half() const { return compute_ != DType::f32; }
   // n fp32 values into cuDNN's type at dst, or back.
   void narrow(const void* src, void* dst, int64_t n) { be_.convert(DType::f32, src, compute_, dst, n); }
@@ -224,74 +273,106 @@ class CudaRecurrentLayers final : public RecurrentLayers {
   CudaBackend& be_;
   RnnCell cell_;
   int64_t hidden_, dirs_, gates_;
+  std::vector<int64_t> inputs_;  // each layer's input width
   DType compute_;               // f32, bf16 or f16: cuDNN's data type
   cudnnDataType_t data_type_;   // the same, as cuDNN names it
   size_t elem_bytes_;
   RnnSpaceType space_;
-  cudnnRNNAlgo_t algo_;
-  std::vector<std::unique_ptr<Layer>> layers_;
-  // Shared by the layers: used within one call only.
+  std::optional<cudnnRNNAlgo_t> forced_;  // SEQTRAIN_CUDNN_RNN_ALGO
+  std::shared_ptr<Autotuner> tuner_;       // null: no autotuning (runtime.autotune false)
+  bool stack_;
+  // Made at first use: a stack without dropout never builds its per-layer units, and a layer
+  // at a time never builds the stack's.
+  std::vector<std::unique_ptr<Unit>> layers_;
+  std::unique_ptr<Unit> stack_unit_;
+  // Shared by the units: used within one call only.
   DeviceMemory workspace_, grad_space_, dx_sink_, dy16_, dx16_;
 };
 
 CudaRecurrentLayers::CudaRecurrentLayers(CudaBackend& be, const RecurrentSpec& spec)
     : be_(be), cell_(spec.cell), hidden_(spec.hidden), dirs_(spec.dirs), gates_(rnn_gates(spec.cell)),
-      compute_(spec.options.precision.compute),
+      inputs_(spec.inputs), compute_(spec.options.precision.compute),
       data_type_(compute_ == DType::bf16 ? CUDNN_DATA_BFLOAT16 : compute_ == DType::f16 ? CUDNN_DATA_HALF
                                                                                         : CUDNN_DATA_FLOAT),
       elem_bytes_(compute_ == DType::f32 ? 4 : 2),
       space_(compute_ == DType::bf16 ? RnnSpaceType::bf16 : compute_ == DType::f16 ? RnnSpaceType::f16
                                                                                   : RnnSpaceType::f32),
-      algo_(algo_from_env()), workspace_(be), grad_space_(be), dx_sink_(be), dy16_(be), dx16_(be) {
+      forced_(algo_from_env()), workspace_(be), grad_space_(be), dx_sink_(be), dy16_(be), dx16_(be) {
   ST_CHECK(dirs_ == 1 || dirs_ == 2, "cuda recurrent layer: dirs must be 1 or 2, got {}", dirs_);
+  ST_CHECK(!inputs_.empty(), "cuda recurrent layers: the spec has no layer");
+  if (spec.options.autotune && !forced_)
+    tuner_ = spec.options.autotuner ? spec.options.autotuner : std::make_shared<Autotuner>();
   to_int(hidden_, "hidden size");
-  for (const int64_t in : spec.inputs) {
-    auto l = std::make_unique<Layer>(be_);
-    l->in = in;
-    describe(*l);
-    find_slots(*l);
-    layers_.push_back(std::move(l));
-  }
+  for (const int64_t in : inputs_) to_int(in, "input width");
+  layers_.resize(inputs_.size());
+  // cuDNN's stack feeds layer k + 1 with layer k's output, as RnnStack does; a spec of other
+  // widths runs a layer at a time.
+  stack_ = inputs_.size() > 1 && stack_from_env() &&
+           std::all_of(inputs_.begin() + 1, inputs_.end(), [&](int64_t in) { return in == hidden_ * dirs_; });
+  // Only a stack the caller will not run whole needs its layers now; the others are made at
+  // first use, like the stack's unit (checking the descriptor early for the common layer).
+  if (!stack_) layer_unit(0);
 }
 
-// One cuDNN layer: no projection (projSize = hidden), no dropout (dropout applies between
-// cuDNN's own stacked layers, and there is one; RnnStack applies its own). fp32: CUDNN_FMA_MATH,
-// strict fp32 without TF32 tensor cores, because rnn_fp32 is held to the fp32 reference at 1e-4.
-// bf16 / fp16: 16-bit data with fp32 math precision on the tensor cores (CUDNN_TENSOR_OP_MATH).
-void CudaRecurrentLayers::describe(Layer& l) {
+std::unique_ptr<CudaRecurrentLayers::Unit> CudaRecurrentLayers::make_unit(int64_t in, int64_t count,
+                                                                          std::string what, cudnnRNNAlgo_t algo) {
+  auto u = std::make_unique<Unit>(be_);
+  u->in = in;
+  u->count = count;
+  u->algo = algo;
+  u->what = std::move(what);
+  describe(*u);
+  find_slots(*u);
+  return u;
+}
+
+CudaRecurrentLayers::Unit& CudaRecurrentLayers::layer_unit(size_t layer) {
+  ST_CHECK(layer < layers_.size(), "cuda recurrent layer {} does not exist ({} layers)", layer, layers_.size());
+  if (!layers_[layer])
+    layers_[layer] = make_unit(inputs_[layer], 1, fmt::format("recurrent layer {}", layer),
+                               forced_.value_or(CUDNN_RNN_ALGO_STANDARD));
+  return *layers_[layer];
+}
+
+// One cuDNN RNN of u.count layers: no projection (projSize = hidden), no dropout (between
+// cuDNN's own stacked layers: the stack runs whole only without dropout, and RnnStack applies
+// its own between single layers). fp32: CUDNN_FMA_MATH, strict fp32 without TF32 tensor cores,
+// because rnn_fp32 is held to the fp32 reference at 1e-4. bf16 / fp16: 16-bit data with fp32
+// math precision on the tensor cores (CUDNN_TENSOR_OP_MATH).
+void CudaRecurrentLayers::describe(Unit& u) {
   bind_stream();
-  ST_CUDNN(cudnnSetDropoutDescriptor(l.dropout.get(), be_.cudnn(), 0.f, nullptr, 0, 0));
+  ST_CUDNN(cudnnSetDropoutDescriptor(u.dropout.get(), be_.cudnn(), 0.f, nullptr, 0, 0));
   const int H = to_int(hidden_, "hidden size");
-  ST_CUDNN(cudnnSetRNNDescriptor_v8(l.rnn.get(), algo_, cell_ == RnnCell::lstm ? CUDNN_LSTM : CUDNN_GRU,
+  ST_CUDNN(cudnnSetRNNDescriptor_v8(u.rnn.get(), u.algo, cell_ == RnnCell::lstm ? CUDNN_LSTM : CUDNN_GRU,
                                     CUDNN_RNN_DOUBLE_BIAS, dirs_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
                                     CUDNN_LINEAR_INPUT, data_type_, CUDNN_DATA_FLOAT,
                                     half() ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH,
-                                    to_int(l.in, "input width"), H, H, 1, l.dropout.get(),
-                                    CUDNN_RNN_PADDED_IO_ENABLED));
-  ST_CUDNN(cudnnGetRNNWeightSpaceSize(be_.cudnn(), l.rnn.get(), &l.weight_bytes));
-  l.weights.ensure(l.weight_bytes);
+                                    to_int(u.in, "input width"), H, H, to_int(u.count, "layer count"),
+                                    u.dropout.get(), CUDNN_RNN_PADDED_IO_ENABLED));
+  ST_CUDNN(cudnnGetRNNWeightSpaceSize(be_.cudnn(), u.rnn.get(), &u.weight_bytes));
+  u.weights.ensure(u.weight_bytes);
 }
 
 // Asks cuDNN for every matrix and bias address once (they depend on the descriptor only) and
 // checks each has the size PyTorch's block has.
-void CudaRecurrentLayers::find_slots(Layer& l) {
+void CudaRecurrentLayers::find_slots(Unit& u) {
   TensorDesc mdesc, bdesc;
-  const auto* base = static_cast<const char*>(l.weights.get());
-  const int64_t H = hidden_;
-  l.matrix_at.assign(dirs_ * 2 * gates_, 0);
-  l.bias_at.assign(dirs_ * 2 * gates_, 0);
-  for (int64_t d = 0; d < dirs_; ++d)
+  const auto* base = static_cast<const char*>(u.weights.get());
+  const int64_t H = hidden_, pseudo = u.count * dirs_;
+  u.matrix_at.assign(pseudo * 2 * gates_, 0);
+  u.bias_at.assign(pseudo * 2 * gates_, 0);
+  for (int64_t p = 0; p < pseudo; ++p)
     for (int64_t id = 0; id < 2 * gates_; ++id) {
       void* m = nullptr;
       void* b = nullptr;
-      ST_CUDNN(cudnnGetRNNWeightParams(be_.cudnn(), l.rnn.get(), static_cast<int32_t>(d), l.weight_bytes,
-                                       l.weights.get(), static_cast<int32_t>(id), mdesc.get(), &m, bdesc.get(), &b));
-      const int64_t cols = id < gates_ ? l.in : H;
+      ST_CUDNN(cudnnGetRNNWeightParams(be_.cudnn(), u.rnn.get(), static_cast<int32_t>(p), u.weight_bytes,
+                                       u.weights.get(), static_cast<int32_t>(id), mdesc.get(), &m, bdesc.get(), &b));
+      const int64_t cols = id < gates_ ? layer_in(u, p / dirs_) : H;
       ST_CHECK(m && b && descriptor_elements(mdesc.get()) == H * cols && descriptor_elements(bdesc.get()) == H,
-               "cuda recurrent layer: cuDNN's weight {} of direction {} is not a [{}, {}] matrix with a [{}] bias", id,
-               d, H, cols, H);
-      l.matrix_at[d * 2 * gates_ + id] = (static_cast<const char*>(m) - base) / elem_bytes_;
-      l.bias_at[d * 2 * gates_ + id] = (static_cast<const char*>(b) - base) / elem_bytes_;
+               "cuda {}: cuDNN's weight {} of pseudo-layer {} is not a [{}, {}] matrix with a [{}] bias", u.what, id,
+               p, H, cols, H);
+      u.matrix_at[p * 2 * gates_ + id] = (static_cast<const char*>(m) - base) / elem_bytes_;
+      u.bias_at[p * 2 * gates_ + id] = (static_cast<const char*>(b) - base) / elem_bytes_;
     }
 }
 
@@ -302,115 +383,186 @@ void CudaRecurrentLayers::find_slots(Layer& l) {
 // arrays are SEQ_MAJOR_UNPACKED (every step holds all N rows, padding included), y's padding
 // filled with zeros. Made again whenever the lengths change (host-side descriptor calls and one
 // small upload a batch).
-void CudaRecurrentLayers::set_shape(Layer& l, int64_t T, int64_t N, std::span<const int64_t> given) {
+void CudaRecurrentLayers::set_shape(Unit& u, int64_t T, int64_t N, std::span<const int64_t> given) {
   const int t = to_int(T, "sequence length"), n = to_int(N, "batch size");
   std::vector<int> lengths(n, t);
   for (size_t i = 0; i < given.size(); ++i) lengths[i] = to_int(given[i], "sequence length");
-  if (l.T == T && l.N == N && l.lengths == lengths) return;
+  if (u.T == T && u.N == N && u.lengths == lengths) return;
   const int H = to_int(hidden_, "hidden size");
   const cudnnRNNDataLayout_t layout =
       given.empty() ? CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
   // The padding fill, read as the data type: zero bits are 0 in fp32, bf16 and fp16 alike.
   double zero = 0.0;
-  ST_CUDNN(cudnnSetRNNDataDescriptor(l.xdesc.get(), data_type_, layout, t, n, to_int(l.in, "input width"),
+  ST_CUDNN(cudnnSetRNNDataDescriptor(u.xdesc.get(), data_type_, layout, t, n, to_int(u.in, "input width"),
                                      lengths.data(), &zero));
-  ST_CUDNN(cudnnSetRNNDataDescriptor(l.ydesc.get(), data_type_, layout, t, n, to_int(H * dirs_, "output width"),
+  ST_CUDNN(cudnnSetRNNDataDescriptor(u.ydesc.get(), data_type_, layout, t, n, to_int(H * dirs_, "output width"),
                                      lengths.data(), &zero));
-  const int dims[3] = {static_cast<int>(dirs_), n, H}, strides[3] = {n * H, H, 1};
-  ST_CUDNN(cudnnSetTensorNdDescriptor(l.hdesc.get(), data_type_, 3, dims, strides));
+  const int L = static_cast<int>(u.count * dirs_);
+  const int dims[3] = {L, n, H}, strides[3] = {n * H, H, 1};
+  ST_CUDNN(cudnnSetTensorNdDescriptor(u.hdesc.get(), data_type_, 3, dims, strides));
   // cuDNN reads the lengths again on the device, asynchronously: upload queues the copy on the
   // stream, after the calls that still read the previous batch's lengths.
-  l.seq_lengths.ensure(lengths.size() * sizeof(int));
-  be_.upload(lengths.data(), l.seq_lengths.get(), lengths.size() * sizeof(int));
+  u.seq_lengths.ensure(lengths.size() * sizeof(int));
+  be_.upload(lengths.data(), u.seq_lengths.get(), lengths.size() * sizeof(int));
   size_t work_train = 0, work_infer = 0, reserve = 0, unused = 0;
-  ST_CUDNN(cudnnGetRNNTempSpaceSizes(be_.cudnn(), l.rnn.get(), CUDNN_FWD_MODE_TRAINING, l.xdesc.get(), &work_train,
+  ST_CUDNN(cudnnGetRNNTempSpaceSizes(be_.cudnn(), u.rnn.get(), CUDNN_FWD_MODE_TRAINING, u.xdesc.get(), &work_train,
                                      &reserve));
-  ST_CUDNN(cudnnGetRNNTempSpaceSizes(be_.cudnn(), l.rnn.get(), CUDNN_FWD_MODE_INFERENCE, l.xdesc.get(), &work_infer,
+  ST_CUDNN(cudnnGetRNNTempSpaceSizes(be_.cudnn(), u.rnn.get(), CUDNN_FWD_MODE_INFERENCE, u.xdesc.get(), &work_infer,
                                      &unused));
   workspace_.ensure(std::max(work_train, work_infer));
-  l.reserve_bytes = reserve;  // allocated by the first training forward (evaluation needs none)
-  l.T = T;
-  l.N = N;
-  l.lengths = std::move(lengths);
-  l.trained = false;
+  u.reserve_bytes = reserve;  // allocated by the first training forward (evaluation needs none)
+  u.T = T;
+  u.N = N;
+  u.lengths = std::move(lengths);
+  u.trained = false;
 }
 
-void CudaRecurrentLayers::check_weights(const RecurrentWeights& w, bool grads) const {
-  for (int64_t d = 0; d < dirs_; ++d) {
-    ST_CHECK(w.w_ih[d] && w.w_hh[d] && w.b_ih[d] && w.b_hh[d],
-             "cuda recurrent layer: direction {} has a null weight or bias pointer", d);
-    ST_CHECK(!grads || (w.dw_ih[d] && w.dw_hh[d] && w.db_ih[d] && w.db_hh[d]),
-             "cuda recurrent layer: direction {} has a null gradient pointer", d);
-  }
-}
-
-template <class F>
-void CudaRecurrentLayers::each_block(const Layer& l, F&& f) const {
-  const int64_t G = gates_, H = hidden_;
-  for (int64_t d = 0; d < dirs_; ++d)
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t in = d * 2 * G + g, rec = in + G;  // PyTorch gate g -> linLayerIDs g, G + g
-      f(d, 0, g * H * l.in, l.matrix_at[in], H * l.in);
-      f(d, 1, g * H * H, l.matrix_at[rec], H * H);
-      f(d, 2, g * H, l.bias_at[in], H);
-      f(d, 3, g * H, l.bias_at[rec], H);
+void CudaRecurrentLayers::check_weights(std::span<const RecurrentWeights> ws, bool grads) const {
+  for (size_t k = 0; k < ws.size(); ++k)
+    for (int64_t d = 0; d < dirs_; ++d) {
+      const RecurrentWeights& w = ws[k];
+      ST_CHECK(w.w_ih[d] && w.w_hh[d] && w.b_ih[d] && w.b_hh[d],
+               "cuda recurrent layer: direction {} of weight set {} has a null weight or bias pointer", d, k);
+      ST_CHECK(!grads || (w.dw_ih[d] && w.dw_hh[d] && w.db_ih[d] && w.db_hh[d]),
+               "cuda recurrent layer: direction {} of weight set {} has a null gradient pointer", d, k);
     }
 }
 
-void CudaRecurrentLayers::pack(Layer& l, const RecurrentWeights& w) {
-  const float* const* from[4] = {w.w_ih, w.w_hh, w.b_ih, w.b_hh};
-  char* space = static_cast<char*>(l.weights.get());
-  BlockTable t(space_);
-  each_block(l, [&](int64_t d, int which, int64_t at, size_t slot, int64_t n) {
-    t.add(from[which][d] + at, space + slot * elem_bytes_, n);
-  });
-  t.launch(false, be_.stream());
+template <class F>
+void CudaRecurrentLayers::each_block(const Unit& u, F&& f) const {
+  const int64_t G = gates_, H = hidden_;
+  for (int64_t k = 0; k < u.count; ++k) {
+    const int64_t in_w = layer_in(u, k);
+    for (int64_t d = 0; d < dirs_; ++d)
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t in = (k * dirs_ + d) * 2 * G + g, rec = in + G;  // PyTorch gate g -> linLayerIDs g, G + g
+        f(k, d, 0, g * H * in_w, u.matrix_at[in], H * in_w);
+        f(k, d, 1, g * H * H, u.matrix_at[rec], H * H);
+        f(k, d, 2, g * H, u.bias_at[in], H);
+        f(k, d, 3, g * H, u.bias_at[rec], H);
+      }
+  }
 }
 
-void CudaRecurrentLayers::add_grads(const Layer& l, const RecurrentWeights& w, const void* grad_space) {
-  float* const* to[4] = {w.dw_ih, w.dw_hh, w.db_ih, w.db_hh};
-  const char* space = static_cast<const char*>(grad_space);
-  BlockTable t(space_);
-  each_block(l, [&](int64_t d, int which, int64_t at, size_t slot, int64_t n) {
-    t.add(space + slot * elem_bytes_, to[which][d] + at, n);
+// The stack's blocks outnumber one launch's table (kRnnMaxBlocks per layer): a launch per layer.
+void CudaRecurrentLayers::pack(Unit& u, std::span<const RecurrentWeights> ws) {
+  char* space = static_cast<char*>(u.weights.get());
+  std::vector<BlockTable> tables(u.count, BlockTable(space_));
+  each_block(u, [&](int64_t k, int64_t d, int which, int64_t at, size_t slot, int64_t n) {
+    const float* const* from[4] = {ws[k].w_ih, ws[k].w_hh, ws[k].b_ih, ws[k].b_hh};
+    tables[k].add(from[which][d] + at, space + slot * elem_bytes_, n);
   });
-  t.launch(true, be_.stream());
+  for (const BlockTable& t : tables) t.launch(false, be_.stream());
+}
+
+void CudaRecurrentLayers::add_grads(const Unit& u, std::span<const RecurrentWeights> ws, const void* grad_space) {
+  const char* space = static_cast<const char*>(grad_space);
+  std::vector<BlockTable> tables(u.count, BlockTable(space_));
+  each_block(u, [&](int64_t k, int64_t d, int which, int64_t at, size_t slot, int64_t n) {
+    float* const* to[4] = {ws[k].dw_ih, ws[k].dw_hh, ws[k].db_ih, ws[k].db_hh};
+    tables[k].add(space + slot * elem_bytes_, to[which][d] + at, n);
+  });
+  for (const BlockTable& t : tables) t.launch(true, be_.stream());
 }
 
 void CudaRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y,
-                                  Arena&, bool training, std::span<const int64_t> lengths) {
-  ST_CHECK(layer < layers_.size(), "cuda recurrent layer {} does not exist ({} layers)", layer, layers_.size());
-  Layer& l = *layers_[layer];
-  ST_CHECK(x.shape.size() == 3 && x.shape[2] == l.in && x.contiguous(),
-           "recurrent layer {} input must be a contiguous [time, batch, {}], got {}", layer, l.in, shape_str(x.shape));
+                                  Arena& arena, bool training, std::span<const int64_t> lengths) {
+  layer_unit(layer);
+  if (training) autotune(layers_[layer], {&w, 1}, x, y, arena, lengths);
+  run_forward(*layers_[layer], {&w, 1}, x, y, training, lengths);
+}
+
+void CudaRecurrentLayers::forward_stack(std::span<const RecurrentWeights> w, const Tensor& x, const Tensor& y,
+                                        Arena& arena, bool training, std::span<const int64_t> lengths) {
+  ST_CHECK(stack_, "cuda recurrent layers: this stack runs a layer at a time (forward_stack called)");
+  ST_CHECK(w.size() == inputs_.size(), "cuda recurrent stack: {} weight sets for {} layers", w.size(),
+           inputs_.size());
+  if (!stack_unit_)
+    stack_unit_ = make_unit(inputs_[0], static_cast<int64_t>(inputs_.size()), "recurrent stack",
+                            forced_.value_or(CUDNN_RNN_ALGO_STANDARD));
+  if (training) autotune(stack_unit_, w, x, y, arena, lengths);
+  run_forward(*stack_unit_, w, x, y, training, lengths);
+}
+
+// Each trial step ends in a stream synchronisation, so the tuner's wall clock times the GPU's
+// work (and the host's launches, which bound these latency-bound layers as much). It runs once
+// per unit: the only host waits of a run outside the log intervals. The trials write y and the
+// unit's own buffers only; the caller's forward then runs again with the chosen algorithm.
+void CudaRecurrentLayers::autotune(std::unique_ptr<Unit>& slot, std::span<const RecurrentWeights> ws,
+                                   const Tensor& x, const Tensor& y, Arena& arena, std::span<const int64_t> lengths) {
+  if (!tuner_ || slot->tuned) return;
+  const Unit& u = *slot;
+  const std::string key =
+      fmt::format("cudnn {} {} T={} N={} C={} H={} L={} D={} {}", cell_ == RnnCell::lstm ? "lstm" : "gru",
+                  gpu_model(), x.shape[0], x.shape[1], u.in, hidden_, u.count, dirs_, dtype_name(compute_));
+  std::vector<std::unique_ptr<Unit>> units;
+  units.push_back(std::move(slot));
+  const auto trial = [&](Unit& t) {
+    run_forward(t, ws, x, y, true, lengths);
+    run_backward(t, ws, y, arena, false, false);  // y as dy: its values do not change the work
+    ST_CUDA(cudaStreamSynchronize(be_.stream()));
+  };
+  // cuDNN refuses the persistent kernels for some shapes (hidden sizes, GPUs): not a candidate then.
+  try {
+    auto p = make_unit(u.in, u.count, u.what, CUDNN_RNN_ALGO_PERSIST_STATIC);
+    trial(*p);
+    units.push_back(std::move(p));
+  } catch (const Error&) {
+    (void)cudaGetLastError();
+  }
+  std::vector<TuneCandidate> candidates;
+  for (auto& c : units) candidates.push_back({algo_name(c->algo), [&trial, p = c.get()] { trial(*p); }});
+  const std::string choice = tuner_->choose(key, candidates);
+  for (auto& c : units)
+    if (choice == algo_name(c->algo)) slot = std::move(c);
+  if (!slot) slot = std::move(units.front());  // a cached choice cuDNN refuses here: the standard one
+  slot->tuned = true;
+}
+
+void CudaRecurrentLayers::run_forward(Unit& u, std::span<const RecurrentWeights> ws, const Tensor& x,
+                                      const Tensor& y, bool training, std::span<const int64_t> lengths) {
+  ST_CHECK(x.shape.size() == 3 && x.shape[2] == u.in && x.contiguous(),
+           "{} input must be a contiguous [time, batch, {}], got {}", u.what, u.in, shape_str(x.shape));
   const int64_t T = x.shape[0], N = x.shape[1];
   ST_CHECK(y.shape == Shape({T, N, hidden_ * dirs_}) && y.contiguous(),
-           "recurrent layer {} output must be [{}, {}, {}], got {}", layer, T, N, hidden_ * dirs_, shape_str(y.shape));
+           "{} output must be [{}, {}, {}], got {}", u.what, T, N, hidden_ * dirs_, shape_str(y.shape));
   ST_CHECK(device_accessible(x.ptr) && device_accessible(y.ptr),
-           "cuda recurrent layer {}: x and y must be GPU memory (the activation Arena on the cuda backend's memory)",
-           layer);
-  check_weights(w, false);
+           "cuda {}: x and y must be GPU memory (the activation Arena on the cuda backend's memory)", u.what);
+  check_weights(ws, false);
   bind_stream();
-  set_shape(l, T, N, lengths);
-  l.padded = !lengths.empty();
-  if (training) l.reserve.ensure(l.reserve_bytes);
-  pack(l, w);
+  set_shape(u, T, N, lengths);
+  u.padded = !lengths.empty();
+  if (training) u.reserve.ensure(u.reserve_bytes);
+  pack(u, ws);
   const void* x_in = x.ptr;
   void* y_out = y.ptr;
   if (half()) {
-    x_in = l.x16.ensure(x.numel() * elem_bytes_);
-    narrow(x.ptr, l.x16.get(), x.numel());
-    y_out = l.y16.ensure(y.numel() * elem_bytes_);
+    x_in = u.x16.ensure(x.numel() * elem_bytes_);
+    narrow(x.ptr, u.x16.get(), x.numel());
+    y_out = u.y16.ensure(y.numel() * elem_bytes_);
   }
-  ST_CUDNN(cudnnRNNForward(be_.cudnn(), l.rnn.get(), training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
-                           static_cast<const int32_t*>(l.seq_lengths.get()), l.xdesc.get(), x_in, l.ydesc.get(),
-                           y_out, l.hdesc.get(), nullptr, nullptr, l.hdesc.get(), nullptr, nullptr, l.weight_bytes,
-                           l.weights.get(), workspace_.bytes(), workspace_.get(), training ? l.reserve_bytes : 0,
-                           training ? l.reserve.get() : nullptr));
+  ST_CUDNN(cudnnRNNForward(be_.cudnn(), u.rnn.get(), training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
+                           static_cast<const int32_t*>(u.seq_lengths.get()), u.xdesc.get(), x_in, u.ydesc.get(),
+                           y_out, u.hdesc.get(), nullptr, nullptr, u.hdesc.get(), nullptr, nullptr, u.weight_bytes,
+                           u.weights.get(), workspace_.bytes(), workspace_.get(), training ? u.reserve_bytes : 0,
+                           training ? u.reserve.get() : nullptr));
   if (half()) widen(y_out, y.ptr, y.numel());
-  l.x = x;
-  l.y = y;
-  l.trained = training;
+  u.x = x;
+  u.y = y;
+  u.trained = training;
+}
+
+Tensor CudaRecurrentLayers::backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena,
+                                     bool want_dx) {
+  return run_backward(layer_unit(layer), {&w, 1}, dy, arena, want_dx);
+}
+
+Tensor CudaRecurrentLayers::backward_stack(std::span<const RecurrentWeights> w, const Tensor& dy, Arena& arena,
+                                           bool want_dx) {
+  ST_CHECK(stack_unit_, "cuda recurrent stack: backward_stack needs a forward_stack first");
+  ST_CHECK(w.size() == inputs_.size(), "cuda recurrent stack: {} weight sets for {} layers", w.size(),
+           inputs_.size());
+  return run_backward(*stack_unit_, w, dy, arena, want_dx);
 }
 
 // dx goes to the arena's memory when the GPU can write it. Until the activation Arena allocates
@@ -418,25 +570,23 @@ void CudaRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const
 // owned device buffer and copied into the arena's block, synchronously, so the returned Tensor
 // is correct either way. BackwardData runs even without want_dx: BackwardWeights needs what it
 // leaves in the reserve space.
-Tensor CudaRecurrentLayers::backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena,
-                                     bool want_dx) {
-  ST_CHECK(layer < layers_.size(), "cuda recurrent layer {} does not exist ({} layers)", layer, layers_.size());
-  Layer& l = *layers_[layer];
-  ST_CHECK(l.trained, "cuda recurrent layer {}: backward needs a training forward of the layer first", layer);
-  ST_CHECK(dy.shape == l.y.shape && dy.contiguous(), "recurrent layer {} output gradient must be {}, got {}", layer,
-           shape_str(l.y.shape), shape_str(dy.shape));
-  ST_CHECK(device_accessible(dy.ptr), "cuda recurrent layer {}: dy must be GPU memory", layer);
-  check_weights(w, true);
+Tensor CudaRecurrentLayers::run_backward(Unit& u, std::span<const RecurrentWeights> ws, const Tensor& dy,
+                                         Arena& arena, bool want_dx, bool add) {
+  ST_CHECK(u.trained, "cuda {}: backward needs a training forward first", u.what);
+  ST_CHECK(dy.shape == u.y.shape && dy.contiguous(), "{} output gradient must be {}, got {}", u.what,
+           shape_str(u.y.shape), shape_str(dy.shape));
+  ST_CHECK(device_accessible(dy.ptr), "cuda {}: dy must be GPU memory", u.what);
+  check_weights(ws, true);
   bind_stream();
-  const Shape x_shape = l.x.shape;
+  const Shape x_shape = u.x.shape;
   const int64_t dx_n = numel_of(x_shape);
   const size_t dx_bytes = static_cast<size_t>(dx_n) * sizeof(float);
   Tensor dx = want_dx ? arena.tensor(x_shape) : Tensor();
   const bool direct = want_dx && device_accessible(dx.ptr);
   void* dx_dev = direct ? dx.ptr : dx_sink_.ensure(dx_bytes);
-  // What cuDNN reads and writes: the layer's own tensors in fp32, their 16-bit copies otherwise.
-  const void* y_saved = half() ? l.y16.get() : l.y.ptr;
-  const void* x_saved = half() ? l.x16.get() : l.x.ptr;
+  // What cuDNN reads and writes: the unit's own tensors in fp32, their 16-bit copies otherwise.
+  const void* y_saved = half() ? u.y16.get() : u.y.ptr;
+  const void* x_saved = half() ? u.x16.get() : u.x.ptr;
   const void* dy_in = dy.ptr;
   void* dx_out = dx_dev;
   if (half()) {
@@ -445,19 +595,19 @@ Tensor CudaRecurrentLayers::backward(size_t layer, const RecurrentWeights& w, co
     dx_out = dx16_.ensure(dx_n * elem_bytes_);
   }
   // dx at padded steps is 0 (as PyTorch's padded gradient): cuDNN does not write there.
-  if (l.padded) ST_CUDA(cudaMemsetAsync(dx_out, 0, dx_n * (half() ? elem_bytes_ : sizeof(float)), be_.stream()));
-  ST_CUDNN(cudnnRNNBackwardData_v8(be_.cudnn(), l.rnn.get(), static_cast<const int32_t*>(l.seq_lengths.get()),
-                                   l.ydesc.get(), y_saved, dy_in, l.xdesc.get(), dx_out, l.hdesc.get(), nullptr,
-                                   nullptr, nullptr, l.hdesc.get(), nullptr, nullptr, nullptr, l.weight_bytes,
-                                   l.weights.get(), workspace_.bytes(), workspace_.get(), l.reserve_bytes,
-                                   l.reserve.get()));
-  void* grads = grad_space_.ensure(l.weight_bytes);
-  ST_CUDA(cudaMemsetAsync(grads, 0, l.weight_bytes, be_.stream()));
-  ST_CUDNN(cudnnRNNBackwardWeights_v8(be_.cudnn(), l.rnn.get(), CUDNN_WGRAD_MODE_ADD,
-                                      static_cast<const int32_t*>(l.seq_lengths.get()), l.xdesc.get(), x_saved,
-                                      l.hdesc.get(), nullptr, l.ydesc.get(), y_saved, l.weight_bytes, grads,
-                                      workspace_.bytes(), workspace_.get(), l.reserve_bytes, l.reserve.get()));
-  add_grads(l, w, grads);
+  if (u.padded) ST_CUDA(cudaMemsetAsync(dx_out, 0, dx_n * (half() ? elem_bytes_ : sizeof(float)), be_.stream()));
+  ST_CUDNN(cudnnRNNBackwardData_v8(be_.cudnn(), u.rnn.get(), static_cast<const int32_t*>(u.seq_lengths.get()),
+                                   u.ydesc.get(), y_saved, dy_in, u.xdesc.get(), dx_out, u.hdesc.get(), nullptr,
+                                   nullptr, nullptr, u.hdesc.get(), nullptr, nullptr, nullptr, u.weight_bytes,
+                                   u.weights.get(), workspace_.bytes(), workspace_.get(), u.reserve_bytes,
+                                   u.reserve.get()));
+  void* grads = grad_space_.ensure(u.weight_bytes);
+  ST_CUDA(cudaMemsetAsync(grads, 0, u.weight_bytes, be_.stream()));
+  ST_CUDNN(cudnnRNNBackwardWeights_v8(be_.cudnn(), u.rnn.get(), CUDNN_WGRAD_MODE_ADD,
+                                      static_cast<const int32_t*>(u.seq_lengths.get()), u.xdesc.get(), x_saved,
+                                      u.hdesc.get(), nullptr, u.ydesc.get(), y_saved, u.weight_bytes, grads,
+                                      workspace_.bytes(), workspace_.get(), u.reserve_bytes, u.reserve.get()));
+  if (add) add_grads(u, ws, grads);
   if (half() && want_dx) widen(dx_out, dx_dev, dx_n);
   if (want_dx && !direct) {
     ST_CUDA(cudaMemcpyAsync(dx.ptr, dx_dev, dx_bytes, cudaMemcpyDeviceToHost, be_.stream()));

@@ -118,6 +118,13 @@ void CudaBackend::layer_norm_forward(const LayerNormArgs& a, float* y) {
   ST_CUDA(launch_layer_norm_forward(launch_args(a), y, stream_));
 }
 
+void CudaBackend::layer_norm_forward_half(const LayerNormArgs& a, DType to, void* y) {
+  check_layer_norm_args(a);
+  ST_CHECK(y, "LayerNorm forward: y must be given (null pointer)");
+  ST_CHECK(to == DType::bf16 || to == DType::f16, "LayerNorm half output: {} is not a 16-bit type", dtype_name(to));
+  ST_CUDA(launch_layer_norm_forward_half(launch_args(a), to == DType::bf16, y, stream_));
+}
+
 void CudaBackend::layer_norm_backward(const LayerNormArgs& a, const float* dy, float* dx, float* dweight,
                                       float* dbias) {
   check_layer_norm_args(a);

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "backend/cuda/cuda_half.cuh"
 #include "backend/cuda/cuda_kernel_util.cuh"
 #include "backend/cuda/cuda_rows_kernels.h"
 #include "backend/dropout_mask.h"
@@ -139,7 +140,9 @@ __global__ void cross_entropy_grad(CrossEntropyLaunch a, float scale, float* dlo
 constexpr int64_t kLayerNormBlockRows = 64;  // rows per partial column sum in backward
 
 // The CPU's corrected two-pass moments in float (backend/cpu/kernels/layer_norm.cpp), then y.
-__global__ void layer_norm_rows(LayerNormLaunch a, float* y) {
+// kOut: y as f32 (0), or rounded to bf16 (1) / fp16 (2) as it is written (cuda_half.cuh).
+template <int kOut>
+__global__ void layer_norm_rows(LayerNormLaunch a, void* y) {
   __shared__ float shared[32];
   const int64_t r = blockIdx.x, C = a.channels;
   const float* x = a.x + r * C;
@@ -159,7 +162,7 @@ __global__ void layer_norm_rows(LayerNormLaunch a, float* y) {
   if (threadIdx.x == 0) { a.mean[r] = mu; a.rstd[r] = rs; }
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     const float v = (x[c] - mu) * rs * a.weight[c];
-    y[r * C + c] = a.bias ? v + a.bias[c] : v;
+    store_as<kOut>(y, r * C + c, a.bias ? v + a.bias[c] : v);
   }
 }
 
@@ -346,7 +349,13 @@ cudaError_t launch_cross_entropy_backward(const CrossEntropyLaunch& a, float sca
 }
 
 cudaError_t launch_layer_norm_forward(const LayerNormLaunch& a, float* y, cudaStream_t s) {
-  layer_norm_rows<<<static_cast<unsigned>(a.rows), kRowThreads, 0, s>>>(a, y);
+  layer_norm_rows<0><<<static_cast<unsigned>(a.rows), kRowThreads, 0, s>>>(a, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_layer_norm_forward_half(const LayerNormLaunch& a, bool bf16, void* y, cudaStream_t s) {
+  if (bf16) layer_norm_rows<1><<<static_cast<unsigned>(a.rows), kRowThreads, 0, s>>>(a, y);
+  else layer_norm_rows<2><<<static_cast<unsigned>(a.rows), kRowThreads, 0, s>>>(a, y);
   return cudaGetLastError();
 }
 

@@ -48,6 +48,8 @@ struct LayerNormLaunch {
   float* rstd = nullptr;
 };
 cudaError_t launch_layer_norm_forward(const LayerNormLaunch& a, float* y, cudaStream_t s);
+// The same with y rounded to bf16 (else fp16) as it is written: the bits of the fp32 y narrowed.
+cudaError_t launch_layer_norm_forward_half(const LayerNormLaunch& a, bool bf16, void* y, cudaStream_t s);
 size_t layer_norm_backward_scratch(int64_t rows, int64_t channels);
 cudaError_t launch_layer_norm_backward(const LayerNormLaunch& a, const float* dy, float* dx, float* dweight,
                                        float* dbias, void* scratch, cudaStream_t s);
