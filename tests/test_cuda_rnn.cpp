@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <span>
 #include <vector>
 
@@ -163,13 +164,22 @@ Results run_cuda(Backend& gpu, const Stack& s, const Inputs& in, int steps, cons
   return r;
 }
 
-// The whole stack in one call (forward_stack / backward_stack, cuDNN's two-layer RNN), `steps`
-// passes of the same batch with the bottom dx asked for: y[1], dx[0] and both layers' gradients
-// are filled (the stack keeps no layer-0 output or layer-1 dx for the caller).
+// SEQTRAIN_CUDNN_RNN_STACK set for one scope (the layers read it when made).
+class StackPlanEnv {
+ public:
+  explicit StackPlanEnv(const char* plan) { setenv("SEQTRAIN_CUDNN_RNN_STACK", plan, 1); }
+  ~StackPlanEnv() { unsetenv("SEQTRAIN_CUDNN_RNN_STACK"); }
+};
+
+// The stack through forward_stack / backward_stack, as `plan` (whole: cuDNN's two-layer RNN in
+// one call; layers: a call per layer inside the backend), `steps` passes of the same batch with
+// the bottom dx asked for: y[1], dx[0] and both layers' gradients are filled (the stack keeps no
+// layer-0 output or layer-1 dx for the caller).
 Results run_cuda_stack(Backend& gpu, const Stack& s, const Inputs& in, int steps, const Precision& precision = {},
-                       std::span<const int64_t> lengths = {}) {
+                       std::span<const int64_t> lengths = {}, const char* plan = "whole") {
   RecurrentSpec spec = s.spec();
   spec.options.precision = precision;
+  const StackPlanEnv env(plan);
   auto layers = gpu.make_recurrent(spec);
   EXPECT_TRUE(layers->runs_stack());
   const Shape y_shape{T, N, H * s.dirs};
@@ -262,12 +272,13 @@ TEST_P(CudaRnnLayers, WholeStackAgreesWithTheReference) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
   const Stack s = GetParam();
   const std::vector<int64_t> lengths = {4, 1, 7, 6, 2};
+  for (const char* plan : {"whole", "layers"})
   for (const bool with_lengths : {false, true}) {
-    SCOPED_TRACE(with_lengths ? "lengths" : "full length");
+    SCOPED_TRACE(::testing::Message() << plan << (with_lengths ? " lengths" : " full length"));
     const std::span<const int64_t> l = with_lengths ? std::span<const int64_t>(lengths) : std::span<const int64_t>();
     const Inputs in = random_inputs(s, 16);
     const Results want = run_reference(s, in, l);
-    const Results got = run_cuda_stack(gpu, s, in, 2, {}, l);
+    const Results got = run_cuda_stack(gpu, s, in, 2, {}, l, plan);
     EXPECT_LT(scaled_error(got.y[1], want.y[1]), kTol);
     EXPECT_LT(scaled_error(got.dx[0], want.dx[0]), kTol);
     for (int k = 0; k < 2; ++k) EXPECT_LT(scaled_error(got.grads[k], times(want.grads[k], 2.f)), kTol) << k;
@@ -329,7 +340,7 @@ TEST(CudaRnn, HalfPrecisionLayersAgreeWithTheReference) {
         EXPECT_LT(scaled_error(got.dx[k], want.dx[k]), tol);
         EXPECT_LT(scaled_error(got.grads[k], want.grads[k]), tol);
       }
-      // The whole stack in 16 bits (one cuDNN call): the same bar.
+      // The stack in 16 bits as one cuDNN call: the same bar.
       const Results stack = run_cuda_stack(gpu, s, in, 1, precision);
       EXPECT_LT(scaled_error(stack.y[1], want.y[1]), tol);
       EXPECT_GT(scaled_error(stack.y[1], want.y[1]), 1e-5);
@@ -338,10 +349,11 @@ TEST(CudaRnn, HalfPrecisionLayersAgreeWithTheReference) {
     }
 }
 
-// runtime.autotune: the first training forward times cuDNN's algorithms through the run's
-// Autotuner and keeps its choice. A timer that favours the persistent kernels makes it choose
-// them for the whole stack (one decision, keyed by the cuDNN shape); the stack's results still
-// agree with the reference, and the next step times nothing.
+// runtime.autotune: the first training forward of a stack times cuDNN's algorithms, each as
+// one call of the whole stack and as a call per layer, through the run's Autotuner and keeps its
+// choice. A timer that favours the whole stack on the persistent kernels makes it choose that
+// (one decision, keyed by the cuDNN shape); the results still agree with the reference, and the
+// next step times nothing.
 TEST(CudaRnn, AutotuneChoosesTheFasterAlgorithmAndKeepsIt) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
   const Stack s{RnnCell::lstm, 1};
@@ -349,7 +361,7 @@ TEST(CudaRnn, AutotuneChoosesTheFasterAlgorithmAndKeepsIt) {
   auto tuner = std::make_shared<Autotuner>([&](const std::string&, const TuneCandidate& c) {
     ++timed;
     c.run();
-    return c.name == "persist_static" ? 1.0 : 2.0;
+    return c.name == "whole persist_static" ? 1.0 : 2.0;
   });
   const Inputs in = random_inputs(s, 17);
   RecurrentSpec spec = s.spec();
@@ -364,10 +376,10 @@ TEST(CudaRnn, AutotuneChoosesTheFasterAlgorithmAndKeepsIt) {
   Arena arena;
   layers->forward_stack(w, Tensor(x.get(), {T, N, C}), Tensor(y.get(), y_shape), arena, true, {});
   ASSERT_EQ(tuner->decisions().size(), 1u);
-  EXPECT_EQ(tuner->decisions()[0].choice, "persist_static");
-  EXPECT_CONTAINS(tuner->decisions()[0].key, "cudnn lstm");
+  EXPECT_EQ(tuner->decisions()[0].choice, "whole persist_static");
+  EXPECT_CONTAINS(tuner->decisions()[0].key, "cudnn lstm stack");
   const int timed_first = timed;
-  EXPECT_GE(timed_first, 2);
+  EXPECT_GE(timed_first, 4);  // whole and layers, standard and persistent
   const Results want = run_reference(s, in);
   EXPECT_LT(scaled_error(y.download(), want.y[1]), kTol);
   const std::vector<float> dx = read_back(gpu, layers->backward_stack(w, Tensor(dy.get(), y_shape), arena, true));

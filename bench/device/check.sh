@@ -78,6 +78,8 @@ timeout 240 "$BIN/seqtrain_tests" --gtest_filter='*Cuda*:*cuda*:*DeviceChoice*' 
 rc=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|tests ran" "$OUT/cuda_tests.log" | tail -40 | tee -a "$REPORT"
 if [ $rc -ne 0 ]; then say "FAIL CUDA tests (exit $rc)"; FAILED=$((FAILED + 1)); else say "PASS CUDA tests"; fi
+check "CUDA recurrent tests with SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked" env SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked \
+  timeout 120 "$BIN/seqtrain_tests" --gtest_filter='*CudaRnn*' --gtest_brief=1
 
 if [ "${QUICK:-0}" != 1 ]; then
 say "== end to end, 100 steps ($(elapsed))"
@@ -113,7 +115,12 @@ train e_cpu "$F" "${ENC[@]}" --set runtime.device=cpu
 train e_cuda "$F" "${ENC[@]}" --set runtime.device=cuda
 compare "transformer encoder cuda fp32 vs cpu fp32 (1e-3)" e_cuda e_cpu 1e-3
 train e_cudabf "$F" "${ENC[@]}" --set runtime.device=cuda --set runtime.precision=bf16
-compare "transformer encoder cuda bf16 vs fp32 (2%)" e_cudabf e_cuda 0.02
+train e_cpubf "$F" "${ENC[@]}" --set runtime.device=cpu --set runtime.precision=bf16
+# bf16 moves this encoder's small validation loss by 2-2.5% on either device (the CPU's own bf16
+# run against its fp32 one: 2.1%), so the device is judged against the CPU's bf16 at 2% and
+# against fp32 at 3%.
+compare "transformer encoder cuda bf16 vs cpu bf16 (2%)" e_cudabf e_cpubf 0.02
+compare "transformer encoder cuda bf16 vs fp32 (3%)" e_cudabf e_cuda 0.03
 train b_cpu "$F" --set model.bidirectional=true --set runtime.device=cpu
 train b_cuda "$F" --set model.bidirectional=true --set runtime.device=cuda
 compare "bidirectional forecaster cuda fp32 vs cpu fp32 (1e-3)" b_cuda b_cpu 1e-3
@@ -158,9 +165,13 @@ for w in W1 moola; do
   tbench --workload $w --mode fp32
   tbench --workload $w --mode amp_bf16
   [ "${QUICK:-0}" = 1 ] && continue
-  SEQTRAIN_CUDNN_RNN_STACK=0 sbench --workload $w --precision fp16 --label layer_at_a_time
-  SEQTRAIN_CUDNN_RNN_ALGO=standard sbench --workload $w --precision fp16 --label standard
+  SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked sbench --workload $w --precision fp16 --label unpacked
+  SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked sbench --workload $w --precision bf16 --label unpacked
+  SEQTRAIN_CUDNN_RNN_STACK=whole SEQTRAIN_CUDNN_RNN_ALGO=standard sbench --workload $w --precision fp16 --label whole_standard
+  SEQTRAIN_CUDNN_RNN_STACK=whole SEQTRAIN_CUDNN_RNN_ALGO=standard SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked \
+    sbench --workload $w --precision fp16 --label whole_standard_unpacked
   sbench --workload $w --precision fp32
+  SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked sbench --workload $w --precision fp32 --label unpacked
   tbench --workload $w --mode amp_fp16
 done
 sbench --workload gpt --precision bf16

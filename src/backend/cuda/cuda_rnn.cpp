@@ -1,16 +1,18 @@
 // The CUDA backend's recurrent layers (CudaBackend::make_recurrent): one cuDNN RNN per layer
-// (the caller, nn/rnn.h's RnnStack, loops over layers), or one cuDNN RNN of every layer when the
-// stack has no dropout between its layers (forward_stack: cuDNN then overlaps the layers' time
-// steps; SEQTRAIN_CUDNN_RNN_STACK=0 turns that off to measure it), LSTM or GRU, one or two directions, on
+// (the caller, nn/rnn.h's RnnStack, loops over layers), or for a stack with no dropout between
+// its layers (forward_stack) either that or one cuDNN RNN of every layer (cuDNN may then
+// overlap the layers' time steps), LSTM or GRU, one or two directions, on
 // the PyTorch-layout fp32 weights of backend.h's RecurrentWeights. fp32: fp32 data and strict
 // fp32 math. bf16 / fp16 (runtime.precision; torch.autocast's LSTM on cuDNN): cuDNN's data,
 // weights and hidden states in 16 bits, tensor-core math with fp32 accumulation; the layer's
 // fp32 x, y, dy and dx are rounded / widened at its edges (one convert each), the fp32 weights
 // rounded into the weight space and the 16-bit weight gradients widened and added into the fp32
-// ones. The algorithm: with runtime.autotune (the default) the faster of CUDNN_RNN_ALGO_STANDARD
-// and PERSIST_STATIC (cuDNN's persistent kernels, fast for small hidden sizes in 16 bits, slow in
-// fp32) timed per shape at the first training step, as cudnn.benchmark; otherwise standard;
-// SEQTRAIN_CUDNN_RNN_ALGO=standard|persist_static forces one (measured in docs/BENCHMARKS.md).
+// ones. With runtime.autotune (the default) the first training step times, per shape, cuDNN's
+// CUDNN_RNN_ALGO_STANDARD against PERSIST_STATIC (persistent kernels: fast for small hidden
+// sizes in fp16, slow in fp32) and, for a stack, a call per layer against one call of the
+// whole stack, as cudnn.benchmark; without it, standard and a call per layer.
+// SEQTRAIN_CUDNN_RNN_ALGO=standard|persist_static and SEQTRAIN_CUDNN_RNN_STACK=whole|layers
+// force either (measured in docs/BENCHMARKS.md).
 //
 // Why cuDNN's formulas are PyTorch's (the reference backend's, reference_rnn.h):
 //   LSTM: the standard cell with two biases (CUDNN_RNN_DOUBLE_BIAS: b_ih in the input GEMM, b_hh
@@ -61,6 +63,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <functional>
 #include <string_view>
 #include <cstdint>
 #include <memory>
@@ -192,11 +195,24 @@ int to_int(int64_t v, const char* what) {
 
 // ---- The layers ----
 
-// SEQTRAIN_CUDNN_RNN_STACK=0: the stack a layer at a time even without dropout (to measure the
-// difference); anything else or unset: one call.
-bool stack_from_env() {
+// SEQTRAIN_CUDNN_RNN_STACK=whole|layers forces how a stack without dropout runs (unset: timed
+// with runtime.autotune, a call per layer without it).
+std::optional<bool> whole_from_env() {
   const char* a = std::getenv("SEQTRAIN_CUDNN_RNN_STACK");
-  return !(a && std::string_view(a) == "0");
+  if (!a || !*a) return std::nullopt;
+  ST_CHECK(std::string_view(a) == "whole" || std::string_view(a) == "layers",
+           "SEQTRAIN_CUDNN_RNN_STACK is '{}': accepted values are whole and layers", a);
+  return std::string_view(a) == "whole";
+}
+
+// SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked: full-length batches in cuDNN's SEQ_MAJOR_UNPACKED layout
+// (PyTorch's for unpacked input) instead of SEQ_MAJOR_PACKED; the same memory either way.
+bool unpacked_from_env() {
+  const char* a = std::getenv("SEQTRAIN_CUDNN_RNN_LAYOUT");
+  if (!a || !*a || std::string_view(a) == "packed") return false;
+  ST_CHECK(std::string_view(a) == "unpacked", "SEQTRAIN_CUDNN_RNN_LAYOUT is '{}': accepted values are packed and "
+           "unpacked", a);
+  return true;
 }
 
 class CudaRecurrentLayers final : public RecurrentLayers {
@@ -209,14 +225,13 @@ class CudaRecurrentLayers final : public RecurrentLayers {
   Tensor backward_stack(std::span<const RecurrentWeights> w, const Tensor& dy, Arena& arena, bool want_dx) override;
 
  private:
-  // One cuDNN RNN: one layer of the stack, or all of them (count layers, first the bottom).
+  // One cuDNN RNN: layers [first, first + count) of the stack, with one algorithm.
   struct Unit {
     explicit Unit(CudaBackend& be) : weights(be), reserve(be), seq_lengths(be), x16(be), y16(be) {}
-    int64_t in = 0;     // the input width of its bottom layer
-    int64_t count = 1;  // its layers
+    int64_t first = 0, count = 1;
     cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
-    bool tuned = false;  // its algorithm was chosen by timing (or from the run's autotune cache)
-    std::string what;   // "recurrent layer k" or "recurrent stack", for messages
+    int64_t in = 0;       // the input width of its bottom layer
+    std::string what;     // "recurrent layer k" or "recurrent stack", for messages
     DropoutDesc dropout;  // before rnn: the RNN descriptor refers to it, so it is destroyed last
     RnnDesc rnn;
     size_t weight_bytes = 0;
@@ -238,15 +253,30 @@ class CudaRecurrentLayers final : public RecurrentLayers {
     bool trained = false;
     bool padded = false;  // the last forward had lengths
   };
+  // How a stack without dropout runs: one cuDNN call of every layer (cuDNN may then overlap the
+  // layers' time steps) or a call per layer, with one algorithm. cuDNN's whole-stack call is not
+  // always the faster (measured in docs/BENCHMARKS.md), so with runtime.autotune both are timed.
+  struct Plan {
+    bool whole = false;
+    cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
+  };
+  static std::string plan_name(const Plan& p);
 
-  int64_t layer_in(const Unit& u, int64_t k) const { return k == 0 ? u.in : hidden_ * dirs_; }
-  std::unique_ptr<Unit> make_unit(int64_t in, int64_t count, std::string what, cudnnRNNAlgo_t algo);
-  // cudnn.benchmark's equivalent: at the first training forward of the unit in `slot`, times one
-  // step (forward, both backward calls) of each algorithm cuDNN accepts for it on the real
-  // batch and keeps the fastest in `slot`; the decision goes into the run's Autotuner (logged,
-  // and cached in autotune.json so a resumed run computes with the same algorithm).
-  void autotune(std::unique_ptr<Unit>& slot, std::span<const RecurrentWeights> ws, const Tensor& x, const Tensor& y,
-                Arena& arena, std::span<const int64_t> lengths);
+  int64_t layer_in(const Unit& u, int64_t k) const { return inputs_[u.first + k]; }
+  // The unit of layers [first, first + count) with `algo`, made at first use and then kept.
+  Unit& unit(int64_t first, int64_t count, cudnnRNNAlgo_t algo);
+  // Keeps only the units `keep` says to (after tuning: the losers' memory goes back).
+  template <class Keep>
+  void keep_units(Keep&& keep);
+  std::vector<cudnnRNNAlgo_t> algos() const;
+  // cudnn.benchmark's equivalent: each candidate runs one step (forward, both backward calls,
+  // the gradients not added) on the real batch, then waits for the stream, so the run's
+  // Autotuner times the GPU's work and the host's launches (which bound these latency-bound
+  // layers as much). A candidate cuDNN refuses (the persistent kernels for some shapes and
+  // GPUs) fails its first run and is left out. The decision is logged and cached in
+  // autotune.json, so a resumed run computes with the same units. Returns the chosen name.
+  std::string choose(const std::string& key, const std::vector<std::pair<std::string, std::function<void()>>>& runs);
+  std::string tune_key(const Tensor& x, int64_t count, const char* what) const;
   void describe(Unit& u);
   void find_slots(Unit& u);
   void set_shape(Unit& u, int64_t T, int64_t N, std::span<const int64_t> lengths);
@@ -260,10 +290,13 @@ class CudaRecurrentLayers final : public RecurrentLayers {
   void add_grads(const Unit& u, std::span<const RecurrentWeights> ws, const void* grad_space);
   void run_forward(Unit& u, std::span<const RecurrentWeights> ws, const Tensor& x, const Tensor& y, bool training,
                    std::span<const int64_t> lengths);
-  // add_grads false: the gradients are computed but not added (autotuning's trial steps).
+  // add false: the gradients are computed but not added (tuning's trial steps).
   Tensor run_backward(Unit& u, std::span<const RecurrentWeights> ws, const Tensor& dy, Arena& arena, bool want_dx,
-                      bool add_grads = true);
-  Unit& layer_unit(size_t layer);
+                      bool add = true);
+  void stack_forward(const Plan& p, std::span<const RecurrentWeights> ws, const Tensor& x, const Tensor& y,
+                     Arena& arena, bool training, std::span<const int64_t> lengths);
+  Tensor stack_backward(const Plan& p, std::span<const RecurrentWeights> ws, const Tensor& dy, Arena& arena,
+                        bool want_dx, bool add);
   bool half() const { return compute_ != DType::f32; }
   // n fp32 values into cuDNN's type at dst, or back.
   void narrow(const void* src, void* dst, int64_t n) { be_.convert(DType::f32, src, compute_, dst, n); }
@@ -279,12 +312,15 @@ class CudaRecurrentLayers final : public RecurrentLayers {
   size_t elem_bytes_;
   RnnSpaceType space_;
   std::optional<cudnnRNNAlgo_t> forced_;  // SEQTRAIN_CUDNN_RNN_ALGO
-  std::shared_ptr<Autotuner> tuner_;       // null: no autotuning (runtime.autotune false)
-  bool stack_;
-  // Made at first use: a stack without dropout never builds its per-layer units, and a layer
-  // at a time never builds the stack's.
-  std::vector<std::unique_ptr<Unit>> layers_;
-  std::unique_ptr<Unit> stack_unit_;
+  std::optional<bool> forced_whole_;      // SEQTRAIN_CUDNN_RNN_STACK
+  bool unpacked_;                         // SEQTRAIN_CUDNN_RNN_LAYOUT
+  std::shared_ptr<Autotuner> tuner_;      // null: no autotuning (runtime.autotune false)
+  bool stack_;                            // the caller may run the stack through forward_stack
+  std::vector<cudnnRNNAlgo_t> layer_algo_;
+  std::vector<bool> layer_tuned_;
+  Plan plan_;
+  bool plan_tuned_ = false;
+  std::vector<std::unique_ptr<Unit>> units_;
   // Shared by the units: used within one call only.
   DeviceMemory workspace_, grad_space_, dx_sink_, dy16_, dx16_;
 };
@@ -297,41 +333,85 @@ CudaRecurrentLayers::CudaRecurrentLayers(CudaBackend& be, const RecurrentSpec& s
       elem_bytes_(compute_ == DType::f32 ? 4 : 2),
       space_(compute_ == DType::bf16 ? RnnSpaceType::bf16 : compute_ == DType::f16 ? RnnSpaceType::f16
                                                                                   : RnnSpaceType::f32),
-      forced_(algo_from_env()), workspace_(be), grad_space_(be), dx_sink_(be), dy16_(be), dx16_(be) {
+      forced_(algo_from_env()), forced_whole_(whole_from_env()), unpacked_(unpacked_from_env()), workspace_(be),
+      grad_space_(be), dx_sink_(be), dy16_(be), dx16_(be) {
   ST_CHECK(dirs_ == 1 || dirs_ == 2, "cuda recurrent layer: dirs must be 1 or 2, got {}", dirs_);
   ST_CHECK(!inputs_.empty(), "cuda recurrent layers: the spec has no layer");
-  if (spec.options.autotune && !forced_)
-    tuner_ = spec.options.autotuner ? spec.options.autotuner : std::make_shared<Autotuner>();
   to_int(hidden_, "hidden size");
   for (const int64_t in : inputs_) to_int(in, "input width");
-  layers_.resize(inputs_.size());
+  if (spec.options.autotune && !(forced_ && forced_whole_))
+    tuner_ = spec.options.autotuner ? spec.options.autotuner : std::make_shared<Autotuner>();
   // cuDNN's stack feeds layer k + 1 with layer k's output, as RnnStack does; a spec of other
   // widths runs a layer at a time.
-  stack_ = inputs_.size() > 1 && stack_from_env() &&
+  stack_ = inputs_.size() > 1 &&
            std::all_of(inputs_.begin() + 1, inputs_.end(), [&](int64_t in) { return in == hidden_ * dirs_; });
-  // Only a stack the caller will not run whole needs its layers now; the others are made at
-  // first use, like the stack's unit (checking the descriptor early for the common layer).
-  if (!stack_) layer_unit(0);
+  layer_algo_.assign(inputs_.size(), forced_.value_or(CUDNN_RNN_ALGO_STANDARD));
+  layer_tuned_.assign(inputs_.size(), false);
+  plan_ = Plan{forced_whole_.value_or(false), forced_.value_or(CUDNN_RNN_ALGO_STANDARD)};
+  unit(0, 1, layer_algo_[0]);  // cuDNN checks the descriptor now, not at the first step
 }
 
-std::unique_ptr<CudaRecurrentLayers::Unit> CudaRecurrentLayers::make_unit(int64_t in, int64_t count,
-                                                                          std::string what, cudnnRNNAlgo_t algo) {
+std::string CudaRecurrentLayers::plan_name(const Plan& p) {
+  return fmt::format("{} {}", p.whole ? "whole" : "layers", algo_name(p.algo));
+}
+
+CudaRecurrentLayers::Unit& CudaRecurrentLayers::unit(int64_t first, int64_t count, cudnnRNNAlgo_t algo) {
+  ST_CHECK(first >= 0 && count >= 1 && first + count <= static_cast<int64_t>(inputs_.size()),
+           "cuda recurrent layers {}..{} do not exist ({} layers)", first, first + count - 1, inputs_.size());
+  for (auto& u : units_)
+    if (u->first == first && u->count == count && u->algo == algo) return *u;
   auto u = std::make_unique<Unit>(be_);
-  u->in = in;
+  u->first = first;
   u->count = count;
   u->algo = algo;
-  u->what = std::move(what);
+  u->in = inputs_[first];
+  u->what = count == 1 ? fmt::format("recurrent layer {}", first) : std::string("recurrent stack");
   describe(*u);
   find_slots(*u);
-  return u;
+  units_.push_back(std::move(u));
+  return *units_.back();
 }
 
-CudaRecurrentLayers::Unit& CudaRecurrentLayers::layer_unit(size_t layer) {
-  ST_CHECK(layer < layers_.size(), "cuda recurrent layer {} does not exist ({} layers)", layer, layers_.size());
-  if (!layers_[layer])
-    layers_[layer] = make_unit(inputs_[layer], 1, fmt::format("recurrent layer {}", layer),
-                               forced_.value_or(CUDNN_RNN_ALGO_STANDARD));
-  return *layers_[layer];
+template <class Keep>
+void CudaRecurrentLayers::keep_units(Keep&& keep) {
+  std::erase_if(units_, [&](const std::unique_ptr<Unit>& u) { return !keep(*u); });
+}
+
+std::vector<cudnnRNNAlgo_t> CudaRecurrentLayers::algos() const {
+  if (forced_) return {*forced_};
+  return {CUDNN_RNN_ALGO_STANDARD, CUDNN_RNN_ALGO_PERSIST_STATIC};
+}
+
+std::string CudaRecurrentLayers::tune_key(const Tensor& x, int64_t count, const char* what) const {
+  return fmt::format("cudnn {} {} {} T={} N={} C={} H={} L={} D={} {}{}", cell_ == RnnCell::lstm ? "lstm" : "gru",
+                     what, gpu_model(), x.shape[0], x.shape[1], x.shape[2], hidden_, count, dirs_,
+                     dtype_name(compute_), unpacked_ ? " unpacked" : "");
+}
+
+std::string CudaRecurrentLayers::choose(const std::string& key,
+                                        const std::vector<std::pair<std::string, std::function<void()>>>& runs) {
+  std::vector<TuneCandidate> candidates;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::function<void()>& run = runs[i].second;
+    const auto step = [this, &run] {
+      run();
+      ST_CUDA(cudaStreamSynchronize(be_.stream()));
+    };
+    try {
+      step();
+    } catch (const Error&) {
+      if (candidates.empty() && i + 1 == runs.size()) throw;  // none ran: the error is the last run's
+      (void)cudaGetLastError();
+      continue;
+    }
+    candidates.push_back({runs[i].first, step});
+  }
+  ST_CHECK(!candidates.empty(), "cuda recurrent layers: cuDNN ran none of the candidates for {}", key);
+  const std::string choice = tuner_->choose(key, candidates);
+  // A cached choice this machine's cuDNN refuses: the first candidate that ran.
+  for (const auto& c : candidates)
+    if (c.name == choice) return choice;
+  return candidates.front().name;
 }
 
 // One cuDNN RNN of u.count layers: no projection (projSize = hidden), no dropout (between
@@ -389,8 +469,8 @@ void CudaRecurrentLayers::set_shape(Unit& u, int64_t T, int64_t N, std::span<con
   for (size_t i = 0; i < given.size(); ++i) lengths[i] = to_int(given[i], "sequence length");
   if (u.T == T && u.N == N && u.lengths == lengths) return;
   const int H = to_int(hidden_, "hidden size");
-  const cudnnRNNDataLayout_t layout =
-      given.empty() ? CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
+  const cudnnRNNDataLayout_t layout = given.empty() && !unpacked_ ? CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED
+                                                                    : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
   // The padding fill, read as the data type: zero bits are 0 in fp32, bf16 and fp16 alike.
   double zero = 0.0;
   ST_CUDNN(cudnnSetRNNDataDescriptor(u.xdesc.get(), data_type_, layout, t, n, to_int(u.in, "input width"),
@@ -467,9 +547,28 @@ void CudaRecurrentLayers::add_grads(const Unit& u, std::span<const RecurrentWeig
 
 void CudaRecurrentLayers::forward(size_t layer, const RecurrentWeights& w, const Tensor& x, const Tensor& y,
                                   Arena& arena, bool training, std::span<const int64_t> lengths) {
-  layer_unit(layer);
-  if (training) autotune(layers_[layer], {&w, 1}, x, y, arena, lengths);
-  run_forward(*layers_[layer], {&w, 1}, x, y, training, lengths);
+  ST_CHECK(layer < inputs_.size(), "cuda recurrent layer {} does not exist ({} layers)", layer, inputs_.size());
+  const auto k = static_cast<int64_t>(layer);
+  if (training && tuner_ && !forced_ && !layer_tuned_[layer]) {
+    std::vector<std::pair<std::string, std::function<void()>>> runs;
+    for (const cudnnRNNAlgo_t a : algos())
+      runs.emplace_back(algo_name(a), [&, a] {
+        Unit& u = unit(k, 1, a);
+        run_forward(u, {&w, 1}, x, y, true, lengths);
+        run_backward(u, {&w, 1}, y, arena, false, false);  // y as dy: its values do not change the work
+      });
+    const std::string choice = choose(tune_key(x, 1, "layer"), runs);
+    layer_algo_[layer] = choice == "persist_static" ? CUDNN_RNN_ALGO_PERSIST_STATIC : CUDNN_RNN_ALGO_STANDARD;
+    layer_tuned_[layer] = true;
+    keep_units([&](const Unit& u) { return u.first != k || u.count != 1 || u.algo == layer_algo_[layer]; });
+  }
+  run_forward(unit(k, 1, layer_algo_[layer]), {&w, 1}, x, y, training, lengths);
+}
+
+Tensor CudaRecurrentLayers::backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena,
+                                     bool want_dx) {
+  ST_CHECK(layer < inputs_.size(), "cuda recurrent layer {} does not exist ({} layers)", layer, inputs_.size());
+  return run_backward(unit(static_cast<int64_t>(layer), 1, layer_algo_[layer]), {&w, 1}, dy, arena, want_dx);
 }
 
 void CudaRecurrentLayers::forward_stack(std::span<const RecurrentWeights> w, const Tensor& x, const Tensor& y,
@@ -477,46 +576,59 @@ void CudaRecurrentLayers::forward_stack(std::span<const RecurrentWeights> w, con
   ST_CHECK(stack_, "cuda recurrent layers: this stack runs a layer at a time (forward_stack called)");
   ST_CHECK(w.size() == inputs_.size(), "cuda recurrent stack: {} weight sets for {} layers", w.size(),
            inputs_.size());
-  if (!stack_unit_)
-    stack_unit_ = make_unit(inputs_[0], static_cast<int64_t>(inputs_.size()), "recurrent stack",
-                            forced_.value_or(CUDNN_RNN_ALGO_STANDARD));
-  if (training) autotune(stack_unit_, w, x, y, arena, lengths);
-  run_forward(*stack_unit_, w, x, y, training, lengths);
+  if (training && tuner_ && !plan_tuned_) {
+    std::vector<std::pair<std::string, std::function<void()>>> runs;
+    std::vector<Plan> plans;
+    for (const bool whole : {false, true})
+      if (!forced_whole_ || *forced_whole_ == whole)
+        for (const cudnnRNNAlgo_t a : algos()) plans.push_back(Plan{whole, a});
+    for (const Plan& p : plans)
+      runs.emplace_back(plan_name(p), [&, p] {
+        stack_forward(p, w, x, y, arena, true, lengths);
+        stack_backward(p, w, y, arena, false, false);  // y as dy: its values do not change the work
+      });
+    const std::string choice = choose(tune_key(x, static_cast<int64_t>(w.size()), "stack"), runs);
+    for (const Plan& p : plans)
+      if (plan_name(p) == choice) plan_ = p;
+    plan_tuned_ = true;
+    const int64_t L = static_cast<int64_t>(inputs_.size());
+    keep_units([&](const Unit& u) {
+      return u.algo == plan_.algo && (plan_.whole ? u.count == L : u.count == 1);
+    });
+  }
+  stack_forward(plan_, w, x, y, arena, training, lengths);
 }
 
-// Each trial step ends in a stream synchronisation, so the tuner's wall clock times the GPU's
-// work (and the host's launches, which bound these latency-bound layers as much). It runs once
-// per unit: the only host waits of a run outside the log intervals. The trials write y and the
-// unit's own buffers only; the caller's forward then runs again with the chosen algorithm.
-void CudaRecurrentLayers::autotune(std::unique_ptr<Unit>& slot, std::span<const RecurrentWeights> ws,
-                                   const Tensor& x, const Tensor& y, Arena& arena, std::span<const int64_t> lengths) {
-  if (!tuner_ || slot->tuned) return;
-  const Unit& u = *slot;
-  const std::string key =
-      fmt::format("cudnn {} {} T={} N={} C={} H={} L={} D={} {}", cell_ == RnnCell::lstm ? "lstm" : "gru",
-                  gpu_model(), x.shape[0], x.shape[1], u.in, hidden_, u.count, dirs_, dtype_name(compute_));
-  std::vector<std::unique_ptr<Unit>> units;
-  units.push_back(std::move(slot));
-  const auto trial = [&](Unit& t) {
-    run_forward(t, ws, x, y, true, lengths);
-    run_backward(t, ws, y, arena, false, false);  // y as dy: its values do not change the work
-    ST_CUDA(cudaStreamSynchronize(be_.stream()));
-  };
-  // cuDNN refuses the persistent kernels for some shapes (hidden sizes, GPUs): not a candidate then.
-  try {
-    auto p = make_unit(u.in, u.count, u.what, CUDNN_RNN_ALGO_PERSIST_STATIC);
-    trial(*p);
-    units.push_back(std::move(p));
-  } catch (const Error&) {
-    (void)cudaGetLastError();
+Tensor CudaRecurrentLayers::backward_stack(std::span<const RecurrentWeights> w, const Tensor& dy, Arena& arena,
+                                           bool want_dx) {
+  ST_CHECK(stack_, "cuda recurrent layers: this stack runs a layer at a time (backward_stack called)");
+  ST_CHECK(w.size() == inputs_.size(), "cuda recurrent stack: {} weight sets for {} layers", w.size(),
+           inputs_.size());
+  return stack_backward(plan_, w, dy, arena, want_dx, true);
+}
+
+// A call per layer: the layers between hand over through the caller's arena (alive until its
+// backward, as RnnStack's own layer outputs are).
+void CudaRecurrentLayers::stack_forward(const Plan& p, std::span<const RecurrentWeights> ws, const Tensor& x,
+                                        const Tensor& y, Arena& arena, bool training,
+                                        std::span<const int64_t> lengths) {
+  const int64_t L = static_cast<int64_t>(ws.size());
+  if (p.whole) return run_forward(unit(0, L, p.algo), ws, x, y, training, lengths);
+  Tensor in = x;
+  for (int64_t k = 0; k < L; ++k) {
+    const Tensor out = k + 1 < L ? arena.tensor({x.shape[0], x.shape[1], hidden_ * dirs_}) : y;
+    run_forward(unit(k, 1, p.algo), ws.subspan(k, 1), in, out, training, lengths);
+    in = out;
   }
-  std::vector<TuneCandidate> candidates;
-  for (auto& c : units) candidates.push_back({algo_name(c->algo), [&trial, p = c.get()] { trial(*p); }});
-  const std::string choice = tuner_->choose(key, candidates);
-  for (auto& c : units)
-    if (choice == algo_name(c->algo)) slot = std::move(c);
-  if (!slot) slot = std::move(units.front());  // a cached choice cuDNN refuses here: the standard one
-  slot->tuned = true;
+}
+
+Tensor CudaRecurrentLayers::stack_backward(const Plan& p, std::span<const RecurrentWeights> ws, const Tensor& dy,
+                                           Arena& arena, bool want_dx, bool add) {
+  const int64_t L = static_cast<int64_t>(ws.size());
+  if (p.whole) return run_backward(unit(0, L, p.algo), ws, dy, arena, want_dx, add);
+  Tensor d = dy;
+  for (int64_t k = L; k-- > 0;) d = run_backward(unit(k, 1, p.algo), ws.subspan(k, 1), d, arena, k > 0 || want_dx, add);
+  return d;
 }
 
 void CudaRecurrentLayers::run_forward(Unit& u, std::span<const RecurrentWeights> ws, const Tensor& x,
@@ -550,19 +662,6 @@ void CudaRecurrentLayers::run_forward(Unit& u, std::span<const RecurrentWeights>
   u.x = x;
   u.y = y;
   u.trained = training;
-}
-
-Tensor CudaRecurrentLayers::backward(size_t layer, const RecurrentWeights& w, const Tensor& dy, Arena& arena,
-                                     bool want_dx) {
-  return run_backward(layer_unit(layer), {&w, 1}, dy, arena, want_dx);
-}
-
-Tensor CudaRecurrentLayers::backward_stack(std::span<const RecurrentWeights> w, const Tensor& dy, Arena& arena,
-                                           bool want_dx) {
-  ST_CHECK(stack_unit_, "cuda recurrent stack: backward_stack needs a forward_stack first");
-  ST_CHECK(w.size() == inputs_.size(), "cuda recurrent stack: {} weight sets for {} layers", w.size(),
-           inputs_.size());
-  return run_backward(*stack_unit_, w, dy, arena, want_dx);
 }
 
 // dx goes to the arena's memory when the GPU can write it. Until the activation Arena allocates
