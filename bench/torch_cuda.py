@@ -43,15 +43,16 @@ class Forecaster(nn.Module):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", default="W1", choices=["W1", "moola", "gpt"])
-    ap.add_argument("--mode", default="fp32", choices=["fp32", "amp_bf16", "amp_fp16"])
+    ap.add_argument("--mode", default="fp32", choices=["fp32", "fp32_strict", "amp_bf16", "amp_fp16"])
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     a = ap.parse_args()
     dev = torch.device("cuda")
     torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+    # fp32_strict: no TF32 anywhere, the arithmetic of seqtrain's runtime.precision fp32.
+    torch.backends.cuda.matmul.allow_tf32 = a.mode != "fp32_strict"
+    torch.backends.cudnn.allow_tf32 = a.mode != "fp32_strict"
     torch.manual_seed(1234)
     if a.workload == "gpt":
         from seqtrain_torch.gpt import GPT, GPTConfig

@@ -188,7 +188,7 @@ Results run_cuda_stack(Backend& gpu, const Stack& s, const Inputs& in, int steps
   DeviceArray<float> g0(gpu, std::vector<float>(s.params(0), 0.f)), g1(gpu, std::vector<float>(s.params(1), 0.f));
   const RecurrentWeights w[2] = {s.weights(0, p0.get(), g0.get()), s.weights(1, p1.get(), g1.get())};
   Results r;
-  Arena arena;
+  Arena arena(gpu);  // device memory, as a training step's: the per-layer plan hands layers over in it
   for (int step = 0; step < steps; ++step) {
     arena.reset();
     layers->forward_stack(w, Tensor(x.get(), {T, N, C}), Tensor(y.get(), y_shape), arena, true, lengths);
@@ -373,7 +373,7 @@ TEST(CudaRnn, AutotuneChoosesTheFasterAlgorithmAndKeepsIt) {
   DeviceArray<float> p0(gpu, in.params[0]), p1(gpu, in.params[1]);
   DeviceArray<float> g0(gpu, std::vector<float>(s.params(0), 0.f)), g1(gpu, std::vector<float>(s.params(1), 0.f));
   const RecurrentWeights w[2] = {s.weights(0, p0.get(), g0.get()), s.weights(1, p1.get(), g1.get())};
-  Arena arena;
+  Arena arena(gpu);
   layers->forward_stack(w, Tensor(x.get(), {T, N, C}), Tensor(y.get(), y_shape), arena, true, {});
   ASSERT_EQ(tuner->decisions().size(), 1u);
   EXPECT_EQ(tuner->decisions()[0].choice, "whole persist_static");
