@@ -16,7 +16,8 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to core --mca btl self
 # name features lookback hidden batch
 make_job() {
   local name=$1 F=$2 L=$3 H=$4 B=$5
-  local rows=$(( (B * (STEPS + 1) + L) * 10 / 8 + 10 ))
+  # The training split holds STEPS + 1 batches; validation and test a window each at least.
+  local rows=$(( (B * (STEPS + 1) + L) * 10 / 6 + 10 )); [ "$rows" -lt $(( 5 * (L + 2) )) ] && rows=$(( 5 * (L + 2) ))
   /usr/bin/python3 - "$W/$name.csv" "$rows" "$F" <<'PY'
 import sys, numpy as np
 path, rows, F = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -26,7 +27,7 @@ np.savetxt(path, x, delimiter=",", header=",".join(f"f{i}" for i in range(F)), c
 PY
   local feats; feats=$(/usr/bin/python3 -c "print(','.join(f'f{i}' for i in range($F)))")
   cat > "$W/$name.yaml" <<YAML
-data: {source: csv, path: $W/$name.csv, features: [$feats], targets: [f0], lookback: $L, horizon: 1, split: [0.8, 0.1, 0.1]}
+data: {source: csv, path: $W/$name.csv, features: [$feats], targets: [f0], lookback: $L, horizon: 1, split: [0.6, 0.2, 0.2]}
 model: {type: lstm, hidden: $H, layers: 2}
 train: {epochs: 1, max_steps: $STEPS, batch_size: $B, shuffle: false, loss: mse, grad_clip: 1.0, log_every: 1, eval_every: "0", optimizer: {name: adamw, lr: 0.001}}
 runtime: {threads: 0}
