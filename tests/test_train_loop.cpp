@@ -2,6 +2,7 @@
 // flat gradient buffer exactly once per optimizer step, and a non-primary rank writes nothing;
 // a stop token ends a library call with a resumable checkpoint; evaluation and checkpoint
 // frequencies in updates or epochs; state.json through RunState; frequency errors.
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -56,6 +57,7 @@ struct RecordingComm : Communicator {
   void all_reduce_sum(float*, size_t n) override { float_reductions.push_back(n); }
   void all_reduce_sum(double*, size_t) override {}
   void broadcast(float*, size_t) override {}
+  void broadcast_bytes(void*, size_t, int) override {}  // a lone fake rank keeps its own bytes
   void barrier() override {}
 };
 
@@ -122,6 +124,7 @@ struct ThreadGroup {
   int arrived = 0;
   int64_t generation = 0;
   std::vector<std::vector<double>> parts;
+  std::vector<char> shared;  // a broadcast's bytes from its root
   void barrier() {
     std::unique_lock<std::mutex> lock(m);
     const int64_t g = generation;
@@ -153,7 +156,14 @@ struct ThreadComm : Communicator {
   }
   void all_reduce_sum(float* d, size_t n) override { reduce(d, n); }
   void all_reduce_sum(double* d, size_t n) override { reduce(d, n); }
-  void broadcast(float*, size_t) override {}
+  // The root's bytes to every rank (the test pass's `best` weights, rank 0's figures).
+  void broadcast_bytes(void* data, size_t n, int root) override {
+    if (r == root) g.shared.assign(static_cast<char*>(data), static_cast<char*>(data) + n);
+    g.barrier();
+    if (r != root) std::memcpy(data, g.shared.data(), n);
+    g.barrier();  // nobody overwrites `shared` before every rank has copied it
+  }
+  void broadcast(float* d, size_t n) override { broadcast_bytes(d, n * sizeof(float), 0); }
   void barrier() override { g.barrier(); }
 };
 

@@ -15,6 +15,7 @@ struct AttentionCall {
   uint32_t keep_threshold = 0;  // attention_keep_threshold(p)
   float keep_scale = 1.f;       // 1 / (1 - p) (0 when p = 1: zeros, as torch)
   uint64_t seed = 0;
+  int64_t batch_offset = 0;     // global batch row of row 0 (AttentionArgs::batch_offset)
   const uint8_t* key_padding_mask = nullptr;  // [B, T], nonzero = padding key (backend.h)
   const float* qkv = nullptr;
   float* y = nullptr;

@@ -73,6 +73,7 @@ AttentionCall attention_call(const AttentionArgs& a) {
   k.keep_threshold = attention_keep_threshold(a.dropout);
   k.keep_scale = a.dropout < 1.f ? 1.f / (1.f - a.dropout) : 0.f;  // p = 1: zeros, as torch
   k.seed = a.seed;
+  k.batch_offset = a.batch_offset;
   k.key_padding_mask = a.key_padding_mask;
   k.qkv = a.qkv; k.y = a.y; k.lse = a.lse;
   return k;

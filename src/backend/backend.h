@@ -188,6 +188,8 @@ struct AttentionArgs {
   DType compute = DType::f32;
   float dropout = 0.f;  // 0 outside training
   uint64_t seed = 0;
+  // The global batch row of row 0 (a data-parallel rank's shard): masks are keyed by b + this.
+  int64_t batch_offset = 0;
   bool causal = true;                         // false: every query sees every (unpadded) key
   const uint8_t* key_padding_mask = nullptr;  // [B, T], nonzero = padding key; null: none
   const float* qkv = nullptr;
@@ -433,6 +435,14 @@ class Backend : public DeviceMemory {
   // (p, seed).
   virtual void dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) = 0;
   virtual void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) = 0;
+  // The same map with element i keyed as element first + i of the mask (forward on x, backward
+  // on dy alike): a data-parallel rank's shard of a tensor draws the one-process run's mask. A
+  // backend without it serves first = 0 only.
+  virtual void dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) {
+    ST_CHECK(first == 0, "dropout: the {} backend cannot key a shard's dropout mask by the global sample (a "
+             "data-parallel run on it draws each rank's masks by its local rows)", name());
+    dropout_forward(x, y, n, p, seed);
+  }
 
   // ---- Activations: what models did with host loops before activations moved to the device ----
   // y[i] += alpha * x[i] (float arithmetic; alpha = 1 gives exactly y + x).

@@ -1,4 +1,7 @@
 #include "cli/commands.h"
+
+#include "dist/mpi_communicator.h"
+#include "dist/mpi_session.h"
 #include "cli/inputs.h"
 #include "cli/plot_panels.h"
 
@@ -111,7 +114,25 @@ int run_train(const TrainArgs& a) {
   if (a.profile >= 0) config.runtime.profile = a.profile;
   TrainOptions opt{out, !a.resume.empty(), a.overwrite, a.quiet};
   opt.stop = &signal_stop_token();  // SIGINT/SIGTERM (route_stop_signals in main)
+  // Under mpirun (main's MpiSession): this process is one rank of a data-parallel run.
+  std::unique_ptr<dist::MpiCommunicator> mpi;
+  if (dist::MpiSession::active()) {
+    mpi = std::make_unique<dist::MpiCommunicator>(config.runtime.collective_timeout_s);
+    opt.comm = mpi.get();
+  }
   TrainSummary s = train(config, opt);
+  // mpirun ends the whole job as soon as one rank exits non-zero (128 + signal after a stop):
+  // no rank leaves before rank 0 has written its last checkpoint and summary.json.
+  if (mpi) mpi->barrier();
+  if (mpi && mpi->primary()) {
+    const auto& st = mpi->stats();
+    std::fprintf(stderr, "seqtrain: mpi: %d ranks; rank 0 spent %.3f s of %.3f s training in collectives (%.1f%%); "
+                 "%ld gradient all-reduces, %.1f MB each\n", mpi->world(), st.seconds, s.time_s,
+                 s.time_s > 0 ? 100.0 * st.seconds / s.time_s : 0.0, static_cast<long>(st.reductions),
+                 st.reductions ? st.reduced_bytes / static_cast<double>(st.reductions) / 1e6 : 0.0);
+  }
+  // Every rank ends the run at the same step; the summary is the primary's to print.
+  if (mpi && !mpi->primary()) return s.stopped_by == "signal" ? 128 + (s.signal ? s.signal : SIGINT) : 0;
   // The summary's lines, as summary.json holds them (train/summary_json.h).
   std::printf("run: %s\n", out.c_str());
   for (const auto& [key, value] : summary_lines(s)) std::printf("%s: %s\n", key.c_str(), value.c_str());

@@ -4,6 +4,8 @@
 // cleanly after the current step (exit code 128 + signal, `last` written).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -20,10 +22,19 @@
 #include "cli/report.h"
 #include "cli/serve.h"
 #include "core/error.h"
+#include "dist/mpi_session.h"
+#include "train/rank_start.h"
 #include "train/trainer.h"
 
 namespace {
 using namespace seqtrain;
+
+// "rank 2 of 4: " in a data-parallel run's messages, nothing in a single process's.
+std::string rank_prefix() {
+  if (!dist::MpiSession::active()) return {};
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+  return fmt::format("rank {}{}: ", dist::job_rank(), world ? fmt::format(" of {}", world) : std::string());
+}
 
 // A subcommand and what runs it once parsed.
 struct Command {
@@ -183,6 +194,9 @@ void add_data_commands(CLI::App& app, std::vector<Command>& out) {
 
 int main(int argc, char** argv) {
   route_stop_signals();  // first, before any thread starts (see its comment)
+  // Under mpirun, MPI for the whole process (its threads start after the signal mask is set);
+  // otherwise nothing (docs/DISTRIBUTED.md).
+  dist::MpiSession mpi;
   CLI::App app{
       "seqtrain: fast, dependable training of sequence models (LSTM/GRU forecasters and classifiers, "
       "character LMs, GPT)"};
@@ -204,11 +218,18 @@ int main(int argc, char** argv) {
     if (version) return run_version();
     for (const Command& c : commands)
       if (c.app->parsed()) return c.run();
+  } catch (const RankAgreedError& e) {
+    // Every rank of a data-parallel run knows this one (train/rank_start.h): rank 0 says it, and
+    // every rank exits non-zero in order.
+    if (dist::job_rank() == 0) std::fprintf(stderr, "seqtrain: error: %s\n", e.what());
+    return 2;
   } catch (const Error& e) {
-    std::fprintf(stderr, "seqtrain: error: %s\n", e.what());
+    std::fprintf(stderr, "seqtrain: error: %s%s\n", rank_prefix().c_str(), e.what());
+    dist::abort_job(2);  // the other ranks of a data-parallel run must not wait for this one
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "seqtrain: internal error: %s\n", e.what());
+    std::fprintf(stderr, "seqtrain: internal error: %s%s\n", rank_prefix().c_str(), e.what());
+    dist::abort_job(3);
     return 3;
   }
   std::fprintf(stderr, "seqtrain: error: give a command (or --version)\n%s", app.help().c_str());

@@ -233,6 +233,9 @@ struct RuntimeConfig {
   int64_t threads = 0;              // >= 0; 0 = all cores
   std::string precision = "fp32";   // fp32 | bf16 | fp16 | auto (bf16 where the CPU has native bf16)
   bool deterministic = false;       // bitwise-repeatable runs at some speed cost
+  // Under mpirun: the longest a rank waits inside one collective before it decides another rank
+  // died or hung and ends the whole job (dist/watchdog.h); >= 1 second.
+  double collective_timeout_s = 300.0;
   std::string rnn_impl = "fused";   // fused | onednn: kernels for the LSTM/GRU layers
   bool autotune = true;             // time the RNN kernels per layer shape at the first step (cudnn.benchmark)
   LossScaleConfig loss_scale;       // used only when precision is fp16

@@ -213,6 +213,7 @@ void visit_fields(C& c, V&& v) {
   v.field("runtime.threads", r.threads, at_least(0));
   v.field("runtime.precision", r.precision, Choices{"fp32", "bf16", "fp16", "auto"});
   v.field("runtime.deterministic", r.deterministic);
+  v.field("runtime.collective_timeout_s", r.collective_timeout_s, Range{1, kInf, false, false});
   v.field("runtime.rnn_impl", r.rnn_impl, Choices{"fused", "onednn"});
   v.field("runtime.autotune", r.autotune);
   v.field("runtime.backend", r.backend, Choices{"cpu", "reference"});

@@ -12,8 +12,17 @@
 
 namespace seqtrain {
 
+// Where a batch's rows sit in the global batch of a data-parallel step: rows [first, first +
+// count) of `total`. Randomness keyed by a row (dropout masks) uses the global row, so a rank's
+// shard draws the masks the one-process run draws for those samples. total 0: the batch is whole.
+struct BatchRows {
+  int64_t first = 0;
+  int64_t total = 0;
+};
+
 struct Batch {
   int64_t epoch = 0;
+  BatchRows rows;                   // this shard's place in the global batch (data-parallel runs)
   int64_t index = 0;                // position of the batch in its epoch
   int64_t count = 0;                // samples in this batch (the last may be partial)
   std::span<const int64_t> samples; // source indices of the rows, in row order

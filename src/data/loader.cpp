@@ -114,6 +114,7 @@ void Loader::claim(Slot& s) {
   s.error = nullptr;
   s.batch.epoch = epoch_;
   s.batch.index = b;  // the rest of the batch is fill_batch's
+  s.batch.rows = opt_.world > 1 ? BatchRows{lo, global} : BatchRows{};
 }
 
 void Loader::fill_slot(Slot& s) {

@@ -12,8 +12,30 @@
 #include "backend/backend.h"
 #include "backend/dropout_mask.h"
 #include "core/arena.h"
+#include "core/batch.h"
 
 namespace seqtrain {
+
+// The rows of the pass this thread runs, within the global batch of a data-parallel step (TrainStep
+// opens one around a micro-batch's forward and backward): Dropout keys its mask by the global
+// element index and attention by the global row, so a rank's shard draws the one-process run's
+// masks for the same samples. Scoped per thread, as the tracer is, so the dozen layers between
+// the step and a dropout need not carry it; outside a scope (evaluation, one process) batches
+// are whole.
+class PassRows {
+ public:
+  PassRows(BatchRows rows, int64_t local_rows);
+  ~PassRows();
+  PassRows(const PassRows&) = delete;
+  PassRows& operator=(const PassRows&) = delete;
+  // The open scope's rows when a tensor's batch dimension has `rows` rows (the shard's count);
+  // whole otherwise (a packed or reshaped tensor, or no scope).
+  static BatchRows of(int64_t rows);
+
+ private:
+  BatchRows saved_;
+  int64_t saved_local_;
+};
 
 // The mask of a forward, read element by element (tests, and PyTorch parity scripts that apply
 // seqtrain's factors): true = kept.
@@ -29,7 +51,8 @@ struct Dropout {
   // backend: where it computes (a model passes its ParamStore's); null = default_backend().
   explicit Dropout(float p = 0.f, Backend* backend = nullptr);
 
-  Tensor forward(const Tensor& x, Arena& arena, bool training, uint64_t seed);
+  // batch_dim: x's batch dimension (1 for a time-major [T, B, H]), for the global mask index.
+  Tensor forward(const Tensor& x, Arena& arena, bool training, uint64_t seed, int batch_dim = 0);
   // dx = dy * mask * 1/(1-p) with the mask of the last forward (dy itself when it was identity).
   Tensor backward(const Tensor& dy, Arena& arena);
 
@@ -37,9 +60,13 @@ struct Dropout {
   bool active = false;  // whether the last forward applied a mask
   Shape shape;          // shape of the last forward's input
   DropoutMask mask;     // the last forward's; meaningful only when active
+  BatchRows rows;       // the last forward's rows in the global batch (whole: total 0)
+  int batch_dim = 0;    // and x's batch dimension
 
  private:
   Backend& backend() const { return backend_ ? *backend_ : default_backend(); }
+  // y = dropout(x) over the global element indices of a shard (rows, batch_dim).
+  void map(const float* x, float* y) const;
   Backend* backend_ = nullptr;
 };
 

@@ -118,7 +118,7 @@ Tensor RnnStack::forward_time_major(const Tensor& xt, Arena& arena, bool trainin
       ST_TRACE("rnn.layer.forward", "layer", [&] { return trace::shape_args(in.shape, static_cast<int64_t>(k)); });
       impl_->forward(k, weights(l), in, out, arena, training, lengths_);
     }
-    in = l.drop.forward(out, arena, training, mix_seed(seed, k));
+    in = l.drop.forward(out, arena, training, mix_seed(seed, k), /*batch_dim=*/1);  // [T, N, H]
   }
   return in;
 }

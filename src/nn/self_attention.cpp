@@ -55,6 +55,7 @@ AttentionArgs SelfAttention::attention_args() const {
   a.compute = options.precision;
   a.dropout = attn_p;
   a.seed = attn_seed;
+  a.batch_offset = PassRows::of(a.batch).first;  // a data-parallel shard's global rows
   a.causal = options.causal;
   a.key_padding_mask = mask;
   a.qkv = qkv.f32();

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/device_batch.h"
+#include "nn/dropout.h"
 
 namespace seqtrain {
 
@@ -57,6 +58,15 @@ StepResult TrainStep::run(const Tensor& inputs, const Tensor& targets, uint64_t 
 }
 
 StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
+  // A data-parallel rank whose shard of a short last batch is empty computes nothing and still
+  // joins the accumulation's reductions below.
+  if (host_batch.count > 0) compute(host_batch, seed);
+  return finish_micro_batch();
+}
+
+void TrainStep::compute(const Batch& host_batch, uint64_t seed) {
+  // Dropout and attention masks keyed by the global rows of a data-parallel shard (nn/dropout.h).
+  const PassRows rows(host_batch.rows, host_batch.count);
   arena_.reset();
   const Batch batch = [&] {
     ST_TRACE("step.upload", "step");
@@ -92,7 +102,9 @@ StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
   // requires_grad False), whatever the model's backward added to it.
   model_.params().zero_frozen_grads();
   scratch_bytes_ = ctx.scratch_bytes;
+}
 
+StepResult TrainStep::finish_micro_batch() {
   StepResult r;
   if (++micro_ < options_.grad_accum) return r;
   micro_ = 0;

@@ -91,6 +91,10 @@ class TrainStep {
   Model& model_;
   Optimizer& optimizer_;
   LrSchedule& schedule_;
+  // One micro-batch's forward, loss and backward into the gradients.
+  void compute(const Batch& host_batch, uint64_t seed);
+  // Counts it into the accumulation; at the boundary: reduce, clip, update.
+  StepResult finish_micro_batch();
   // Folds this micro-batch's count into the accumulation's reference R (see the top).
   void grow_reference(int64_t count);
   // At the boundary: gradients *= R / total (the accumulation's count of targets over all

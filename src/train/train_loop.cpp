@@ -1,9 +1,13 @@
 // The training loop: see train_loop.h.
 #include "train/train_loop.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fmt/format.h>
+#include <thread>
 
 #include "backend/cpu/autotune.h"
 #include "backend/cpu/dnnl_context.h"
@@ -51,6 +55,14 @@ class FirstSamples final : public BatchSource {
   int64_t n_;
 };
 
+// runtime.threads for this rank: as configured, or OMP_NUM_THREADS, else (0) the machine's cores
+// divided among the ranks that share it, so ranks on one machine do not oversubscribe its cores.
+int rank_threads(int64_t configured, const Communicator& comm) {
+  if (configured > 0 || std::getenv("OMP_NUM_THREADS") || comm.local_ranks() <= 1) return static_cast<int>(configured);
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / comm.local_ranks());
+}
+
 // checkpoint_every 0 is the one step checkpoint per epoch of earlier versions.
 Frequency checkpoint_frequency(const std::string& text) {
   Frequency f = parse_frequency(text, "train.checkpoint_every");
@@ -93,7 +105,7 @@ TrainLoop::TrainLoop(const Config& config, const TrainOptions& options)
   eval_every_ = parse_frequency(config_.train.eval_every, "train.eval_every");
   checkpoint_every_ = checkpoint_frequency(config_.train.checkpoint_every);
   // Everything that can fail on bad input happens before the run directory is touched.
-  threads_ = set_cpu_threads(static_cast<int>(config_.runtime.threads));
+  threads_ = set_cpu_threads(rank_threads(config_.runtime.threads, *comm_));
   plan_ = plan_data(config_);
   workers_ = loader_workers(config_, threads_, &workers_reason_);
   feed_ = training_feed(plan_, config_, workers_);
@@ -101,6 +113,11 @@ TrainLoop::TrainLoop(const Config& config, const TrainOptions& options)
   if (!feed_.cache.path.empty()) observers_.on_note(feed_.cache.message);
   plan_model();
   resolve_batch_size();
+  ST_CHECK(comm_->world() <= config_.train.batch_size,
+           "train.batch_size = {} is smaller than the {} ranks of this run: every rank trains on its share of each "
+           "global batch and needs at least one sample of it; raise train.batch_size to at least {} or start fewer "
+           "ranks (mpirun -np)",
+           config_.train.batch_size, comm_->world(), comm_->world());
   build_model();
   build_optimizer();
   if (plan_.val && config_.train.eval_iters > 0)
@@ -204,7 +221,9 @@ void TrainLoop::resume_or_start() {
   replay_buffers_.reserve(*feed_.source, config_.train.batch_size);
   if (resuming_) {
     replay_partial_accumulation();
-    step_->restore_loss(state_.pending_loss_sum, state_.pending_loss_count);  // the losses before the checkpoint
+    // The losses before the checkpoint, summed over the ranks that wrote it: the primary carries
+    // them, so the next record's sum over ranks counts them once whatever the rank count now.
+    if (primary()) step_->restore_loss(state_.pending_loss_sum, state_.pending_loss_count);
   }
   if (plan_.windows) {
     summary_.baseline_val = last_value_baseline(*plan_.windows, plan_.windows->val);
@@ -395,6 +414,7 @@ void TrainLoop::replay_partial_accumulation() {
     const auto [lo, hi] = shard_rows(std::min(B, feed_.source->size() - begin), comm_->rank(), comm_->world());
     Batch batch;
     batch.index = b;
+    if (comm_->world() > 1) batch.rows = BatchRows{lo, std::min(B, feed_.source->size() - begin)};
     groups_->apply(e, model_->params(), *optimizer_);  // the replayed batch's epoch's frozen tensors
     fill_batch(*feed_.source, sample_layout(plan_, MaskDraw::per_epoch),
                std::span<const int64_t>(order.data() + begin + lo, hi - lo), e,
@@ -485,10 +505,11 @@ void TrainLoop::after_update(const StepResult& r) {
     StepEvent e;
     e.epoch = state_.epoch;
     e.updates = updates;
-    e.loss = take_logged_loss();
+    double samples = static_cast<double>(log_samples_);
+    e.loss = take_logged_loss(&samples);  // over every rank, with the samples of every rank's shard
     e.lr = r.lr;
     e.grad_norm = step_->grad_norm();  // read here, once per log interval (train/step.h)
-    e.samples_per_s = log_samples_ / std::max(seconds_since(log_start_), 1e-9);
+    e.samples_per_s = samples / std::max(seconds_since(log_start_), 1e-9);
     if (plan_.vocab > 0) e.tokens_per_s = e.samples_per_s * static_cast<double>(plan_.steps);
     e.time_s = time_s();
     if (updates > eta_from_updates_)
@@ -515,8 +536,25 @@ void TrainLoop::after_update(const StepResult& r) {
     summary_.stopped_by = "max_steps";
 }
 
+// With several ranks the request is agreed at this step boundary: a signal may reach one rank
+// only (kill -TERM of one process), and a rank that stopped alone would leave the others waiting
+// in their next collective. One small all-reduce per micro-batch: [ranks signalled, the sum of
+// their signal numbers, ranks whose library token asked].
 void TrainLoop::check_stop() {
-  if (stop_->requested() && !stop_requested()) summary_.stopped_by = stop_->signal() ? "signal" : "stop_token";
+  bool asked = stop_->requested();
+  int sig = stop_->signal();
+  if (comm_->world() > 1) {
+    double v[3] = {asked && sig ? 1.0 : 0.0, asked && sig ? double(sig) : 0.0, asked && !sig ? 1.0 : 0.0};
+    comm_->all_reduce_sum(v, 3);
+    asked = v[0] > 0 || v[2] > 0;
+    // The signal the signalled ranks got (SIGTERM when they got different ones).
+    const double mean = v[0] > 0 ? v[1] / v[0] : 0.0;
+    sig = v[0] > 0 ? (mean == std::floor(mean) ? static_cast<int>(mean) : SIGTERM) : 0;
+  }
+  if (asked && !stop_requested()) {
+    summary_.stopped_by = sig ? "signal" : "stop_token";
+    stop_signal_ = sig;
+  }
 }
 
 bool TrainLoop::stop_requested() const {
@@ -558,13 +596,35 @@ EvalEvent TrainLoop::eval_event(const std::string& split, double loss) const {
 }
 
 // The objective's mean loss over `split` and, for a forecasting run, its scored forecasts.
+// With several ranks every rank gets the same figures, so every rank takes the same decisions
+// (best checkpoint, early stopping, the plateau schedule): without a forecast scorer each rank
+// runs its shard of every batch and the sums are added over ranks; a forecasting run's scorer
+// needs every window in one place, so there each rank runs the whole split and rank 0's figures
+// are everyone's.
 double TrainLoop::evaluate_split(const BatchSource& split, const WindowDataset* windows, double* accuracy,
                                  nlohmann::json* forecast) {
   std::optional<ForecastScorer> scorer;
   if (scoring_) scorer.emplace(*scoring_, series_of(windows));
-  const double loss = evaluate(*model_, split, sample_layout(plan_, MaskDraw::per_sample), *objective_, config_.train.batch_size, accuracy,
-                               scorer_hook(scorer));
+  const SampleLayout layout = sample_layout(plan_, MaskDraw::per_sample);
+  const int64_t B = config_.train.batch_size;
+  if (comm_->world() > 1 && !scorer) {
+    const ObjectiveSum mine = evaluate_sum(*model_, split, layout, *objective_, B, {},
+                                           EvalShard{comm_->rank(), comm_->world()});
+    double v[3] = {mine.loss, static_cast<double>(mine.count), static_cast<double>(mine.correct)};
+    comm_->all_reduce_sum(v, 3);
+    const ObjectiveSum all{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2])};
+    if (accuracy) *accuracy = all.accuracy();
+    return all.mean();
+  }
+  double loss = evaluate(*model_, split, layout, *objective_, B, accuracy, scorer_hook(scorer));
   if (scorer) *forecast = scorer->report();
+  if (comm_->world() > 1) {
+    double v[2] = {loss, accuracy ? *accuracy : 0.0};
+    comm_->broadcast_bytes(v, sizeof v);
+    loss = v[0];
+    if (accuracy) *accuracy = v[1];
+    *forecast = nlohmann::json::parse(broadcast_string(*comm_, forecast->dump()));
+  }
   return loss;
 }
 
@@ -608,6 +668,7 @@ void TrainLoop::validate() {
 // Hands a snapshot to the background writer; a periodic one (step-<N>) also becomes `last`
 // and prunes older step checkpoints. Only the primary rank writes.
 void TrainLoop::checkpoint(const std::string& tag, int64_t next_epoch, int64_t next_batch, bool periodic) {
+  hold_losses();  // every rank: the pending losses are summed over ranks
   if (!primary()) return;
   ST_TRACE("checkpoint", "io");
   const auto t0 = Clock::now();
@@ -625,8 +686,8 @@ void TrainLoop::checkpoint(const std::string& tag, int64_t next_epoch, int64_t n
   observers_.on_checkpoint(CheckpointEvent{tag, (ckpt_dir_ / tag).string(), next_epoch, step_->updates()});
 }
 
+// The caller has held the losses (hold_losses, on every rank).
 RunState TrainLoop::state_at(const std::string& tag, int64_t next_epoch, int64_t next_batch) {
-  hold_losses();
   RunState st = state_;
   st.tag = tag;
   st.epoch = next_epoch;
@@ -653,12 +714,32 @@ RunState TrainLoop::state_at(const std::string& tag, int64_t next_epoch, int64_t
 
 // Moves the step's unlogged train losses into the pending ones, so a checkpoint carries them.
 // The train losses since the previous record, as a checkpoint keeps them (the step's sums go on).
-void TrainLoop::hold_losses() { state_.pending_loss_sum = step_->loss_sum(&state_.pending_loss_count); }
+// Collective with several ranks: the checkpoint carries the sum over every rank.
+void TrainLoop::hold_losses() {
+  state_.pending_loss_sum = step_->loss_sum(&state_.pending_loss_count);
+  if (comm_->world() == 1) return;
+  double v[2] = {state_.pending_loss_sum, static_cast<double>(state_.pending_loss_count)};
+  comm_->all_reduce_sum(v, 2);
+  state_.pending_loss_sum = v[0];
+  state_.pending_loss_count = static_cast<int64_t>(v[1]);
+}
 
 // The mean train loss since the previous train record: one sum over its batches, in their order,
 // whether or not the run was resumed in between (resume_or_start restores the sums).
-double TrainLoop::take_logged_loss() {
-  const double mean = step_->take_loss();
+double TrainLoop::take_logged_loss(double* samples) {
+  double mean = 0;
+  if (comm_->world() == 1) {
+    mean = step_->take_loss();
+  } else {
+    // One small all-reduce per log record: the loss sum, its count and the samples trained.
+    int64_t count = 0;
+    double v[3] = {step_->loss_sum(&count), 0, samples ? *samples : 0};
+    v[1] = static_cast<double>(count);
+    step_->take_loss();
+    comm_->all_reduce_sum(v, 3);
+    mean = v[1] > 0 ? v[0] / v[1] : 0.0;
+    if (samples) *samples = v[2];
+  }
   state_.pending_loss_sum = 0;
   state_.pending_loss_count = 0;
   return mean;
@@ -703,7 +784,7 @@ TrainSummary TrainLoop::finish() {
   summary_.epochs = state_.epoch;
   summary_.steps = step_->updates();
   summary_.skipped_steps = scaler_ ? scaler_->skipped_total() : 0;
-  summary_.signal = summary_.stopped_by == "signal" ? stop_->signal() : 0;
+  summary_.signal = summary_.stopped_by == "signal" ? stop_signal_ : 0;
   summary_.best_val = state_.best_val_loss;
   summary_.monitor = config_.train.monitor;
   if (std::isfinite(state_.best_val))
@@ -728,13 +809,17 @@ void TrainLoop::write_summary_json() {
 
 // With the best validated weights: the final `best` is the last state when nothing was
 // validated (no val split, or train.eval_every 0).
+// Every rank takes part: the primary reads `best` and broadcasts its weights, then the test split
+// is evaluated as validation is (evaluate_split).
 void TrainLoop::test_evaluation() {
-  if (!primary()) return;
-  if (!plan_.val || eval_every_.never() || !fs::exists(ckpt_dir_ / "best")) {
+  uint8_t write_best = !plan_.val || eval_every_.never() || (primary() && !fs::exists(ckpt_dir_ / "best"));
+  comm_->broadcast_bytes(&write_best, 1);  // the primary's view of the run directory
+  if (write_best) {
     checkpoint("best", state_.epoch, state_.batch_in_epoch, false);
     writer_.wait();
   }
-  load_checkpoint((ckpt_dir_ / "best").string(), model_->params());
+  if (primary()) load_checkpoint((ckpt_dir_ / "best").string(), model_->params());
+  comm_->broadcast(model_->params().params(), model_->params().size());
   if (!plan_.test) return;
   double accuracy = 0;
   nlohmann::json forecast;

@@ -101,7 +101,9 @@ class TrainLoop {
   RunState state_at(const std::string& tag, int64_t next_epoch, int64_t next_batch);
   void refuse_finished_run(const std::string& checkpoint) const;
   void write_summary_json();
-  double take_logged_loss();
+  // The mean train loss since the last record over every rank; *samples (this rank's samples
+  // trained since then) becomes every rank's.
+  double take_logged_loss(double* samples = nullptr);
   void hold_losses();
   double time_s() const;
   bool primary() const { return comm_->primary(); }
@@ -115,6 +117,7 @@ class TrainLoop {
   Communicator* comm_;
   StopToken own_stop_;
   StopToken* stop_;
+  int stop_signal_ = 0;  // the agreed signal of a stop by signal
   int threads_ = 0;
   DataPlan plan_;
   int64_t workers_ = 0;

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "config/model_config.h"
+#include "data/loader.h"
+#include "train/rank_start.h"
 #include "train/stop_token.h"
 #include "train/train_loop.h"
 
@@ -99,7 +101,7 @@ double evaluate(Model& model, const WindowDataset& split, const std::string& los
 }
 
 void forward_batches(Model& model, const BatchSource& source, const SampleLayout& layout, int64_t batch_size,
-                     const BatchUse& use, const ModelPass& pass) {
+                     const BatchUse& use, const ModelPass& pass, EvalShard shard) {
   // train.batch_size: auto is a number by the time a run's config is read back (config.yaml).
   ST_CHECK(batch_size >= 1, "internal error: a pass over batches of {} samples (train.batch_size auto unresolved)",
            batch_size);
@@ -110,8 +112,10 @@ void forward_batches(Model& model, const BatchSource& source, const SampleLayout
   std::vector<int64_t> idx(static_cast<size_t>(batch_size));
   Batch host;
   for (int64_t b = 0; b < source.size(); b += batch_size) {
-    const int64_t n = std::min(batch_size, source.size() - b);
-    for (int64_t i = 0; i < n; ++i) idx[i] = b + i;
+    const auto [lo, hi] = shard_rows(std::min(batch_size, source.size() - b), shard.rank, shard.world);
+    const int64_t n = hi - lo;
+    if (n == 0) continue;  // a short last batch with fewer rows than ranks
+    for (int64_t i = 0; i < n; ++i) idx[i] = b + lo + i;
     fill_batch(source, layout, std::span<const int64_t>(idx.data(), n), 0, buf, host);
     host.index = b / batch_size;
     arena.reset();
@@ -119,12 +123,12 @@ void forward_batches(Model& model, const BatchSource& source, const SampleLayout
     ctx.host_batch = &host;
     const Batch batch = device_batch(host, arena, backend);
     Tensor pred = pass ? pass(batch, ctx) : model.forward(batch, ctx);
-    use(b, host, batch, pred, arena);
+    use(b + lo, host, batch, pred, arena);
   }
 }
 
 ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, const SampleLayout& layout,
-                          const Objective& objective, int64_t batch_size, const EvalHook& hook) {
+                          const Objective& objective, int64_t batch_size, const EvalHook& hook, EvalShard shard) {
   std::vector<float> host_pred;
   ObjectiveSum total;
   Backend& backend = model.params().backend();
@@ -136,7 +140,7 @@ ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, const SampleLa
       hook(host.count, host.x, host.y, host_pred.data());
     }
     total += objective.forward(pred, device);
-  });
+  }, {}, shard);
   return total;
 }
 
@@ -158,8 +162,22 @@ double evaluate(Model& model, const BatchSource& split, const SampleLayout& layo
 }
 
 TrainSummary train(const Config& config, const TrainOptions& options) {
-  TrainLoop loop(config, options);
-  return loop.run();
+  if (!options.comm || options.comm->world() == 1) {
+    TrainLoop loop(config, options);
+    return loop.run();
+  }
+  // Several ranks: each builds its loop (its data, the model), then all agree to start, so a
+  // rank that failed, or runs another config or binary, stops every rank with one message
+  // before the first collective of the loop (train/rank_start.h).
+  std::unique_ptr<TrainLoop> loop;
+  std::string error;
+  try {
+    loop = std::make_unique<TrainLoop>(config, options);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  agree_to_start(*options.comm, error, rank_identity(config_hash(config)));
+  return loop->run();
 }
 
 }  // namespace seqtrain

@@ -96,8 +96,15 @@ using BatchUse = std::function<void(int64_t first, const Batch& host, const Batc
                                     Arena& arena)>;
 // `pass` replaces model.forward when given (`seqtrain embed`: the model's embed).
 using ModelPass = std::function<Tensor(const Batch& batch, StepContext& ctx)>;
+// Which rows of every batch this process runs: a data-parallel evaluation's rank runs its shard of
+// each batch (data/loader.h's shard_rows, as training does), whose samples keep their indices in
+// the split, so a per-sample mask is the one-process run's. The default is the whole batch.
+struct EvalShard {
+  int rank = 0;
+  int world = 1;
+};
 void forward_batches(Model& model, const BatchSource& source, const SampleLayout& layout, int64_t batch_size,
-                     const BatchUse& use, const ModelPass& pass = {});
+                     const BatchUse& use, const ModelPass& pass = {}, EvalShard shard = {});
 
 // What an evaluation also hands each batch to, beside the objective: its size, host x and y,
 // and the model's outputs copied to the host (a ForecastScorer's add).
@@ -109,8 +116,10 @@ SeriesOf series_of(const WindowDataset* split);
 
 // The objective's loss sum, count and metrics over every sample of `split`, in index order; each
 // batch also goes to `hook` when given.
+// With a shard, the sum of this rank's rows only: the caller sums the ranks' (TrainLoop).
 ObjectiveSum evaluate_sum(Model& model, const BatchSource& split, const SampleLayout& layout,
-                          const Objective& objective, int64_t batch_size, const EvalHook& hook = {});
+                          const Objective& objective, int64_t batch_size, const EvalHook& hook = {},
+                          EvalShard shard = {});
 // Its mean loss per counted target; *accuracy (when given) receives the share of counted
 // labels whose largest logit is the label (0 for regression objectives).
 double evaluate(Model& model, const BatchSource& split, const SampleLayout& layout, const Objective& objective,

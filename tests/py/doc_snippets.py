@@ -173,6 +173,8 @@ SUBSTITUTE = [
     (r"bash scripts/quickstart\.sh\b", None,
      "the Quickstart itself: installs packages and builds; its train command is the README's"),
     (r"bash scripts/test\.sh\b", None, "installs packages, builds and runs ctest, which runs this test"),
+    (r"^mpirun\b", None,
+     "starts ranks under OpenMPI: tests/py/mpi_check.py (ctest Mpi.*) runs data-parallel training"),
     (r"bash scripts/fetch_co2\.sh(?:\s+(\S+))?$", write_co2_standin,
      "downloads from PyPI (no network in tests): a stand-in weekly series is written where it writes"),
     (r"bash scripts/fetch_shakespeare\.sh(?:\s+(\S+))?$", write_standin,

@@ -37,10 +37,10 @@ EmbeddingKernelArgs embedding_kernel_args(const EmbeddingArgs& a, const float* s
   return k;
 }
 
-void dropout_map(const float* x, float* y, int64_t n, float p, uint64_t seed) {
+void dropout_map(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first = 0) {
   check_dropout_args(x, y, n, p);
   DropoutKernelArgs k;
-  k.x = x; k.y = y; k.n = n;
+  k.x = x; k.y = y; k.n = n; k.first = first;
   k.keep_threshold = attention_keep_threshold(p);
   k.scale = dropout_scale(p);
   k.seed = seed;
@@ -110,6 +110,10 @@ void CpuBackend::dropout_forward(const float* x, float* y, int64_t n, float p, u
 
 void CpuBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) {
   dropout_map(dy, dx, n, p, seed);
+}
+
+void CpuBackend::dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) {
+  dropout_map(x, y, n, p, seed, first);
 }
 
 }  // namespace seqtrain

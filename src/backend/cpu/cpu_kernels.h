@@ -104,6 +104,7 @@ struct DropoutKernelArgs {
   uint32_t keep_threshold = 0;
   float scale = 1.f;
   uint64_t seed = 0;
+  int64_t first = 0;  // element 0 is element `first` of the mask (Backend::dropout_at)
 };
 
 // The vector activation functions of the gate passes, exposed for tests.

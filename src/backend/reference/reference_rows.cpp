@@ -33,9 +33,9 @@ void row_moments(const float* x, int64_t C, float eps, double& mean, double& rst
 // y[i] = keep(seed, i) ? x[i] * scale : 0: dropout's forward on x and its backward on dy. One
 // float product per element and no sum, so every implementation can (and the CPU's does) give
 // these exact values.
-void dropout_map(const float* x, float* y, int64_t n, float p, uint64_t seed) {
+void dropout_map(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first = 0) {
   const float scale = dropout_scale(p);
-  for (int64_t i = 0; i < n; ++i) y[i] = dropout_keep(seed, i, p) ? x[i] * scale : 0.f;
+  for (int64_t i = 0; i < n; ++i) y[i] = dropout_keep(seed, first + i, p) ? x[i] * scale : 0.f;
 }
 
 }  // namespace
@@ -144,6 +144,11 @@ void ReferenceBackend::dropout_forward(const float* x, float* y, int64_t n, floa
 void ReferenceBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) {
   check_dropout_args(dy, dx, n, p);
   dropout_map(dy, dx, n, p, seed);
+}
+
+void ReferenceBackend::dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) {
+  check_dropout_args(x, y, n, p);
+  dropout_map(x, y, n, p, seed, first);
 }
 
 }  // namespace seqtrain

@@ -1,0 +1,50 @@
+// MpiCommunicator: the Communicator (train/communicator.h) of a data-parallel run under mpirun:
+// one process per rank over MPI_COMM_WORLD, on one machine or several (docs/DISTRIBUTED.md).
+// Sums have a fixed reduction order: the buffer is cut into one slice per rank, every rank
+// receives each rank's copy of its own slice (all-to-all), adds them in rank order in double,
+// and the summed slices are gathered back to every rank (the bandwidth of a ring all-reduce,
+// 2 (N-1)/N of the buffer per rank). So every rank holds the same bits, and two runs with the
+// same rank count sum alike, which runtime.deterministic's bit-for-bit promise needs.
+// Every collective runs under a CollectiveWatchdog; an MPI error ends the job with one message.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "dist/watchdog.h"
+#include "train/communicator.h"
+
+namespace seqtrain::dist {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Needs an active MpiSession. timeout_s: runtime.collective_timeout_s (set_timeout once the
+  // config is read).
+  explicit MpiCommunicator(double timeout_s = 300.0);
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  int local_ranks() const override { return local_ranks_; }
+  void all_reduce_sum(float* data, size_t n) override;
+  void all_reduce_sum(double* data, size_t n) override;
+  void broadcast(float* data, size_t n) override;
+  void broadcast_bytes(void* data, size_t bytes, int root = 0) override;
+  void barrier() override;
+  void set_timeout(double seconds) { watchdog_.set_timeout(seconds); }
+  // What this rank spent in collectives (waits for slower ranks included): bench/mpi.sh's
+  // communication share, printed by the CLI at the end of a run.
+  struct Stats {
+    double seconds = 0;
+    int64_t reductions = 0;  // all-reduces of more than a few values (the gradients)
+    double reduced_bytes = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  template <typename T> void reduce(T* data, size_t n);
+  int rank_ = 0, world_ = 1, local_ranks_ = 1;
+  Stats stats_;
+  CollectiveWatchdog watchdog_;
+  std::vector<float> recv_f_;   // each rank's copy of this rank's slice (floats)
+  std::vector<double> recv_d_;  // the same for doubles
+};
+
+}  // namespace seqtrain::dist
