@@ -179,6 +179,29 @@ if [ "${QUICK:-0}" != 1 ]; then
   SEQTRAIN_CUDA_ATTENTION=tiles sbench --workload gpt --precision bf16 --label tiles_attention
   tbench --workload gpt --mode amp_bf16
 fi
+# Why PyTorch's cuDNN LSTM is faster with the same algorithm: under PyTorch cuDNN 9 runs its
+# block-persistent STANDARD kernels (RNN_blockPersist_fp_LSTM, one launch a layer), under
+# seqtrain the per-step ones (elemWiseRNNcell and a GEMM per time step) (ncu, 2026-11-28). Each
+# probe row changes one descriptor argument toward PyTorch's; the API logs show both sides' calls.
+say "== cuDNN probes ($(elapsed))"
+probe() { local label=$1; shift; env SEQTRAIN_CUDNN_RNN_STACK=layers SEQTRAIN_CUDNN_RNN_ALGO=standard "$@" \
+  timeout 60 "$BIN/bench_cuda" --workload W1 --precision fp32 --label "probe_$label" 2>>"$OUT/check.log" >>"$BENCH" \
+  || say "FAIL probe $label"; }
+probe base
+probe padded_io_off SEQTRAIN_CUDNN_RNN_PADDED_IO=0
+probe hx_zeros SEQTRAIN_CUDNN_RNN_HX=zeros
+probe both SEQTRAIN_CUDNN_RNN_PADDED_IO=0 SEQTRAIN_CUDNN_RNN_HX=zeros
+probe unpacked_hx SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked SEQTRAIN_CUDNN_RNN_HX=zeros
+for side in seqtrain torch; do
+  log=$OUT/cudnn_api_$side.log
+  if [ $side = seqtrain ]; then cmd=("$BIN/bench_cuda" --workload W1 --precision fp32 --steps 1 --warmup 0)
+  else cmd=($PY bench/torch_cuda.py --workload W1 --mode fp32_strict --steps 1 --warmup 0); fi
+  env SEQTRAIN_CUDNN_RNN_STACK=layers SEQTRAIN_CUDNN_RNN_ALGO=standard CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGINFO_DBG=1 \
+    CUDNN_LOGDEST_DBG="$log" timeout 60 "${cmd[@]}" >/dev/null 2>&1
+  say "cuDNN API log of $side: $(grep -c . "$log" 2>/dev/null) lines; its RNN descriptor:"
+  grep -A40 -m1 "cudnnSetRNNDescriptor_v8" "$log" 2>/dev/null | head -40 | tee -a "$REPORT"
+done
+
 $PY - "$BENCH" <<'PYEOF' 2>&1 | tee -a "$REPORT"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]

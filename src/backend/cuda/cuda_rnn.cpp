@@ -68,6 +68,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
@@ -207,6 +208,15 @@ std::optional<bool> whole_from_env() {
 
 // SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked: full-length batches in cuDNN's SEQ_MAJOR_UNPACKED layout
 // (PyTorch's for unpacked input) instead of SEQ_MAJOR_PACKED; the same memory either way.
+// Two more switches, to find what makes cuDNN pick its faster STANDARD kernels for PyTorch
+// (docs/BENCHMARKS.md): SEQTRAIN_CUDNN_RNN_PADDED_IO=0 describes the RNN without padded IO
+// (full-length batches only), SEQTRAIN_CUDNN_RNN_HX=zeros passes zero initial states instead of
+// null pointers. Both compute the same numbers.
+bool env_is(const char* name, std::string_view value) {
+  const char* a = std::getenv(name);
+  return a && std::string_view(a) == value;
+}
+
 bool unpacked_from_env() {
   const char* a = std::getenv("SEQTRAIN_CUDNN_RNN_LAYOUT");
   if (!a || !*a || std::string_view(a) == "packed") return false;
@@ -227,7 +237,7 @@ class CudaRecurrentLayers final : public RecurrentLayers {
  private:
   // One cuDNN RNN: layers [first, first + count) of the stack, with one algorithm.
   struct Unit {
-    explicit Unit(CudaBackend& be) : weights(be), reserve(be), seq_lengths(be), x16(be), y16(be) {}
+    explicit Unit(CudaBackend& be) : weights(be), reserve(be), seq_lengths(be), x16(be), y16(be), h0(be) {}
     int64_t first = 0, count = 1;
     cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
     int64_t in = 0;       // the input width of its bottom layer
@@ -238,6 +248,7 @@ class CudaRecurrentLayers final : public RecurrentLayers {
     DeviceMemory weights, reserve, seq_lengths;
     // bf16 / fp16: the last training forward's x and y in cuDNN's type (backward reads both).
     DeviceMemory x16, y16;
+    DeviceMemory h0;  // SEQTRAIN_CUDNN_RNN_HX=zeros: zero hx then cx, [count * dirs, N, H] each
     // Where linLayerID `id` of pseudo-layer p (layer k * dirs + direction d) keeps its matrix and
     // bias, at [p * 2G + id], in elements from the start of the weight space (the gradient space
     // has the same layout).
@@ -297,6 +308,8 @@ class CudaRecurrentLayers final : public RecurrentLayers {
                      Arena& arena, bool training, std::span<const int64_t> lengths);
   Tensor stack_backward(const Plan& p, std::span<const RecurrentWeights> ws, const Tensor& dy, Arena& arena,
                         bool want_dx, bool add);
+  // The initial hidden and cell states cuDNN gets: null (zeros) or u.h0's zeros.
+  std::pair<const void*, const void*> initial_state(const Unit& u) const;
   bool half() const { return compute_ != DType::f32; }
   // n fp32 values into cuDNN's type at dst, or back.
   void narrow(const void* src, void* dst, int64_t n) { be_.convert(DType::f32, src, compute_, dst, n); }
@@ -314,6 +327,8 @@ class CudaRecurrentLayers final : public RecurrentLayers {
   std::optional<cudnnRNNAlgo_t> forced_;  // SEQTRAIN_CUDNN_RNN_ALGO
   std::optional<bool> forced_whole_;      // SEQTRAIN_CUDNN_RNN_STACK
   bool unpacked_;                         // SEQTRAIN_CUDNN_RNN_LAYOUT
+  bool padded_io_ = !env_is("SEQTRAIN_CUDNN_RNN_PADDED_IO", "0");
+  bool zero_state_ = env_is("SEQTRAIN_CUDNN_RNN_HX", "zeros");
   std::shared_ptr<Autotuner> tuner_;      // null: no autotuning (runtime.autotune false)
   bool stack_;                            // the caller may run the stack through forward_stack
   std::vector<cudnnRNNAlgo_t> layer_algo_;
@@ -428,7 +443,8 @@ void CudaRecurrentLayers::describe(Unit& u) {
                                     CUDNN_LINEAR_INPUT, data_type_, CUDNN_DATA_FLOAT,
                                     half() ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH,
                                     to_int(u.in, "input width"), H, H, to_int(u.count, "layer count"),
-                                    u.dropout.get(), CUDNN_RNN_PADDED_IO_ENABLED));
+                                    u.dropout.get(),
+                                    padded_io_ ? CUDNN_RNN_PADDED_IO_ENABLED : CUDNN_RNN_PADDED_IO_DISABLED));
   ST_CUDNN(cudnnGetRNNWeightSpaceSize(be_.cudnn(), u.rnn.get(), &u.weight_bytes));
   u.weights.ensure(u.weight_bytes);
 }
@@ -482,6 +498,12 @@ void CudaRecurrentLayers::set_shape(Unit& u, int64_t T, int64_t N, std::span<con
   ST_CUDNN(cudnnSetTensorNdDescriptor(u.hdesc.get(), data_type_, 3, dims, strides));
   // cuDNN reads the lengths again on the device, asynchronously: upload queues the copy on the
   // stream, after the calls that still read the previous batch's lengths.
+  ST_CHECK(padded_io_ || (given.empty() && !unpacked_), "SEQTRAIN_CUDNN_RNN_PADDED_IO=0 runs full-length batches "
+           "in the packed layout only: unset it for per-sample lengths or SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked");
+  if (zero_state_) {
+    const size_t state = static_cast<size_t>(u.count * dirs_ * n) * static_cast<size_t>(H) * elem_bytes_;
+    ST_CUDA(cudaMemsetAsync(u.h0.ensure(2 * state), 0, 2 * state, be_.stream()));
+  }
   u.seq_lengths.ensure(lengths.size() * sizeof(int));
   be_.upload(lengths.data(), u.seq_lengths.get(), lengths.size() * sizeof(int));
   size_t work_train = 0, work_infer = 0, reserve = 0, unused = 0;
@@ -631,6 +653,13 @@ Tensor CudaRecurrentLayers::stack_backward(const Plan& p, std::span<const Recurr
   return d;
 }
 
+std::pair<const void*, const void*> CudaRecurrentLayers::initial_state(const Unit& u) const {
+  if (!zero_state_) return {nullptr, nullptr};
+  const size_t state = static_cast<size_t>(u.count * dirs_ * u.N * hidden_) * elem_bytes_;
+  const char* h0 = static_cast<const char*>(u.h0.get());
+  return {h0, cell_ == RnnCell::lstm ? h0 + state : nullptr};
+}
+
 void CudaRecurrentLayers::run_forward(Unit& u, std::span<const RecurrentWeights> ws, const Tensor& x,
                                       const Tensor& y, bool training, std::span<const int64_t> lengths) {
   ST_CHECK(x.shape.size() == 3 && x.shape[2] == u.in && x.contiguous(),
@@ -646,6 +675,7 @@ void CudaRecurrentLayers::run_forward(Unit& u, std::span<const RecurrentWeights>
   u.padded = !lengths.empty();
   if (training) u.reserve.ensure(u.reserve_bytes);
   pack(u, ws);
+  const auto [hx, cx] = initial_state(u);
   const void* x_in = x.ptr;
   void* y_out = y.ptr;
   if (half()) {
@@ -655,7 +685,7 @@ void CudaRecurrentLayers::run_forward(Unit& u, std::span<const RecurrentWeights>
   }
   ST_CUDNN(cudnnRNNForward(be_.cudnn(), u.rnn.get(), training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
                            static_cast<const int32_t*>(u.seq_lengths.get()), u.xdesc.get(), x_in, u.ydesc.get(),
-                           y_out, u.hdesc.get(), nullptr, nullptr, u.hdesc.get(), nullptr, nullptr, u.weight_bytes,
+                           y_out, u.hdesc.get(), hx, nullptr, u.hdesc.get(), cx, nullptr, u.weight_bytes,
                            u.weights.get(), workspace_.bytes(), workspace_.get(), training ? u.reserve_bytes : 0,
                            training ? u.reserve.get() : nullptr));
   if (half()) widen(y_out, y.ptr, y.numel());
@@ -677,6 +707,7 @@ Tensor CudaRecurrentLayers::run_backward(Unit& u, std::span<const RecurrentWeigh
   ST_CHECK(device_accessible(dy.ptr), "cuda {}: dy must be GPU memory", u.what);
   check_weights(ws, true);
   bind_stream();
+  const auto [hx, cx] = initial_state(u);
   const Shape x_shape = u.x.shape;
   const int64_t dx_n = numel_of(x_shape);
   const size_t dx_bytes = static_cast<size_t>(dx_n) * sizeof(float);
@@ -696,15 +727,15 @@ Tensor CudaRecurrentLayers::run_backward(Unit& u, std::span<const RecurrentWeigh
   // dx at padded steps is 0 (as PyTorch's padded gradient): cuDNN does not write there.
   if (u.padded) ST_CUDA(cudaMemsetAsync(dx_out, 0, dx_n * (half() ? elem_bytes_ : sizeof(float)), be_.stream()));
   ST_CUDNN(cudnnRNNBackwardData_v8(be_.cudnn(), u.rnn.get(), static_cast<const int32_t*>(u.seq_lengths.get()),
-                                   u.ydesc.get(), y_saved, dy_in, u.xdesc.get(), dx_out, u.hdesc.get(), nullptr,
-                                   nullptr, nullptr, u.hdesc.get(), nullptr, nullptr, nullptr, u.weight_bytes,
+                                   u.ydesc.get(), y_saved, dy_in, u.xdesc.get(), dx_out, u.hdesc.get(), hx,
+                                   nullptr, nullptr, u.hdesc.get(), cx, nullptr, nullptr, u.weight_bytes,
                                    u.weights.get(), workspace_.bytes(), workspace_.get(), u.reserve_bytes,
                                    u.reserve.get()));
   void* grads = grad_space_.ensure(u.weight_bytes);
   ST_CUDA(cudaMemsetAsync(grads, 0, u.weight_bytes, be_.stream()));
   ST_CUDNN(cudnnRNNBackwardWeights_v8(be_.cudnn(), u.rnn.get(), CUDNN_WGRAD_MODE_ADD,
                                       static_cast<const int32_t*>(u.seq_lengths.get()), u.xdesc.get(), x_saved,
-                                      u.hdesc.get(), nullptr, u.ydesc.get(), y_saved, u.weight_bytes, grads,
+                                      u.hdesc.get(), hx, u.ydesc.get(), y_saved, u.weight_bytes, grads,
                                       workspace_.bytes(), workspace_.get(), u.reserve_bytes, u.reserve.get()));
   if (add) add_grads(u, ws, grads);
   if (half() && want_dx) widen(dx_out, dx_dev, dx_n);
