@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "backend/backend.h"
 #include "backend/clip_rule.h"
@@ -132,7 +133,9 @@ void TrainStep::compute(const Batch& host_batch, uint64_t seed) {
   if (micro_ + 1 == options_.grad_accum && overlap()) begin_buckets();
   {
     ST_TRACE("step.backward", "step");
-    const GradReadyScope ready(buckets_.get());
+    // Only while buckets wait for the reports (an outer scope, a test's, stays otherwise).
+    std::optional<GradReadyScope> ready;
+    if (buckets_) ready.emplace(buckets_.get());
     model_.backward(ctx);
   }
   // A frozen tensor gets no gradient from a micro-batch that ran while it was frozen (torch:

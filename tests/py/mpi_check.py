@@ -6,7 +6,8 @@ Each --case runs the seqtrain binary, once alone and under `mpirun -np N` (one t
 what the runs wrote: every step's logged loss (train.log_every 1) and the final weights
 (checkpoints/last/model.safetensors). Cases:
   equal_lstm_2, equal_lstm_4, equal_gpt_2  N ranks follow the one-process run (1e-5 relative)
-  deterministic        two 2-rank runs with runtime.deterministic are bit-identical
+  deterministic        two 2-rank runs with runtime.deterministic are bit-identical, and so is
+                       one without the overlap's buckets (SEQTRAIN_MPI_BUCKET_KB=0)
   sigterm              SIGTERM to one rank: every rank stops at the same step with a resumable
                        `last`; the resumed run (2 ranks) ends as the uninterrupted one
   kill_rank            SIGKILL of one rank: every rank exits non-zero; --resume with 1 rank ends
@@ -38,8 +39,10 @@ import time
 
 import numpy as np
 
+# 4 KB gradient buckets (the default is 256 KB): these tiny models' gradients then travel in
+# several buckets that start under the backward, so every case runs the overlap's bucketed sum.
 MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1")
+               OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1", SEQTRAIN_MPI_BUCKET_KB="4")
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"]
 TOL = 1e-5
 
@@ -70,10 +73,11 @@ def run(cmd, timeout=120, env=None):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or MPI_ENV)
 
 
-def train(binary, cfg, out, ranks=0, resume=False, check=True):
+def train(binary, cfg, out, ranks=0, resume=False, check=True, env_extra=None):
     args = ["train", "--resume", out] if resume else ["train", *cfg, "--out", out]
     cmd = ([*MPIRUN, "-np", str(ranks), binary] if ranks else [binary]) + args + ["--quiet"]
     env = MPI_ENV if ranks else {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+    env = dict(env, **(env_extra or {}))
     p = run(cmd, env=env)
     if check and p.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
@@ -236,6 +240,13 @@ def deterministic_case(binary, src, tmp):
         if wa[k].tobytes() != wb[k].tobytes():
             sys.exit(f"FAIL: two deterministic 2-rank runs differ in {k}")
     print("ok: two deterministic 2-rank runs are bit-identical")
+    # The overlap's buckets only cut the sum: one all-reduce after the backward gives the same bits.
+    flat = os.path.join(tmp, "flat")
+    train(binary, cfg, flat, ranks=2, env_extra={"SEQTRAIN_MPI_BUCKET_KB": "0"})
+    wf = weights(flat)
+    if train_losses(flat) != train_losses(a) or any(wa[k].tobytes() != wf[k].tobytes() for k in wa):
+        sys.exit("FAIL: the bucketed gradient sum and the single all-reduce differ")
+    print("ok: bucketed (4 KB) and unbucketed gradient sums are bit-identical")
 
 
 def rank_pids(mpirun_pid):
