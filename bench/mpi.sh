@@ -8,6 +8,7 @@
 # job runs twice: with the overlap's gradient buckets (the default, SEQTRAIN_MPI_BUCKET_KB=256)
 # and without (SEQTRAIN_MPI_BUCKET_KB=0: one all-reduce after the backward); the time the
 # buckets took off rank 0's blocking collectives is the communication they hid.
+# bench_mpi_allreduce (built beside BIN) then times the sums alone, after a barrier.
 # Usage: [STEPS=12] [WARMUP=2] [BIN=build/seqtrain] bash bench/mpi.sh   (from the repository root)
 set -euo pipefail
 STEPS=${STEPS:-12}; WARMUP=${WARMUP:-2}
@@ -56,4 +57,7 @@ for job in "W1 8 150 128 256" "W2 128 256 512 32"; do
   share=$(sed -n 's/.*spent \(.*\) in collectives (\(.*\)).*/\1 (\2)/p' "$W/$1-two.err")
   share_flat=$(sed -n 's/.*spent \(.*\) in collectives (\(.*\)).*/\1 (\2)/p' "$W/$1-flat.err")
   printf "%-4s %-16s %-16s %-16s %-28s %s\n" "$1" "$one" "$two" "$flat" "$share" "$share_flat"
+  echo "     overlap: $(sed -n 's/^seqtrain: mpi: overlap: //p' "$W/$1-two.err")"
 done
+echo "the sums alone (after a barrier: no wait for a slower rank):"
+"${MPIRUN[@]}" -np 2 "$(dirname "$BIN")/bench_mpi_allreduce" 20

@@ -96,18 +96,22 @@ Config resume_config(const TrainArgs& a, const std::string& run_config, const st
   return given;
 }
 
+namespace {
+
 // The run's config.yaml as the primary reads it, on every rank: no rank but the primary needs
 // to see the run directory (docs/DISTRIBUTED.md). A primary that cannot read it says so once
 // and every rank exits non-zero.
 std::string run_config_text(const std::string& cfg, const std::string& run, dist::MpiCommunicator* mpi) {
   std::string text, error;
   if (!mpi || mpi->primary()) {
-    if (!fs::exists(cfg)) error = fmt::format("--resume {}: no config.yaml there; it is not a seqtrain run directory", run);
-    else {
-      std::ifstream in(cfg, std::ios::binary);
+    std::ifstream in(cfg, std::ios::binary);
+    if (!fs::exists(cfg)) {
+      error = fmt::format("--resume {}: no config.yaml there; it is not a seqtrain run directory", run);
+    } else if (!in) {
+      error = fmt::format("--resume {}: cannot read {}; check its permissions", run, cfg);
+    } else {
       std::ostringstream all;
       all << in.rdbuf();
-      if (!in) error = fmt::format("--resume {}: cannot read {}; check its permissions", run, cfg);
       text = all.str();
     }
   }
@@ -119,6 +123,8 @@ std::string run_config_text(const std::string& cfg, const std::string& run, dist
   if (!error.empty()) throw RankAgreedError(error);
   return broadcast_string(*mpi, text);
 }
+
+}  // namespace
 
 int run_train(const TrainArgs& a) {
   Config config;
@@ -174,6 +180,12 @@ int run_train(const TrainArgs& a) {
                  "%ld gradient all-reduces, %.1f MB each\n", mpi->world(), st.seconds, s.time_s,
                  s.time_s > 0 ? 100.0 * st.seconds / s.time_s : 0.0, static_cast<long>(st.reductions),
                  st.reductions ? st.reduced_bytes / static_cast<double>(st.reductions) / 1e6 : 0.0);
+    // The overlap (docs/DISTRIBUTED.md): how much of the gradient traffic the backward covered.
+    if (st.buckets > 0)
+      std::fprintf(stderr, "seqtrain: mpi: overlap: %ld gradient buckets, %ld (%.0f%%) exchanged before the step "
+                   "waited for them; %.3f s waiting after the backward\n", static_cast<long>(st.buckets),
+                   static_cast<long>(st.buckets_early), 100.0 * static_cast<double>(st.buckets_early) /
+                   static_cast<double>(st.buckets), st.finish_seconds);
   }
   // Every rank ends the run at the same step; the summary is the primary's to print.
   if (mpi && !mpi->primary()) return s.stopped_by == "signal" ? 128 + (s.signal ? s.signal : SIGINT) : 0;

@@ -138,7 +138,16 @@ void MpiCommunicator::finish_sums() {
   if (buckets_.empty()) return;
   CollectiveWatchdog::Scope scope(watchdog_, "the gradient buckets' all-reduce");
   const Timed timed(stats_.seconds);
+  const Timed waited(stats_.finish_seconds);
   ++stats_.reductions;
+  stats_.buckets += static_cast<int64_t>(buckets_.size());
+  for (size_t i = gathering_; i < buckets_.size(); ++i) {  // exchanged by now, not yet summed?
+    int done = 0;
+    check(MPI_Test(&buckets_[i].scatter, &done, MPI_STATUS_IGNORE), "Test (gradient bucket)");
+    if (!done) break;  // the rest were started later; count in order
+    ++stats_.buckets_early;
+  }
+  stats_.buckets_early += static_cast<int64_t>(gathering_);
   for (; gathering_ < buckets_.size(); ++gathering_) {
     check(MPI_Wait(&buckets_[gathering_].scatter, MPI_STATUS_IGNORE), "Wait (gradient bucket)");
     sum_and_gather(buckets_[gathering_]);

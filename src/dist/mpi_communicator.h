@@ -50,6 +50,11 @@ class MpiCommunicator final : public Communicator {
     double seconds = 0;
     int64_t reductions = 0;  // all-reduces of more than a few values (the gradients)
     double reduced_bytes = 0;
+    // The overlap's buckets: how many, how many had their data exchanged (the all-to-all phase
+    // done) before the step waited in finish_sums, and the seconds it waited there (what the
+    // backward did not hide).
+    int64_t buckets = 0, buckets_early = 0;
+    double finish_seconds = 0;
   };
   const Stats& stats() const { return stats_; }
 

@@ -61,7 +61,6 @@ bool TrainStep::overlap() const {
 void TrainStep::begin_buckets() {
   double total = static_cast<double>(accum_count_);
   options_.comm->all_reduce_sum(&total, 1);
-  buckets_total_ = total;
   // normalize_accumulated's factor, applied per bucket as it leaves.
   const double scale = reference_ > 0 && total > 0 && reference_ != total ? reference_ / total : 1.0;
   ParamStore& ps = model_.params();

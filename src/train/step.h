@@ -12,6 +12,9 @@
 // batch's upload (Objective::count); the batch goes up with Backend::upload. Under fp16 the
 // LossScaler still reads one finiteness flag per optimizer step (its skip decision).
 // StepResult::grad_norm is filled where reading it costs nothing (a host-accessible backend).
+// With several ranks the gradients are summed over them at the boundary (StepOptions::comm): in
+// buckets that the last micro-batch's backward starts (the overlap, train/grad_buckets.h), or,
+// under train.zero, reduce-scattered so each rank updates its slice (docs/DISTRIBUTED.md).
 //
 // The loss is an Objective's (sum, count) (train/objective.h), so micro-batches that count
 // different numbers of targets (an epoch's short last batch) average exactly: the step adds up
@@ -125,7 +128,6 @@ class TrainStep {
   bool overlap() const;
   void begin_buckets();
   std::unique_ptr<GradBuckets> buckets_;
-  double buckets_total_ = 0;
 
   StepOptions options_;
   std::unique_ptr<Objective> owned_objective_;  // when options_.objective is null
