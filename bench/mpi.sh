@@ -4,7 +4,11 @@
 # lookback 150, 8 features) and W2's (LSTM 512 x 2, batch 32, lookback 256, 128 features).
 # Throughput is the logged samples_per_s (the global batch over every rank) averaged over the
 # steps after WARMUP; the communication share is rank 0's time inside collectives (waits for the
-# other rank included) over the run's training time, as `seqtrain: mpi:` prints it.
+# other rank included) over the run's training time, as `seqtrain: mpi:` prints it. The 2-rank
+# job runs twice: with the overlap's gradient buckets (the default, SEQTRAIN_MPI_BUCKET_KB=256)
+# and without (SEQTRAIN_MPI_BUCKET_KB=0: one all-reduce after the backward); the time the
+# buckets took off rank 0's blocking collectives is the communication they hid.
+# bench_mpi_allreduce (built beside BIN) then times the sums alone, after a barrier.
 # Usage: [STEPS=12] [WARMUP=2] [BIN=build/seqtrain] bash bench/mpi.sh   (from the repository root)
 set -euo pipefail
 STEPS=${STEPS:-12}; WARMUP=${WARMUP:-2}
@@ -41,13 +45,19 @@ s=[x['samples_per_s'] for x in r if x.get('split')=='train' and x['step']>$WARMU
 print(f'{sum(s)/len(s):.1f}')"
 }
 
-printf "%-4s %-22s %-22s %-10s %s\n" job "1 x 2 threads (samp/s)" "2 x 1 thread (samp/s)" "ratio" "communication share (2 ranks)"
+printf "%-4s %-16s %-16s %-16s %-28s %s\n" job "1x2 thr samp/s" "2x1 samp/s" "2x1 no-overlap" "comm share, overlap" "comm share, no overlap"
 for job in "W1 8 150 128 256" "W2 128 256 512 32"; do
   set -- $job
   make_job "$@"
   "$BIN" train "$W/$1.yaml" --threads 2 --out "$W/$1-one" --quiet > /dev/null
   "${MPIRUN[@]}" -np 2 "$BIN" train "$W/$1.yaml" --threads 1 --out "$W/$1-two" --quiet > /dev/null 2> "$W/$1-two.err"
-  one=$(rate "$W/$1-one"); two=$(rate "$W/$1-two")
+  SEQTRAIN_MPI_BUCKET_KB=0 "${MPIRUN[@]}" -x SEQTRAIN_MPI_BUCKET_KB -np 2 "$BIN" train "$W/$1.yaml" --threads 1 \
+    --out "$W/$1-flat" --quiet > /dev/null 2> "$W/$1-flat.err"
+  one=$(rate "$W/$1-one"); two=$(rate "$W/$1-two"); flat=$(rate "$W/$1-flat")
   share=$(sed -n 's/.*spent \(.*\) in collectives (\(.*\)).*/\1 (\2)/p' "$W/$1-two.err")
-  printf "%-4s %-22s %-22s %-10s %s\n" "$1" "$one" "$two" "$(/usr/bin/python3 -c "print(f'{$two/$one:.3f}')")" "$share"
+  share_flat=$(sed -n 's/.*spent \(.*\) in collectives (\(.*\)).*/\1 (\2)/p' "$W/$1-flat.err")
+  printf "%-4s %-16s %-16s %-16s %-28s %s\n" "$1" "$one" "$two" "$flat" "$share" "$share_flat"
+  echo "     overlap: $(sed -n 's/^seqtrain: mpi: overlap: //p' "$W/$1-two.err")"
 done
+echo "the sums alone (after a barrier: no wait for a slower rank):"
+"${MPIRUN[@]}" -np 2 "$(dirname "$BIN")/bench_mpi_allreduce" 20

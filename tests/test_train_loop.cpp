@@ -198,6 +198,42 @@ TEST(TrainLoop, TwoRanksTrainLikeOneProcess) {
   for (size_t i = 0; i < v1.size(); ++i) EXPECT_NEAR(v2[i], v1[i], 1e-5 * v1[i]) << "validation " << i;
 }
 
+// train.zero on two thread ranks (the Communicator's default reduce-scatter and all-gather):
+// each rank updates its half with its half of AdamW's moments, and the run follows one process;
+// the checkpoint's moments are whole (gathered to rank 0), so one process resumes from it.
+TEST(TrainLoop, TwoRanksWithZeroTrainLikeOneProcess) {
+  TempDir dir;
+  const Config c = tiny({"train.batch_size=61", "train.zero=1"});
+  const TrainSummary one = train(c, TrainOptions(dir / "one", false, false, true));
+  ThreadGroup group(2);
+  std::vector<TrainSummary> out(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      ThreadComm comm(group, r);
+      TrainOptions opt(dir / (r == 0 ? "two" : "never"), false, false, true);
+      opt.comm = &comm;
+      out[r] = train(c, opt);
+    });
+  for (auto& t : ranks) t.join();
+  EXPECT_FALSE(fs::exists(dir / "never"));
+  EXPECT_EQ(out[0].steps, one.steps);
+  ASSERT_TRUE(out[0].test_loss && one.test_loss);
+  EXPECT_NEAR(*out[0].test_loss, *one.test_loss, 1e-5 * *one.test_loss);
+  std::vector<double> v1, v2;
+  for (const auto& r : read_metrics(dir / "one/metrics.jsonl")) if (r["split"] == "train") v1.push_back(r["loss"]);
+  for (const auto& r : read_metrics(dir / "two/metrics.jsonl")) if (r["split"] == "train") v2.push_back(r["loss"]);
+  ASSERT_EQ(v1.size(), v2.size());
+  for (size_t i = 0; i < v1.size(); ++i) EXPECT_NEAR(v2[i], v1[i], 1e-5 * v1[i]) << "train record " << i;
+  const size_t n = parameter_count(c);
+  const nlohmann::json st = read_checkpoint_state(dir / "two/checkpoints/last");
+  EXPECT_EQ(st.at("optimizer_buffers").size(), 2u);
+  ParamStore probe = make_model(model_spec(c, plan_data(c)))->params().clone_layout();
+  OptimizerState os;
+  load_checkpoint(dir / "two/checkpoints/last", probe, &os);
+  for (const auto& [name, values] : os.buffers) EXPECT_EQ(values.size(), n) << name << " is whole";
+}
+
 TEST(TrainLoop, StopTokenStopsALibraryCallResumably) {
   TempDir dir;
   const TrainSummary full = train(tiny({}), TrainOptions(dir / "full", false, false, true));

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 
 #include "backend/cpu/dnnl_context.h"
 #include "config/config.h"
@@ -27,6 +28,7 @@
 #include "train/forecast_scorer.h"
 #include "backend/device_batch.h"
 #include "train/load_model.h"
+#include "train/rank_start.h"
 #include "train/resume.h"
 #include "train/summary_json.h"
 #include "train/stop_token.h"
@@ -70,8 +72,11 @@ void forecast_windows(Loaded& l, const WindowDataset& split,
 
 // `train CONFIG --resume RUN`: CONFIG is compared with the run's config like --set is; a key a
 // resumed run may change is taken, any other difference is refused by name.
-Config resume_config(const TrainArgs& a, const std::string& run_config) {
-  const Config stored = load_config(run_config, a.overrides);
+// `stored_text`: run_config's text, as rank 0 read it (a data-parallel run's other ranks may not
+// see the run directory).
+Config resume_config(const TrainArgs& a, const std::string& run_config, const std::string& stored_text) {
+  const Config stored =
+      load_config_text(stored_text, run_config, fs::absolute(run_config).parent_path().string(), a.overrides);
   if (a.config.empty()) return stored;
   Config given = load_config(a.config, a.overrides);
   // A CONFIG that says train.batch_size: auto means the batch its run chose (config.yaml holds
@@ -91,33 +96,78 @@ Config resume_config(const TrainArgs& a, const std::string& run_config) {
   return given;
 }
 
+namespace {
+
+// The run's config.yaml as the primary reads it, on every rank: no rank but the primary needs
+// to see the run directory (docs/DISTRIBUTED.md). A primary that cannot read it says so once
+// and every rank exits non-zero.
+std::string run_config_text(const std::string& cfg, const std::string& run, dist::MpiCommunicator* mpi) {
+  std::string text, error;
+  if (!mpi || mpi->primary()) {
+    std::ifstream in(cfg, std::ios::binary);
+    if (!fs::exists(cfg)) {
+      error = fmt::format("--resume {}: no config.yaml there; it is not a seqtrain run directory", run);
+    } else if (!in) {
+      error = fmt::format("--resume {}: cannot read {}; check its permissions", run, cfg);
+    } else {
+      std::ostringstream all;
+      all << in.rdbuf();
+      text = all.str();
+    }
+  }
+  if (!mpi || mpi->world() == 1) {
+    ST_CHECK(error.empty(), "{}", error);
+    return text;
+  }
+  error = broadcast_string(*mpi, error);
+  if (!error.empty()) throw RankAgreedError(error);
+  return broadcast_string(*mpi, text);
+}
+
+}  // namespace
+
 int run_train(const TrainArgs& a) {
   Config config;
+  // Under mpirun (main's MpiSession): this process is one rank of a data-parallel run. Made
+  // first, so a resume's config reaches every rank from the primary; its watchdog's timeout
+  // follows the config once read.
+  std::unique_ptr<dist::MpiCommunicator> mpi;
+  if (dist::MpiSession::active()) mpi = std::make_unique<dist::MpiCommunicator>();
   std::string out = a.out;
-  if (!a.resume.empty()) {
-    ST_CHECK(!a.overwrite,
-             "--resume {} continues that run from its checkpoint, and --overwrite would delete it and start again: "
-             "give one of them",
-             a.resume);
-    ST_CHECK(a.out.empty() || fs::path(a.out).lexically_normal() == fs::path(a.resume).lexically_normal(),
-             "--out {} and --resume {}: a resumed run stays in its directory; leave --out out", a.out, a.resume);
-    out = a.resume;
-    const std::string cfg = (fs::path(out) / "config.yaml").string();
-    ST_CHECK(fs::exists(cfg), "--resume {}: no config.yaml there; it is not a seqtrain run directory", out);
-    config = resume_config(a, cfg);
-  } else {
-    ST_CHECK(!a.config.empty(), "train needs a config file: seqtrain train CONFIG.yaml (see examples/)");
-    config = load_config(a.config, a.overrides);
-    if (out.empty()) out = (fs::path("runs") / fs::path(a.config).stem()).string();
+  // A config that does not load fails alike on every rank: under mpirun the ranks agree on it,
+  // so rank 0 says it once and every rank exits 2 (train/rank_start.h).
+  std::string load_error;
+  try {
+    if (!a.resume.empty()) {
+      ST_CHECK(!a.overwrite,
+               "--resume {} continues that run from its checkpoint, and --overwrite would delete it and start again: "
+               "give one of them",
+               a.resume);
+      ST_CHECK(a.out.empty() || fs::path(a.out).lexically_normal() == fs::path(a.resume).lexically_normal(),
+               "--out {} and --resume {}: a resumed run stays in its directory; leave --out out", a.out, a.resume);
+      out = a.resume;
+      const std::string cfg = (fs::path(out) / "config.yaml").string();
+      config = resume_config(a, cfg, run_config_text(cfg, out, mpi.get()));
+    } else {
+      ST_CHECK(!a.config.empty(), "train needs a config file: seqtrain train CONFIG.yaml (see examples/)");
+      config = load_config(a.config, a.overrides);
+      if (out.empty()) out = (fs::path("runs") / fs::path(a.config).stem()).string();
+    }
+  } catch (const RankAgreedError&) {
+    throw;
+  } catch (const Error& e) {
+    if (!mpi || mpi->world() == 1) throw;
+    load_error = e.what();
   }
+  // Only the load's errors here: the configs themselves are compared in train(), after each
+  // rank's own start-up errors (its data), which name the cause better than a differing hash.
+  if (mpi && mpi->world() > 1) agree_to_start(*mpi, load_error, rank_identity(""));
   if (a.threads >= 0) config.runtime.threads = a.threads;
   if (a.profile >= 0) config.runtime.profile = a.profile;
   TrainOptions opt{out, !a.resume.empty(), a.overwrite, a.quiet};
   opt.stop = &signal_stop_token();  // SIGINT/SIGTERM (route_stop_signals in main)
-  // Under mpirun (main's MpiSession): this process is one rank of a data-parallel run.
-  std::unique_ptr<dist::MpiCommunicator> mpi;
-  if (dist::MpiSession::active()) {
-    mpi = std::make_unique<dist::MpiCommunicator>(config.runtime.collective_timeout_s);
+  if (mpi) {
+    mpi->set_timeout(config.runtime.collective_timeout_s);
     opt.comm = mpi.get();
   }
   TrainSummary s = train(config, opt);
@@ -130,6 +180,12 @@ int run_train(const TrainArgs& a) {
                  "%ld gradient all-reduces, %.1f MB each\n", mpi->world(), st.seconds, s.time_s,
                  s.time_s > 0 ? 100.0 * st.seconds / s.time_s : 0.0, static_cast<long>(st.reductions),
                  st.reductions ? st.reduced_bytes / static_cast<double>(st.reductions) / 1e6 : 0.0);
+    // The overlap (docs/DISTRIBUTED.md): how much of the gradient traffic the backward covered.
+    if (st.buckets > 0)
+      std::fprintf(stderr, "seqtrain: mpi: overlap: %ld gradient buckets, %ld (%.0f%%) exchanged before the step "
+                   "waited for them; %.3f s waiting after the backward\n", static_cast<long>(st.buckets),
+                   static_cast<long>(st.buckets_early), 100.0 * static_cast<double>(st.buckets_early) /
+                   static_cast<double>(st.buckets), st.finish_seconds);
   }
   // Every rank ends the run at the same step; the summary is the primary's to print.
   if (mpi && !mpi->primary()) return s.stopped_by == "signal" ? 128 + (s.signal ? s.signal : SIGINT) : 0;

@@ -202,6 +202,9 @@ struct TrainConfig {
   double huber_delta = 1.0;       // > 0
   double grad_clip = 1.0;         // >= 0; max global gradient L2 norm; 0 = off
   int64_t grad_accum = 1;         // >= 1; micro-batches per optimizer step
+  // 0 or 1: ZeRO stage 1 under mpirun, AdamW's moments sharded over the ranks
+  // (docs/DISTRIBUTED.md); a single process ignores it.
+  int64_t zero = 0;
   int64_t log_every = 50;         // >= 1; optimizer steps between train log records
   // Frequencies (config/frequency.h): N or Nu = every N optimizer updates, Ne = every N epochs.
   std::string eval_every = "1e";        // validation passes; 0 = never

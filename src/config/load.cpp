@@ -575,6 +575,11 @@ class Loader {
       fail("{}: config key 'train.optimizer.nesterov' is true but train.optimizer.momentum is 0; Nesterov "
            "needs momentum > 0 (e.g. 0.9)",
            origin("train.optimizer.nesterov"));
+    // Refused on any rank count, so a config that runs on one process runs on N.
+    if (t.zero != 0 && t.optimizer.name != "adamw")
+      fail("{}: config key 'train.zero' is {} but train.optimizer.name is '{}'; ZeRO stage 1 shards AdamW's "
+           "moments and {} keeps nothing worth sharding: set train.zero: 0, or train.optimizer.name: adamw",
+           origin("train.zero"), t.zero, t.optimizer.name, t.optimizer.name);
   }
 
   Config config;

@@ -62,29 +62,126 @@ template <typename T> MPI_Datatype mpi_type() {
 }
 }  // namespace
 
+struct MpiCommunicator::Bucket {
+  float* data = nullptr;
+  std::vector<int> counts, displs, recv_counts, recv_displs;
+  std::vector<float> recv;
+  MPI_Request scatter = MPI_REQUEST_NULL, gather = MPI_REQUEST_NULL;
+};
+
+struct MpiCommunicator::Comms {
+  MPI_Comm scatter = MPI_COMM_NULL, gather = MPI_COMM_NULL;
+};
+
 MpiCommunicator::MpiCommunicator(double timeout_s)
     : rank_(world_rank()), world_(world_size()), local_ranks_(ranks_on_this_machine()),
-      watchdog_(rank_, world_, timeout_s) {}
+      watchdog_(rank_, world_, timeout_s), comms_(std::make_unique<Comms>()) {
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &comms_->scatter), "Comm_dup");
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &comms_->gather), "Comm_dup");
+}
 
-template <typename T> void MpiCommunicator::reduce(T* data, size_t n) {
+// The duplicates are not freed: MPI_Comm_free is collective, and a rank that leaves by an error
+// must not wait for the others; MPI_Finalize releases them.
+MpiCommunicator::~MpiCommunicator() = default;
+
+void MpiCommunicator::start_sum(float* data, size_t n) {
   if (world_ == 1 || n == 0) return;
-  CollectiveWatchdog::Scope scope(watchdog_, "an all-reduce");
+  const Timed timed(stats_.seconds);
+  stats_.reduced_bytes += static_cast<double>(n * sizeof(float));
+  layout(n);
+  Bucket& b = buckets_.emplace_back();
+  b.data = data;
+  b.counts = counts_;
+  b.displs = displs_;
+  const int mine = counts_[rank_];
+  b.recv_counts.assign(world_, mine);
+  b.recv_displs.resize(world_);
+  for (int r = 0; r < world_; ++r) b.recv_displs[r] = r * mine;
+  b.recv.resize(static_cast<size_t>(world_) * static_cast<size_t>(mine));
+  check(MPI_Ialltoallv(data, b.counts.data(), b.displs.data(), MPI_FLOAT, b.recv.data(), b.recv_counts.data(),
+                       b.recv_displs.data(), MPI_FLOAT, comms_->scatter, &b.scatter),
+        "Ialltoallv (gradient bucket)");
+}
+
+// The bucket's slices are in: this rank's slice summed in rank order in double (all_reduce_sum's
+// arithmetic), then the summed slices travel to every rank.
+void MpiCommunicator::sum_and_gather(Bucket& b) {
+  const int mine = b.counts[rank_];
+  float* out = b.data + b.displs[rank_];
+  for (int i = 0; i < mine; ++i) {
+    double s = 0;
+    for (int r = 0; r < world_; ++r) s += static_cast<double>(b.recv[static_cast<size_t>(r) * mine + i]);
+    out[i] = static_cast<float>(s);
+  }
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, b.data, b.counts.data(), b.displs.data(), MPI_FLOAT,
+                        comms_->gather, &b.gather),
+        "Iallgatherv (gradient bucket)");
+}
+
+void MpiCommunicator::progress() {
+  if (buckets_.empty()) return;
+  const Timed timed(stats_.seconds);
+  // In the order started: a later bucket's all-gather never starts before an earlier one's.
+  while (gathering_ < buckets_.size()) {
+    int done = 0;
+    check(MPI_Test(&buckets_[gathering_].scatter, &done, MPI_STATUS_IGNORE), "Test (gradient bucket)");
+    if (!done) break;
+    sum_and_gather(buckets_[gathering_++]);
+  }
+  // Lets the all-gathers in flight advance too (OpenMPI moves nonblocking collectives only
+  // inside MPI calls).
+  int flag = 0;
+  for (size_t i = 0; i < gathering_; ++i) check(MPI_Test(&buckets_[i].gather, &flag, MPI_STATUS_IGNORE), "Test");
+}
+
+void MpiCommunicator::finish_sums() {
+  if (buckets_.empty()) return;
+  CollectiveWatchdog::Scope scope(watchdog_, "the gradient buckets' all-reduce");
+  const Timed timed(stats_.seconds);
+  const Timed waited(stats_.finish_seconds);
+  ++stats_.reductions;
+  stats_.buckets += static_cast<int64_t>(buckets_.size());
+  for (size_t i = gathering_; i < buckets_.size(); ++i) {  // exchanged by now, not yet summed?
+    int done = 0;
+    check(MPI_Test(&buckets_[i].scatter, &done, MPI_STATUS_IGNORE), "Test (gradient bucket)");
+    if (!done) break;  // the rest were started later; count in order
+    ++stats_.buckets_early;
+  }
+  stats_.buckets_early += static_cast<int64_t>(gathering_);
+  for (; gathering_ < buckets_.size(); ++gathering_) {
+    check(MPI_Wait(&buckets_[gathering_].scatter, MPI_STATUS_IGNORE), "Wait (gradient bucket)");
+    sum_and_gather(buckets_[gathering_]);
+  }
+  for (Bucket& b : buckets_) check(MPI_Wait(&b.gather, MPI_STATUS_IGNORE), "Wait (gradient bucket)");
+  buckets_.clear();
+  gathering_ = 0;
+}
+
+void MpiCommunicator::layout(size_t n) {
+  ST_CHECK(n / static_cast<size_t>(world_) < static_cast<size_t>(INT_MAX) / 2,
+           "a buffer of {} values is too large for one MPI collective", n);
+  counts_.resize(static_cast<size_t>(world_));
+  displs_.resize(static_cast<size_t>(world_));
+  for (int r = 0; r < world_; ++r) {
+    const Slice s = slice_of(n, r, world_);
+    displs_[r] = static_cast<int>(s.begin);
+    counts_[r] = static_cast<int>(s.size());
+  }
+}
+
+// gather false: the reduce-scatter half only (train.zero), this rank's slice summed.
+template <typename T> void MpiCommunicator::reduce(T* data, size_t n, bool gather_back) {
+  if (world_ == 1 || n == 0) return;
+  CollectiveWatchdog::Scope scope(watchdog_, gather_back ? "an all-reduce" : "a reduce-scatter");
   const Timed timed(stats_.seconds);
   if (n > 16) {
     ++stats_.reductions;
     stats_.reduced_bytes += static_cast<double>(n * sizeof(T));
   }
-  ST_CHECK(n / static_cast<size_t>(world_) < static_cast<size_t>(INT_MAX) / 2,
-           "a buffer of {} values is too large for one MPI all-reduce", n);
+  layout(n);
   const int W = world_;
-  std::vector<int> counts(W), displs(W), recv_counts(W), recv_displs(W);
-  for (int r = 0; r < W; ++r) {
-    const size_t lo = n * static_cast<size_t>(r) / static_cast<size_t>(W);
-    const size_t hi = n * static_cast<size_t>(r + 1) / static_cast<size_t>(W);
-    displs[r] = static_cast<int>(lo);
-    counts[r] = static_cast<int>(hi - lo);
-  }
-  const int mine = counts[rank_];
+  const int mine = counts_[rank_];
+  std::vector<int> recv_counts(W), recv_displs(W);
   for (int r = 0; r < W; ++r) {
     recv_counts[r] = mine;
     recv_displs[r] = r * mine;
@@ -95,23 +192,48 @@ template <typename T> void MpiCommunicator::reduce(T* data, size_t n) {
   }();
   recv.resize(static_cast<size_t>(W) * static_cast<size_t>(mine));
   // Each rank's copy of this rank's slice, in rank order.
-  check(MPI_Alltoallv(data, counts.data(), displs.data(), mpi_type<T>(), recv.data(), recv_counts.data(),
+  check(MPI_Alltoallv(data, counts_.data(), displs_.data(), mpi_type<T>(), recv.data(), recv_counts.data(),
                       recv_displs.data(), mpi_type<T>(), MPI_COMM_WORLD),
         "Alltoallv (all-reduce)");
   // Rank order, in double: the same sum on every run with this rank count.
-  T* out = data + displs[rank_];
+  T* out = data + displs_[rank_];
   for (int i = 0; i < mine; ++i) {
     double s = 0;
     for (int r = 0; r < W; ++r) s += static_cast<double>(recv[static_cast<size_t>(r) * mine + i]);
     out[i] = static_cast<T>(s);
   }
-  check(MPI_Allgatherv(MPI_IN_PLACE, 0, mpi_type<T>(), data, counts.data(), displs.data(), mpi_type<T>(),
-                       MPI_COMM_WORLD),
-        "Allgatherv (all-reduce)");
+  if (gather_back)
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, mpi_type<T>(), data, counts_.data(), displs_.data(), mpi_type<T>(),
+                         MPI_COMM_WORLD),
+          "Allgatherv (all-reduce)");
 }
 
-void MpiCommunicator::all_reduce_sum(float* data, size_t n) { reduce(data, n); }
-void MpiCommunicator::all_reduce_sum(double* data, size_t n) { reduce(data, n); }
+void MpiCommunicator::all_reduce_sum(float* data, size_t n) { reduce(data, n, true); }
+void MpiCommunicator::all_reduce_sum(double* data, size_t n) { reduce(data, n, true); }
+void MpiCommunicator::reduce_scatter_sum(float* data, size_t n) { reduce(data, n, false); }
+
+void MpiCommunicator::all_gather(float* data, size_t n) {
+  if (world_ == 1 || n == 0) return;
+  CollectiveWatchdog::Scope scope(watchdog_, "an all-gather");
+  const Timed timed(stats_.seconds);
+  layout(n);
+  check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, counts_.data(), displs_.data(), MPI_FLOAT, MPI_COMM_WORLD),
+        "Allgatherv (parameters)");
+}
+
+void MpiCommunicator::gather_to_primary(const float* mine, float* all, size_t n) {
+  if (world_ == 1) {
+    std::copy(mine, mine + n, all);
+    return;
+  }
+  if (n == 0) return;
+  CollectiveWatchdog::Scope scope(watchdog_, "a gather");
+  const Timed timed(stats_.seconds);
+  layout(n);
+  check(MPI_Gatherv(mine, counts_[rank_], MPI_FLOAT, all, counts_.data(), displs_.data(), MPI_FLOAT, 0,
+                    MPI_COMM_WORLD),
+        "Gatherv (optimizer state)");
+}
 
 void MpiCommunicator::broadcast(float* data, size_t n) { broadcast_bytes(data, n * sizeof(float)); }
 

@@ -1,4 +1,5 @@
 #include "models/forecaster.h"
+#include "nn/grad_ready.h"
 
 #include "models/registry.h"
 #include "models/step_context.h"
@@ -109,11 +110,13 @@ void Forecaster::backward(StepContext& ctx) {
   const Tensor dout = quantiles_.backward(ctx.output_grad, arena);
   if (future_head_) future_head_->backward(dout, arena);  // its weight's gradient; the input is data
   const Tensor dh = head_->backward(dout, arena);
+  // The heads are the buffer's tail (registered after the RNN) and final now.
+  grads_final_from(params_, "head.");
   // A frozen RNN (fine-tuning's first epochs) needs no gradient at all: its backward, most of
   // the step's work, is skipped.
   if (params_.all_frozen("rnn.")) return;
   Tensor dpooled = drop_.backward(dh, arena);
-  rnn_.backward(unpool(dpooled, arena), arena, false);
+  rnn_.backward(unpool(dpooled, arena), arena, false, /*report_ready=*/true);
   ctx.note_scratch(rnn_.checkpoint_scratch_bytes());
 }
 

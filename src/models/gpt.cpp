@@ -1,6 +1,7 @@
 // Gpt forward/backward, nanoGPT's initialisation and the spec checks. See gpt.h; generation
 // with the KV cache is in gpt_generate.cpp.
 #include "models/gpt.h"
+#include "nn/grad_ready.h"
 
 #include <cmath>
 
@@ -101,7 +102,13 @@ void Gpt::backward(StepContext& ctx) {
   ST_CHECK(ctx.output_grad.numel() == numel_of(want) && ctx.output_grad.contiguous(),
            "gpt: logit gradient {} does not match logits {}", shape_str(ctx.output_grad.shape), shape_str(want));
   Tensor dx = ln_f_.backward(head_backward(ctx.output_grad.reshape(want), arena), arena);
-  for (size_t l = blocks_.size(); l-- > 0;) dx = blocks_[l]->backward(dx, arena, scratch_);
+  // nanoGPT's order (wte, wpe, h.0 .. h.L-1, ln_f): ln_f, then each block down to h.0, are
+  // the buffer's tail when their backward ends (the tied wte at its start is written last).
+  grads_final_from(params_, "transformer.ln_f.");
+  for (size_t l = blocks_.size(); l-- > 0;) {
+    dx = blocks_[l]->backward(dx, arena, scratch_);
+    grads_final_from(params_, fmt::format("transformer.h.{}.", l));
+  }
   dx = drop_.backward(dx, arena);
   wte_.backward(dx, arena);
   wpe_.backward(dx, arena);  // every sequence's row t into wpe row t

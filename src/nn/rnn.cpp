@@ -1,6 +1,7 @@
 // RnnStack: parameters, initialisation, dropout and the loop over layers; each layer's
 // arithmetic is one call into the ParamStore's Backend (backend/backend.h's RecurrentLayers).
 #include "nn/rnn.h"
+#include "nn/grad_ready.h"
 #include "core/trace.h"
 
 #include <cmath>
@@ -129,7 +130,7 @@ std::vector<RecurrentWeights> RnnStack::all_weights() {
   return w;
 }
 
-Tensor RnnStack::backward(const Tensor& dy, Arena& arena, bool want_dx) {
+Tensor RnnStack::backward(const Tensor& dy, Arena& arena, bool want_dx, bool report_ready) {
   if (stacked_) {
     ST_TRACE("rnn.stack.backward", "layer", [&] { return trace::shape_args(dy.shape, 0); });
     const Tensor dx = impl_->backward_stack(all_weights(), dy, arena, want_dx);
@@ -143,6 +144,8 @@ Tensor RnnStack::backward(const Tensor& dy, Arena& arena, bool want_dx) {
     // forecaster does not: its input is data).
     ST_TRACE("rnn.layer.backward", "layer", [&] { return trace::shape_args(d.shape, static_cast<int64_t>(k)); });
     d = impl_->backward(k, weights(l), d, arena, k > 0 || want_dx);
+    // Layers register in order, so layer k's and everything above it are final now.
+    if (report_ready) grads_final_from(params_.entries()[l.w_ih[0]].offset);
   }
   return want_dx ? transpose01(params_.backend(), d, arena) : Tensor();
 }

@@ -47,7 +47,10 @@ class RnnStack {
   Tensor forward_time_major(const Tensor& xt, Arena& arena, bool training, uint64_t seed,
                             std::span<const int64_t> lengths = {});
   // dy: [T, N, H*D]. Accumulates parameter gradients. Returns dx [N, T, C] when want_dx.
-  Tensor backward(const Tensor& dy, Arena& arena, bool want_dx);
+  // report_ready: after each layer, tell the step's GradReady hook (nn/grad_ready.h) that
+  // [that layer's first parameter, end) is final; only a model whose parameters above the stack
+  // are already final may ask (the forecaster without a reconstruction head).
+  Tensor backward(const Tensor& dy, Arena& arena, bool want_dx, bool report_ready = false);
 
   int64_t output_size() const { return hidden_ * dirs_; }
 

@@ -26,13 +26,17 @@ void AdamW::step(float* params, const float* grads, size_t n, double lr) {
   // The backend forms the kernel's scalars (CpuBackend::adamw: in double, rounded to float once,
   // as torch does) and updates run by run of the decay mask; one call per parameter group (one
   // without groups), each with its elements' own step for the bias corrections.
+  // Under train.zero only the shard's elements, the moments indexed from its first.
+  const size_t at = shard_begin();
   for (const GroupUpdate& g : updates) {
+    const std::vector<DecayRun> runs = shard_runs(g.runs);
+    if (runs.empty()) continue;
     AdamWUpdate u;
-    u.params = params;
-    u.grads = grads;
+    u.params = params + at;
+    u.grads = grads + at;
     u.m = buffer(0);
     u.v = buffer(1);
-    u.runs = &g.runs;
+    u.runs = &runs;
     u.lr = lr * g.lr_scale;
     u.beta1 = opts_.beta1;
     u.beta2 = opts_.beta2;

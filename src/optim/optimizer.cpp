@@ -25,6 +25,31 @@ void check_tiling(const std::vector<Run>& runs, size_t n, std::string_view opt, 
 }  // namespace
 
 OptimizerState Optimizer::state() const {
+  ST_CHECK(!sharded(), "internal error: the {} optimizer keeps elements [{}, {}) only (train.zero); its whole state "
+           "is gathered over the ranks", name(), shard_begin_, shard_end_);
+  return shard_state();
+}
+
+void Optimizer::set_shard(size_t begin, size_t end) {
+  ST_CHECK(name() == "adamw", "train.zero shards AdamW's moments, and this optimizer is {}; set train.zero: 0 or "
+           "train.optimizer.name: adamw", name());
+  ST_CHECK(begin < end, "internal error: an empty optimizer shard [{}, {})", begin, end);
+  ST_CHECK(buffers_.empty(), "internal error: set_shard after the {} optimizer's first step", name());
+  shard_begin_ = begin;
+  shard_end_ = end;
+}
+
+std::vector<Optimizer::DecayRun> Optimizer::shard_runs(const std::vector<DecayRun>& runs) const {
+  if (!sharded()) return runs;
+  std::vector<DecayRun> out;
+  for (const DecayRun& r : runs) {
+    const size_t b = std::max(r.begin, shard_begin_), e = std::min(r.end, shard_end_);
+    if (b < e) out.push_back({b - shard_begin_, e - shard_begin_, r.decay});
+  }
+  return out;
+}
+
+OptimizerState Optimizer::shard_state() const {
   OptimizerState s;
   s.step = step_;
   s.param_steps = param_steps_;
@@ -79,10 +104,17 @@ void Optimizer::load_state(const OptimizerState& s) {
   check_tiling(s.param_steps, n, name(), "update counts");
   ST_CHECK(groups_.empty() || groups_.back().end == n, "{} optimizer state holds {} elements but the parameter "
            "groups cover {}", name(), n, groups_.back().end);
+  ST_CHECK(!sharded() || shard_end_ <= n, "{} optimizer state holds {} elements but this rank's shard "
+           "(train.zero) is [{}, {})", name(), n, shard_begin_, shard_end_);
   std::vector<DeviceBuffer> device;
   for (const std::vector<float>* host : loaded) {
-    device.emplace_back(*backend_, n, /*zero=*/false);
-    device.back().upload(*host);
+    if (sharded()) {  // the shard's part of the whole state
+      device.emplace_back(*backend_, shard_end_ - shard_begin_, /*zero=*/false);
+      device.back().upload(std::span<const float>(host->data() + shard_begin_, shard_end_ - shard_begin_));
+    } else {
+      device.emplace_back(*backend_, n, /*zero=*/false);
+      device.back().upload(*host);
+    }
   }
   buffers_ = std::move(device);
   n_ = n;
@@ -180,7 +212,10 @@ void Optimizer::begin_step(const float* params, const float* grads, size_t n, do
            "{} step over {} parameters but the weight-decay mask has {} elements", name(), n, decay_mask_.size());
   if (buffers_.empty()) {
     size_t nb = buffer_names().size();
-    for (size_t i = 0; i < nb; ++i) buffers_.emplace_back(*backend_, n);
+    ST_CHECK(!sharded() || shard_end_ <= n, "{} step over {} parameters but this rank's shard (train.zero) is "
+             "[{}, {})", name(), n, shard_begin_, shard_end_);
+    const size_t len = sharded() ? shard_end_ - shard_begin_ : n;
+    for (size_t i = 0; i < nb; ++i) buffers_.emplace_back(*backend_, len);
     n_ = n;
   }
   ST_CHECK(n == n_, "{} step over {} parameters but the optimizer state holds {}; the parameter "

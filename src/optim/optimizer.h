@@ -88,8 +88,21 @@ class Optimizer {
   // SGD without momentum).
   const std::vector<std::string>& buffer_names() const { return buffer_names_; }
 
-  // Downloads the buffers (one copy each; a plain memcpy on a host-accessible backend).
+  // Downloads the buffers (one copy each; a plain memcpy on a host-accessible backend). Refused
+  // on a shard (set_shard): a checkpoint needs every element, gathered over the ranks
+  // (train/zero_state.h).
   OptimizerState state() const;
+  // ZeRO stage 1 (train.zero): step() updates only the elements [begin, end) of the buffers it
+  // is handed, and the state buffers hold just those (end - begin values each), so each of N
+  // ranks keeps 1/N of the moments. The decay mask, the groups and the update counts still
+  // speak of the whole buffer and are the same on every rank. Set before the first step;
+  // load_state() then takes a whole state (a checkpoint's) and keeps the shard's part.
+  void set_shard(size_t begin, size_t end);
+  bool sharded() const { return shard_end_ > 0; }
+  size_t shard_begin() const { return shard_begin_; }
+  size_t shard_end() const { return shard_end_; }
+  // The state with the shard's buffers only (what train/zero_state.h gathers).
+  OptimizerState shard_state() const;
   // Replaces the state, uploading the buffers to the backend. The buffer names must be exactly buffer_names() (or none at step 0)
   // and all of one length; anything else throws Error and leaves the optimizer untouched.
   void load_state(const OptimizerState& s);
@@ -132,6 +145,9 @@ class Optimizer {
   // order, covering [0, n): the mask's runs, or one decaying run without a mask.
   using DecayRun = DecayRange;
   std::vector<DecayRun> decay_runs(size_t n) const;
+  // Runs of the whole buffer cut to the shard and shifted to start at its first element (the
+  // runs themselves without a shard).
+  std::vector<DecayRun> shard_runs(const std::vector<DecayRun>& runs) const;
 
   // One backend update of this step: the ranges that share an lr scale, a weight decay and an
   // update count (before this step), each with its decay flag. Without groups and frozen
@@ -154,6 +170,7 @@ class Optimizer {
   std::vector<std::string> buffer_names_;
   Backend* backend_;
   size_t n_ = 0;                          // parameter count, fixed by the first step or load
+  size_t shard_begin_ = 0, shard_end_ = 0;  // set_shard's range; end 0: no shard
   std::vector<DeviceBuffer> buffers_;      // in buffer_names() order
   std::vector<uint8_t> decay_mask_;
   std::vector<DecayRun> runs_;  // decay_mask_ as runs; empty without a mask

@@ -10,10 +10,23 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
 namespace seqtrain {
+
+// Rank r's contiguous slice [begin, end) of a buffer of n values over `world` ranks: the slice
+// whose sum a rank forms in an all-reduce, and under train.zero the parameters it updates and
+// the AdamW moments it keeps. One formula for both, so the two agree by construction.
+struct Slice {
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+};
+inline Slice slice_of(size_t n, int rank, int world) {
+  const auto r = static_cast<size_t>(rank), w = static_cast<size_t>(world);
+  return {n * r / w, n * (r + 1) / w};
+}
 
 class Communicator {
  public:
@@ -40,6 +53,42 @@ class Communicator {
     (void)data, (void)bytes, (void)root;
   }
   virtual void barrier() = 0;
+
+  // The overlap's sums (train/grad_buckets.h): start_sum begins summing data[0..n) over the
+  // ranks, as all_reduce_sum would, and may return before it is done; data must not be touched
+  // until finish_sums(), which completes every started sum in the order started. progress() lets
+  // started sums advance between layers' backward. Every rank starts the same sums in the same
+  // order. The default sums at once (a communicator without nonblocking collectives);
+  // MpiCommunicator's are nonblocking, with all_reduce_sum's fixed order and bits.
+  virtual void start_sum(float* data, size_t n) { all_reduce_sum(data, n); }
+  virtual void progress() {}
+  virtual void finish_sums() {}
+
+  // ZeRO stage 1's collectives (train.zero), over slice_of(n, rank(), world()).
+  // The sum over ranks of data's slice of this rank lands in that slice, in all_reduce_sum's
+  // fixed order (the same bits as all_reduce_sum there); the rest of data is left unspecified.
+  // The default sums the whole buffer (correct, not cheaper); MpiCommunicator sends each rank
+  // only its slice.
+  virtual void reduce_scatter_sum(float* data, size_t n) { all_reduce_sum(data, n); }
+  // Every rank's slice of data to every rank. The default zeroes the others' slices and sums
+  // (x + 0 is exact, so the bits are the owner's).
+  virtual void all_gather(float* data, size_t n) {
+    if (world() == 1) return;
+    const Slice s = slice_of(n, rank(), world());
+    for (size_t i = 0; i < n; ++i)
+      if (i < s.begin || i >= s.end) data[i] = 0.f;
+    all_reduce_sum(data, n);
+  }
+  // This rank's slice `mine` (slice_of(n, rank(), world()).size() values) into all[0..n) on the
+  // primary; `all` is unused elsewhere (a checkpoint of sharded AdamW moments).
+  virtual void gather_to_primary(const float* mine, float* all, size_t n) {
+    const Slice s = slice_of(n, rank(), world());
+    std::vector<float> full(n, 0.f);
+    for (size_t i = 0; i < s.size(); ++i) full[s.begin + i] = mine[i];
+    all_gather(full.data(), n);
+    if (primary())
+      for (size_t i = 0; i < n; ++i) all[i] = full[i];
+  }
 };
 
 // One process: rank 0 of 1; every operation leaves the data as it is.

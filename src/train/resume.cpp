@@ -70,8 +70,10 @@ const std::vector<std::string>& resume_changeable_keys() {
   // runtime.device too: a checkpoint holds fp32 values on the host side of the file, whatever
   // device wrote it, so a GPU run goes on on the CPU and back (within rounding, not bit for bit).
   // runtime.tensorboard and runtime.profile only watch the run; runtime.memory_limit only sizes
-  // train.batch_size: auto's search, which a resume never runs.
+  // train.batch_size: auto's search, which a resume never runs. train.zero only places the
+  // optimizer's moments (checkpoints hold them whole), so a run resumes with it on or off.
   static const std::vector<std::string> keys = {"train.epochs", "train.max_steps", "train.early_stopping.patience",
+                                                "train.zero",
                                                 "runtime.threads", "runtime.device", "runtime.profile",
                                                 "runtime.tensorboard", "runtime.memory_limit"};
   return keys;

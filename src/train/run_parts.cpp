@@ -1,6 +1,8 @@
 // The parts of a training run its config decides: see run_parts.h.
 #include "train/run_parts.h"
 
+#include <cstdlib>
+
 #include "core/rng.h"
 #include "train/encoder_from.h"
 #include "train/init_from.h"
@@ -40,12 +42,22 @@ std::unique_ptr<LossScaler> build_loss_scaler(const Config& config, const Precis
       LossScalerOptions{ls.init, ls.growth_factor, ls.backoff_factor, ls.growth_interval});
 }
 
+// SEQTRAIN_MPI_BUCKET_KB: the overlap's bucket size (bench/mpi.sh compares; 0 turns it off).
+// 256 KB: a few buckets even for a 1 MB gradient, few enough that each is worth a message.
+size_t gradient_bucket_values() {
+  const char* env = std::getenv("SEQTRAIN_MPI_BUCKET_KB");
+  const double kb = env && *env ? std::atof(env) : 256.0;
+  return kb > 0 ? static_cast<size_t>(kb * 1024.0 / sizeof(float)) : 0;
+}
+
 StepOptions run_step_options(const TrainConfig& t, LossScaler* scaler, Communicator* comm,
                              const Objective* objective) {
   StepOptions so{parse_loss(t.loss), LossOptions{}, t.grad_clip, t.grad_accum, scaler};
   so.loss_options.huber_delta = static_cast<float>(t.huber_delta);
   so.comm = comm;
   so.objective = objective;
+  so.zero = t.zero != 0;
+  so.bucket = gradient_bucket_values();
   return so;
 }
 

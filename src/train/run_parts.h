@@ -30,6 +30,9 @@ std::unique_ptr<Optimizer> build_run_optimizer(const TrainConfig& train, Model& 
 // otherwise.
 std::unique_ptr<LossScaler> build_loss_scaler(const Config& config, const Precision& precision);
 
+// The overlap's bucket size in values: SEQTRAIN_MPI_BUCKET_KB (default 256; 0: no overlap).
+size_t gradient_bucket_values();
+
 // train.loss, clipping, accumulation; the scaler, ranks and objective lent (may be null).
 StepOptions run_step_options(const TrainConfig& train, LossScaler* scaler, Communicator* comm,
                              const Objective* objective);

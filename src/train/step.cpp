@@ -6,10 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "backend/backend.h"
+#include "backend/clip_rule.h"
 #include "backend/device_batch.h"
 #include "nn/dropout.h"
+#include "nn/grad_ready.h"
+#include "train/grad_buckets.h"
 
 namespace seqtrain {
 
@@ -31,6 +35,36 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
   // Three doubles (six floats; the backend aligns every buffer past a double's alignment).
   sums_ = DeviceBuffer(model_.params().backend(), 6, /*zero=*/true);
   model_.params().zero_grad();
+  zero_ = options_.zero && options_.comm && options_.comm->world() > 1;
+  if (zero_) {
+    // The slice's clip and norm are read on the host; MPI's data-parallel path is CPU-only.
+    ST_CHECK(model_.params().backend().host_accessible(), "train.zero on the {} backend: not supported; set "
+             "train.zero: 0 or runtime.device: cpu", model_.params().backend().name());
+    const Slice s = slice_of(model_.params().size(), options_.comm->rank(), options_.comm->world());
+    ST_CHECK(s.size() > 0, "train.zero: the model's {} parameters are fewer than the {} ranks; set train.zero: 0",
+             model_.params().size(), options_.comm->world());
+    optimizer_.set_shard(s.begin, s.end);
+  }
+}
+
+TrainStep::~TrainStep() = default;
+
+bool TrainStep::overlap() const {
+  if (!options_.comm || options_.comm->world() == 1 || zero_ || options_.bucket == 0) return false;
+  for (const ParamEntry& e : model_.params().entries())
+    if (e.frozen) return false;
+  return true;
+}
+
+// Collective: the total count (one small all-reduce, the one the boundary makes otherwise),
+// then the buckets, ready for the backward's reports.
+void TrainStep::begin_buckets() {
+  double total = static_cast<double>(accum_count_);
+  options_.comm->all_reduce_sum(&total, 1);
+  // normalize_accumulated's factor, applied per bucket as it leaves.
+  const double scale = reference_ > 0 && total > 0 && reference_ != total ? reference_ / total : 1.0;
+  ParamStore& ps = model_.params();
+  buckets_ = std::make_unique<GradBuckets>(*options_.comm, ps.backend(), ps.grads(), ps.size(), options_.bucket, scale);
 }
 
 void TrainStep::grow_reference(int64_t count) {
@@ -94,8 +128,13 @@ void TrainStep::compute(const Batch& host_batch, uint64_t seed) {
   objective_->backward(pred, batch, dpred, per_target, /*targets_checked=*/true);
   ctx.output_grad = dpred;
   ctx.aux_weight = per_target * static_cast<double>(count);
+  // The accumulation's last micro-batch: its backward starts the gradient buckets' sums.
+  if (micro_ + 1 == options_.grad_accum && overlap()) begin_buckets();
   {
     ST_TRACE("step.backward", "step");
+    // Only while buckets wait for the reports (an outer scope, a test's, stays otherwise).
+    std::optional<GradReadyScope> ready;
+    if (buckets_) ready.emplace(buckets_.get());
     model_.backward(ctx);
   }
   // A frozen tensor gets no gradient from a micro-batch that ran while it was frozen (torch:
@@ -112,11 +151,28 @@ StepResult TrainStep::finish_micro_batch() {
   // The one place gradients cross ranks, after the last micro-batch and before anything reads
   // them: every rank divides by the count of targets over all ranks, then the gradients are
   // summed, so ranks that hold different counts (a short last batch) average exactly.
-  double total = static_cast<double>(accum_count_);
-  if (options_.comm && options_.comm->world() > 1) options_.comm->all_reduce_sum(&total, 1);
-  normalize_accumulated(total);
-  if (options_.comm) options_.comm->all_reduce_sum(ps.grads(), ps.size());
+  if (overlap()) {
+    if (!buckets_) begin_buckets();  // this rank's shard had nothing to compute
+    buckets_->finish();              // every bucket summed: the gradient of the mean, as below
+    buckets_.reset();
+    accum_count_ = 0;
+    reference_ = 0;
+  } else {
+    double total = static_cast<double>(accum_count_);
+    if (options_.comm && options_.comm->world() > 1) options_.comm->all_reduce_sum(&total, 1);
+    normalize_accumulated(total);
+  }
   r.lr = schedule_.lr(updates_);
+  if (zero_) {
+    options_.comm->reduce_scatter_sum(ps.grads(), ps.size());
+    const bool finite = update_shard(r);
+    ps.zero_grad();
+    ++updates_;
+    r.updated = true;
+    if (finite) options_.comm->all_gather(ps.params(), ps.size());  // every rank's updated slice
+    return r;
+  }
+  if (options_.comm && !overlap()) options_.comm->all_reduce_sum(ps.grads(), ps.size());
   if (options_.scaler) {
     const bool finite = options_.scaler->unscale(ps.backend(), ps.grads(), ps.size());
     options_.scaler->update(!finite);
@@ -146,6 +202,46 @@ StepResult TrainStep::finish_micro_batch() {
   ++updates_;
   r.updated = true;
   return r;
+}
+
+bool TrainStep::update_shard(StepResult& r) {
+  ParamStore& ps = model_.params();
+  Backend& be = ps.backend();
+  Communicator& comm = *options_.comm;
+  const Slice s = slice_of(ps.size(), comm.rank(), comm.world());
+  float* g = ps.grads() + s.begin;
+  if (options_.scaler) {
+    // Skipped on every rank or on none: the ranks agree on the overflow of any slice.
+    double overflow = options_.scaler->unscale(be, g, s.size()) ? 0.0 : 1.0;
+    comm.all_reduce_sum(&overflow, 1);
+    options_.scaler->update(overflow > 0);
+    if (overflow > 0) {
+      r.skipped = true;
+      r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+      return false;
+    }
+  }
+  ST_CHECK(options_.grad_clip >= 0 && std::isfinite(options_.grad_clip),
+           "gradient clipping max_norm = {} is invalid; use a finite value > 0, or 0 to turn clipping off",
+           options_.grad_clip);
+  {
+    ST_TRACE("step.clip", "step");
+    // The global norm from the slices' sums of squares (summed in rank order, as every sum).
+    const double part = be.l2_norm(g, s.size());
+    double squares = part * part;
+    comm.all_reduce_sum(&squares, 1);
+    const double total = std::sqrt(squares);
+    sums()[2] = total;
+    const double coef = clip_coefficient(total, options_.grad_clip);
+    if (coef < 1.0) be.scale(g, s.size(), static_cast<float>(coef));
+  }
+  norm_valid_ = true;
+  r.grad_norm = sums()[2];
+  {
+    ST_TRACE("step.optimizer", "step");
+    optimizer_.step(ps.params(), ps.grads(), ps.size(), r.lr);  // the shard's elements only
+  }
+  return true;
 }
 
 // A model's regulariser (StepContext::aux_loss) joins the loss sum: a host value, so only where

@@ -12,6 +12,9 @@
 // batch's upload (Objective::count); the batch goes up with Backend::upload. Under fp16 the
 // LossScaler still reads one finiteness flag per optimizer step (its skip decision).
 // StepResult::grad_norm is filled where reading it costs nothing (a host-accessible backend).
+// With several ranks the gradients are summed over them at the boundary (StepOptions::comm): in
+// buckets that the last micro-batch's backward starts (the overlap, train/grad_buckets.h), or,
+// under train.zero, reduce-scattered so each rank updates its slice (docs/DISTRIBUTED.md).
 //
 // The loss is an Objective's (sum, count) (train/objective.h), so micro-batches that count
 // different numbers of targets (an epoch's short last batch) average exactly: the step adds up
@@ -26,6 +29,7 @@
 // that replays them follows the same arithmetic.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "backend/device_buffer.h"
 #include "core/arena.h"
@@ -39,6 +43,8 @@
 
 namespace seqtrain {
 
+class GradBuckets;
+
 struct StepOptions {
   // Used only without `objective`: regression for mse/mae/huber, cross-entropy over whatever
   // label tensor the targets are for cross_entropy.
@@ -49,6 +55,14 @@ struct StepOptions {
   LossScaler* scaler = nullptr;  // dynamic loss scaling (fp16); null: none
   Communicator* comm = nullptr;  // sums the gradients over ranks once per optimizer step; null: one process
   const Objective* objective = nullptr;  // what the step minimises (must outlive it); null: from `loss`
+  // train.zero (ZeRO stage 1) on several ranks: the gradients are reduce-scattered, each rank
+  // updates its slice of the parameters with its slice of AdamW's moments (the optimizer is
+  // sharded by the constructor), and the parameters are all-gathered. One process: ignored.
+  bool zero = false;
+  // Overlap (train/grad_buckets.h) on several ranks without train.zero: the gradient sum is cut
+  // into buckets of about this many values that start while the last micro-batch's backward
+  // runs. 0: one all-reduce after the backward.
+  size_t bucket = 0;
 };
 
 struct StepResult {
@@ -61,6 +75,7 @@ struct StepResult {
 class TrainStep {
  public:
   TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, StepOptions options);
+  ~TrainStep();
 
   // One micro-batch: the model reads the batch, and so does the objective (its targets, lengths).
   // seed drives this pass's dropout masks.
@@ -102,6 +117,17 @@ class TrainStep {
   void normalize_accumulated(double total);
   void scale_grads(double factor);
   void add_aux_loss(double sum);
+  // The boundary's unscale, clip and update over this rank's slice (train.zero); returns false
+  // when the gradients overflowed on any rank (fp16).
+  bool update_shard(StepResult& r);
+  bool zero_ = false;  // options_.zero on several ranks
+  // The overlap: at the accumulation's last micro-batch, the count of targets over every rank
+  // and the buckets that sum the gradients (begun before its backward, or at the boundary by a
+  // rank with nothing to compute). Not with frozen entries: their gradients are zeroed after
+  // the backward, too late for a bucket that left before.
+  bool overlap() const;
+  void begin_buckets();
+  std::unique_ptr<GradBuckets> buckets_;
 
   StepOptions options_;
   std::unique_ptr<Objective> owned_objective_;  // when options_.objective is null

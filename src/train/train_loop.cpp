@@ -23,6 +23,7 @@
 #include "train/metrics.h"
 #include "train/run_parts.h"
 #include "train/summary_json.h"
+#include "train/zero_state.h"
 
 namespace seqtrain {
 namespace fs = std::filesystem;
@@ -184,6 +185,11 @@ void TrainLoop::build_optimizer() {
   objective_ = make_objective(config_, plan_);
   step_ = std::make_unique<TrainStep>(*model_, *optimizer_, *schedule_,
                                       run_step_options(t, scaler_.get(), comm_, objective_.get()));
+  if (t.zero != 0 && comm_->world() == 1)
+    observers_.on_note("train.zero: 1 on one process: nothing to shard, the optimizer keeps every moment");
+  else if (t.zero != 0)
+    observers_.on_note(fmt::format("train.zero: 1: each of {} ranks keeps 1/{} of AdamW's moments", comm_->world(),
+                                   comm_->world()));
 }
 
 // The primary rank locks the run directory, clears it for --overwrite and tidies what a crash
@@ -211,8 +217,12 @@ void TrainLoop::open_run_dir() {
 
 void TrainLoop::resume_or_start() {
   open_run_dir();
-  const auto candidates = opt_.resume ? resume_candidates(ckpt_dir_) : std::vector<ResumeCandidate>{};
-  resuming_ = !candidates.empty();
+  // Only the primary looks into the run directory; the others learn what it found.
+  const auto candidates =
+      opt_.resume && primary() ? resume_candidates(ckpt_dir_) : std::vector<ResumeCandidate>{};
+  uint8_t found = !candidates.empty();
+  comm_->broadcast_bytes(&found, 1);
+  resuming_ = found != 0;
   if (opt_.resume && !resuming_)
     observers_.on_warning(fmt::format("'{}' has no checkpoint yet; starting the run from the beginning", run_.string()));
   if (resuming_) resume_from(candidates);
@@ -309,30 +319,32 @@ StepTiming TrainLoop::time_steps(int64_t warmup, int64_t steps, int64_t eval_bat
 
 void TrainLoop::resume_from(const std::vector<ResumeCandidate>& candidates) {
   OptimizerState os;
-  const ResumeCandidate* chosen = nullptr;
   nlohmann::json st;
-  for (const auto& c : candidates) {
+  std::string chosen;
+  for (const auto& c : candidates) {  // the primary's (the others have none)
     check_resume_config(c.state, config_, run_, c.dir, opt_.quiet);
     check_resume_spec(c.state, spec_, run_, c.dir);  // what the data decides (resume.h)
     try {
       st = load_checkpoint(c.dir, model_->params(), &os);
-      chosen = &c;
+      chosen = c.dir;
       break;
     } catch (const Error& e) {
       observers_.on_warning(fmt::format("warning: skipping checkpoint '{}': {}", c.dir, e.what()));
     }
   }
-  ST_CHECK(chosen, "no checkpoint in '{}' can be loaded (see the warnings above); start the run again with "
-           "--overwrite", ckpt_dir_.string());
+  // A primary that found nothing loadable fails here, and MPI_Abort ends the ranks waiting below.
+  ST_CHECK(!primary() || !chosen.empty(), "no checkpoint in '{}' can be loaded (see the warnings above); start the "
+           "run again with --overwrite", ckpt_dir_.string());
+  if (comm_->world() > 1) share_resume_state(st, chosen, os);
   state_ = RunState::from_json(st);
-  refuse_finished_run(chosen->dir);  // before anything of the run is rewritten
+  refuse_finished_run(chosen);  // before anything of the run is rewritten
   ST_CHECK(!st.contains("normalizer") || state_.normalizer == plan_.normalizer,
            "{}: the training data changed since checkpoint '{}' was written (its normalization statistics "
            "differ); restore the data (data.path / data.synthetic.*) or start a new run",
-           (run_ / "config.yaml").string(), chosen->dir);
+           (run_ / "config.yaml").string(), chosen);
   ST_CHECK(!st.contains("vocab") || state_.vocab == plan_.vocab_json,
            "{}: the text's vocabulary changed since checkpoint '{}' was written; restore data.path or start a "
-           "new run", (run_ / "config.yaml").string(), chosen->dir);
+           "new run", (run_ / "config.yaml").string(), chosen);
   optimizer_->load_state(os);
   schedule_->load_state(schedule_state_from_json(state_.schedule));
   step_->set_updates(state_.updates);
@@ -343,8 +355,40 @@ void TrainLoop::resume_from(const std::vector<ResumeCandidate>& candidates) {
                                       "promises bit-identical results only for the same thread count",
                                       state_.threads, threads_));
   observers_.on_note(fmt::format("resuming '{}' from {} at epoch {}, batch {} (step {})", run_.string(),
-                                    fs::path(chosen->dir).filename().string(), state_.epoch, state_.batch_in_epoch,
+                                    fs::path(chosen).filename().string(), state_.epoch, state_.batch_in_epoch,
                                     step_->updates()));
+}
+
+void TrainLoop::share_resume_state(nlohmann::json& st, std::string& dir, OptimizerState& os) {
+  nlohmann::json head;
+  if (primary()) {
+    head["state"] = st;
+    head["dir"] = dir;
+    head["step"] = os.step;
+    head["param_steps"] = nlohmann::json::array();
+    for (const StepCount& c : os.param_steps) head["param_steps"].push_back({c.begin, c.end, c.steps});
+    head["buffers"] = nlohmann::json::array();
+    for (const auto& [name, values] : os.buffers) head["buffers"].push_back({name, values.size()});
+  }
+  head = nlohmann::json::parse(broadcast_string(*comm_, primary() ? head.dump() : std::string()));
+  ParamStore& ps = model_->params();
+  comm_->broadcast(ps.params(), ps.size());
+  if (primary()) {
+    for (auto& [name, values] : os.buffers) comm_->broadcast(values.data(), values.size());
+    return;
+  }
+  st = head.at("state");
+  dir = head.at("dir").get<std::string>();
+  os = OptimizerState{};
+  os.step = head.at("step").get<int64_t>();
+  for (const auto& c : head.at("param_steps"))
+    os.param_steps.push_back({c.at(0).get<size_t>(), c.at(1).get<size_t>(), c.at(2).get<int64_t>()});
+  // Whole buffers even under train.zero: load_state keeps this rank's slice of them.
+  for (const auto& b : head.at("buffers")) {
+    std::vector<float>& values = os.buffers[b.at(0).get<std::string>()];
+    values.resize(b.at(1).get<size_t>());
+    comm_->broadcast(values.data(), values.size());
+  }
 }
 
 // config.yaml, metrics.jsonl and the TensorBoard events file. The events file comes first: a
@@ -669,6 +713,8 @@ void TrainLoop::validate() {
 // and prunes older step checkpoints. Only the primary rank writes.
 void TrainLoop::checkpoint(const std::string& tag, int64_t next_epoch, int64_t next_batch, bool periodic) {
   hold_losses();  // every rank: the pending losses are summed over ranks
+  // Every rank too: under train.zero each holds a slice of the moments, gathered to the primary.
+  OptimizerState optimizer_state = whole_optimizer_state(*optimizer_, *comm_, model_->params().size());
   if (!primary()) return;
   ST_TRACE("checkpoint", "io");
   const auto t0 = Clock::now();
@@ -680,7 +726,7 @@ void TrainLoop::checkpoint(const std::string& tag, int64_t next_epoch, int64_t n
     job.keep = config_.train.keep_last;
     job.protect = resumed_from_;
   }
-  writer_.submit(std::move(job), model_->params(), optimizer_->state(),
+  writer_.submit(std::move(job), model_->params(), std::move(optimizer_state),
                  state_at(tag, next_epoch, next_batch).to_json());
   summary_.checkpoint_block_s += seconds_since(t0);
   observers_.on_checkpoint(CheckpointEvent{tag, (ckpt_dir_ / tag).string(), next_epoch, step_->updates()});

@@ -83,6 +83,9 @@ class TrainLoop {
   void open_run_dir();
   void resume_or_start();
   void resume_from(const std::vector<ResumeCandidate>& candidates);
+  // The primary's checkpoint on every other rank (collective): the weights, the optimizer state
+  // and state.json, so only the primary reads the run directory (no shared filesystem needed).
+  void share_resume_state(nlohmann::json& st, std::string& dir, OptimizerState& os);
   void open_logs();
   void replay_partial_accumulation();
   void announce();

@@ -6,11 +6,21 @@ Each --case runs the seqtrain binary, once alone and under `mpirun -np N` (one t
 what the runs wrote: every step's logged loss (train.log_every 1) and the final weights
 (checkpoints/last/model.safetensors). Cases:
   equal_lstm_2, equal_lstm_4, equal_gpt_2  N ranks follow the one-process run (1e-5 relative)
-  deterministic        two 2-rank runs with runtime.deterministic are bit-identical
+  deterministic        two 2-rank runs with runtime.deterministic are bit-identical, and so is
+                       one without the overlap's buckets (SEQTRAIN_MPI_BUCKET_KB=0)
   sigterm              SIGTERM to one rank: every rank stops at the same step with a resumable
                        `last`; the resumed run (2 ranks) ends as the uninterrupted one
   kill_rank            SIGKILL of one rank: every rank exits non-zero; --resume with 1 rank ends
                        as the uninterrupted run
+  zero_lstm, zero_gpt  train.zero: 1 (ZeRO stage 1) on 2 and on 4 ranks follows the one-process run
+                       (1e-5 relative, every step's loss and the final weights)
+  zero_resume          SIGTERM to one rank of a 4-rank train.zero run; --resume on 1 rank with
+                       train.zero: 0 ends as the uninterrupted one-process run (whole checkpoints)
+  resume_unshared      a 2-rank run stopped by SIGTERM resumes on 2 ranks where rank 1's working
+                       directory has no run directory (another machine without a shared
+                       filesystem): it gets the config and checkpoint from rank 0 by broadcast
+                       and ends as the uninterrupted run
+  zero_sgd             train.zero with SGD: one error naming the key and the fix, nothing written
   bad_input            more ranks than a global batch's samples; configs that differ across
                        ranks; a rank that cannot read its data: one error from rank 0, non-zero
                        exit, no checkpoint written
@@ -29,8 +39,10 @@ import time
 
 import numpy as np
 
+# 4 KB gradient buckets (the default is 256 KB): these tiny models' gradients then travel in
+# several buckets that start under the backward, so every case runs the overlap's bucketed sum.
 MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1")
+               OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1", SEQTRAIN_MPI_BUCKET_KB="4")
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"]
 TOL = 1e-5
 
@@ -61,10 +73,11 @@ def run(cmd, timeout=120, env=None):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or MPI_ENV)
 
 
-def train(binary, cfg, out, ranks=0, resume=False, check=True):
+def train(binary, cfg, out, ranks=0, resume=False, check=True, env_extra=None):
     args = ["train", "--resume", out] if resume else ["train", *cfg, "--out", out]
     cmd = ([*MPIRUN, "-np", str(ranks), binary] if ranks else [binary]) + args + ["--quiet"]
     env = MPI_ENV if ranks else {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+    env = dict(env, **(env_extra or {}))
     p = run(cmd, env=env)
     if check and p.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
@@ -132,6 +145,89 @@ def equal_case(binary, src, tmp, model, ranks):
     print(f"ok: {model}: {ranks} ranks follow one process over 50 steps (dropout on)")
 
 
+def zero_case(binary, src, tmp, model):
+    make = lstm_config if model == "lstm" else gpt_config
+    one = os.path.join(tmp, "one")
+    train(binary, make(src), one)
+    if len(train_losses(one)) != 50:
+        sys.exit("FAIL: the one-process run did not log 50 steps")
+    for ranks in (2, 4):
+        many = os.path.join(tmp, f"zero{ranks}")
+        p = train(binary, make(src, extra=["--set", "train.zero=1"]), many, ranks=ranks)
+        compare(one, many, f"{model}, train.zero 1, {ranks} ranks")
+        print(f"ok: {model}: train.zero on {ranks} ranks follows one process over 50 steps (dropout on)")
+
+
+def zero_resume_case(binary, src, tmp):
+    steps = 400
+    cfg = lstm_config(src, steps=steps)
+    full, cut = os.path.join(tmp, "full"), os.path.join(tmp, "cut")
+    train(binary, cfg, full)
+    rc, err = start_and_hit(binary, cfg + ["--set", "train.zero=1"], cut, 4, signal.SIGTERM, after_steps=10)
+    if rc == 0:
+        sys.exit(f"FAIL: SIGTERM to one rank of 4: mpirun exited 0\n{err}")
+    with open(os.path.join(cut, "checkpoints", "last", "state.json")) as f:
+        stopped = json.load(f)["updates"]
+    if not 10 <= stopped < steps:
+        sys.exit(f"FAIL: the stop's checkpoint is at step {stopped}")
+    # The checkpoint holds every element of AdamW's moments, gathered from the 4 shards.
+    w = weights(cut)
+    n = sum(a.size for a in w.values())
+    with open(os.path.join(cut, "checkpoints", "last", "optimizer.safetensors"), "rb") as f:
+        data = f.read()
+    header = json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])
+    for moment in ("exp_avg.", "exp_avg_sq."):
+        held = sum((v["data_offsets"][1] - v["data_offsets"][0]) // 4 for k, v in header.items()
+                   if k.startswith(moment))
+        if held != n:
+            sys.exit(f"FAIL: the zero checkpoint's {moment}* hold {held} values, the model {n} parameters")
+    p = run([binary, "train", "--resume", cut, "--set", "train.zero=0", "--quiet"],
+            env={k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))})
+    if p.returncode != 0:
+        sys.exit(f"FAIL: --resume on 1 rank exited {p.returncode}\n{p.stderr}")
+    compare(full, cut, f"train.zero on 4 ranks stopped at step {stopped}, resumed alone without it")
+    print(f"ok: a 4-rank train.zero checkpoint (step {stopped}) resumed on 1 rank equals the uninterrupted run")
+
+
+def resume_unshared_case(binary, src, tmp):
+    steps = 400
+    cfg = lstm_config(src, steps=steps)
+    full = os.path.join(tmp, "full")
+    here, there = os.path.join(tmp, "here"), os.path.join(tmp, "there")
+    os.makedirs(here)
+    os.makedirs(there)
+    cut = os.path.join(here, "run")
+    train(binary, cfg, full)
+    rc, err = start_and_hit(binary, cfg, cut, 2, signal.SIGTERM, after_steps=10)
+    if rc == 0:
+        sys.exit(f"FAIL: SIGTERM to one rank: mpirun exited 0\n{err}")
+    # "run" is relative: rank 0 finds it in `here`; rank 1, started in `there`, sees nothing.
+    p = run([*MPIRUN, "-np", "1", "-wdir", here, binary, "train", "--resume", "run", "--quiet", ":",
+             "-np", "1", "-wdir", there, binary, "train", "--resume", "run", "--quiet"])
+    if p.returncode != 0:
+        sys.exit(f"FAIL: the resume with rank 1 away from the run directory exited {p.returncode}\n{p.stderr}")
+    if os.listdir(there):
+        sys.exit(f"FAIL: rank 1 wrote {os.listdir(there)} into its working directory")
+    compare(full, cut, "resumed on 2 ranks, rank 1 without the run directory")
+    print("ok: rank 1 resumed from rank 0's broadcast without seeing the run directory; equals the uninterrupted run")
+
+
+def zero_sgd_case(binary, src, tmp):
+    for ranks in (0, 2):
+        out = os.path.join(tmp, f"sgd{ranks}")
+        cfg = lstm_config(src, extra=["--set", "train.zero=1", "--set", "train.optimizer.name=sgd"])
+        cmd = ([*MPIRUN, "-np", str(ranks), binary] if ranks else [binary]) + ["train", *cfg, "--out", out]
+        p = run(cmd, env=MPI_ENV if ranks else {k: v for k, v in os.environ.items()
+                                                 if not k.startswith(("OMPI_", "PMIX_"))})
+        errors = [line for line in p.stderr.splitlines() if line.startswith("seqtrain: error:")]
+        if p.returncode == 0 or len(errors) != 1 or not all(
+                w in errors[0] for w in ("train.zero", "sgd", "train.zero: 0", "adamw")):
+            sys.exit(f"FAIL: train.zero with sgd on {ranks or 1} process(es): exit {p.returncode}\n{p.stderr}")
+        if os.path.exists(out):
+            sys.exit(f"FAIL: {out} was created by a run refused at load")
+        print(f"ok: {errors[0][:160]}")
+
+
 def deterministic_case(binary, src, tmp):
     cfg = lstm_config(src, extra=["--set", "runtime.deterministic=true"])
     a, b = os.path.join(tmp, "a"), os.path.join(tmp, "b")
@@ -144,6 +240,13 @@ def deterministic_case(binary, src, tmp):
         if wa[k].tobytes() != wb[k].tobytes():
             sys.exit(f"FAIL: two deterministic 2-rank runs differ in {k}")
     print("ok: two deterministic 2-rank runs are bit-identical")
+    # The overlap's buckets only cut the sum: one all-reduce after the backward gives the same bits.
+    flat = os.path.join(tmp, "flat")
+    train(binary, cfg, flat, ranks=2, env_extra={"SEQTRAIN_MPI_BUCKET_KB": "0"})
+    wf = weights(flat)
+    if train_losses(flat) != train_losses(a) or any(wa[k].tobytes() != wf[k].tobytes() for k in wa):
+        sys.exit("FAIL: the bucketed gradient sum and the single all-reduce differ")
+    print("ok: bucketed (4 KB) and unbucketed gradient sums are bit-identical")
 
 
 def rank_pids(mpirun_pid):
@@ -270,6 +373,14 @@ def main():
         if a.case.startswith("equal_"):
             _, model, ranks = a.case.split("_")
             equal_case(binary, a.source, tmp, model, int(ranks))
+        elif a.case in ("zero_lstm", "zero_gpt"):
+            zero_case(binary, a.source, tmp, a.case.split("_")[1])
+        elif a.case == "zero_resume":
+            zero_resume_case(binary, a.source, tmp)
+        elif a.case == "resume_unshared":
+            resume_unshared_case(binary, a.source, tmp)
+        elif a.case == "zero_sgd":
+            zero_sgd_case(binary, a.source, tmp)
         elif a.case == "deterministic":
             deterministic_case(binary, a.source, tmp)
         elif a.case == "sigterm":
