@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/cuda_core_kernels.h"
 #include "backend/cuda/cuda_half.cuh"
@@ -177,26 +178,29 @@ __device__ float act_grad(float x, float y, float dy) {
   return 0.f;
 }
 
-template <ActKind K>
-__global__ void act_forward_kernel(const float* x, float* y, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = act<K>(x[i]);
-}
-
+// kOut: y as f32 (0), or rounded to bf16 (1) / fp16 (2) as it is stored (cuda_half.cuh).
 template <ActKind K, int kOut>
-__global__ void act_forward_half_kernel(const float* x, void* y, int64_t n) {
+__global__ void act_forward_kernel(const float* x, void* y, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) store_as<kOut>(y, i, act<K>(x[i]));
 }
 
-template <int kOut>
-void act_forward_half(ActKind k, const float* x, void* y, int64_t n, cudaStream_t s) {
-  const unsigned b = blocks_for(n);
+// Calls f(std::integral_constant<ActKind, K>) for the run-time kind k: the one switch the
+// activation launchers share.
+template <class F>
+void with_act(ActKind k, F&& f) {
   switch (k) {
-    case ActKind::relu: act_forward_half_kernel<ActKind::relu, kOut><<<b, kThreads, 0, s>>>(x, y, n); break;
-    case ActKind::tanh: act_forward_half_kernel<ActKind::tanh, kOut><<<b, kThreads, 0, s>>>(x, y, n); break;
-    case ActKind::sigmoid: act_forward_half_kernel<ActKind::sigmoid, kOut><<<b, kThreads, 0, s>>>(x, y, n); break;
-    case ActKind::gelu: act_forward_half_kernel<ActKind::gelu, kOut><<<b, kThreads, 0, s>>>(x, y, n); break;
-    case ActKind::gelu_tanh: act_forward_half_kernel<ActKind::gelu_tanh, kOut><<<b, kThreads, 0, s>>>(x, y, n); break;
+    case ActKind::relu: f(std::integral_constant<ActKind, ActKind::relu>{}); break;
+    case ActKind::tanh: f(std::integral_constant<ActKind, ActKind::tanh>{}); break;
+    case ActKind::sigmoid: f(std::integral_constant<ActKind, ActKind::sigmoid>{}); break;
+    case ActKind::gelu: f(std::integral_constant<ActKind, ActKind::gelu>{}); break;
+    case ActKind::gelu_tanh: f(std::integral_constant<ActKind, ActKind::gelu_tanh>{}); break;
   }
+}
+
+template <int kOut>
+cudaError_t act_forward(ActKind k, const float* x, void* y, int64_t n, cudaStream_t s) {
+  with_act(k, [&](auto K) { act_forward_kernel<decltype(K)::value, kOut><<<blocks_for(n), kThreads, 0, s>>>(x, y, n); });
+  return cudaGetLastError();
 }
 
 // x or y may be null when the kind does not read it.
@@ -270,34 +274,18 @@ cudaError_t launch_scale_block(float* c, int64_t rows, int64_t cols, int64_t ld,
 
 cudaError_t launch_activation_forward_half(ActKind k, const float* x, bool bf16, void* y, int64_t n,
                                           cudaStream_t s) {
-  if (bf16) act_forward_half<1>(k, x, y, n, s);
-  else act_forward_half<2>(k, x, y, n, s);
-  return cudaGetLastError();
+  return bf16 ? act_forward<1>(k, x, y, n, s) : act_forward<2>(k, x, y, n, s);
 }
 
 cudaError_t launch_activation_forward(ActKind k, const float* x, float* y, int64_t n, cudaStream_t s) {
-  switch (k) {
-    case ActKind::relu: act_forward_kernel<ActKind::relu><<<blocks_for(n), kThreads, 0, s>>>(x, y, n); break;
-    case ActKind::tanh: act_forward_kernel<ActKind::tanh><<<blocks_for(n), kThreads, 0, s>>>(x, y, n); break;
-    case ActKind::sigmoid: act_forward_kernel<ActKind::sigmoid><<<blocks_for(n), kThreads, 0, s>>>(x, y, n); break;
-    case ActKind::gelu: act_forward_kernel<ActKind::gelu><<<blocks_for(n), kThreads, 0, s>>>(x, y, n); break;
-    case ActKind::gelu_tanh:
-      act_forward_kernel<ActKind::gelu_tanh><<<blocks_for(n), kThreads, 0, s>>>(x, y, n);
-      break;
-  }
-  return cudaGetLastError();
+  return act_forward<0>(k, x, y, n, s);
 }
 
 cudaError_t launch_activation_backward(ActKind k, const float* x, const float* y, const float* dy, float* dx,
                                        int64_t n, cudaStream_t s) {
-  const unsigned g = blocks_for(n);
-  switch (k) {
-    case ActKind::relu: act_backward_kernel<ActKind::relu><<<g, kThreads, 0, s>>>(x, y, dy, dx, n); break;
-    case ActKind::tanh: act_backward_kernel<ActKind::tanh><<<g, kThreads, 0, s>>>(x, y, dy, dx, n); break;
-    case ActKind::sigmoid: act_backward_kernel<ActKind::sigmoid><<<g, kThreads, 0, s>>>(x, y, dy, dx, n); break;
-    case ActKind::gelu: act_backward_kernel<ActKind::gelu><<<g, kThreads, 0, s>>>(x, y, dy, dx, n); break;
-    case ActKind::gelu_tanh: act_backward_kernel<ActKind::gelu_tanh><<<g, kThreads, 0, s>>>(x, y, dy, dx, n); break;
-  }
+  with_act(k, [&](auto K) {
+    act_backward_kernel<decltype(K)::value><<<blocks_for(n), kThreads, 0, s>>>(x, y, dy, dx, n);
+  });
   return cudaGetLastError();
 }
 

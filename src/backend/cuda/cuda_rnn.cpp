@@ -169,15 +169,22 @@ bool device_accessible(const void* p) {
   return a.type != cudaMemoryTypeUnregistered;
 }
 
+// Which of two values the switch `name` holds: 0 or 1, or -1 when it is unset or empty; any other
+// value is an Error naming both.
+int env_choice(const char* name, const char* v0, const char* v1) {
+  const char* a = std::getenv(name);
+  if (!a || !*a) return -1;
+  if (std::string_view(a) == v0) return 0;
+  ST_CHECK(std::string_view(a) == v1, "{} is '{}': accepted values are {} and {}", name, a, v0, v1);
+  return 1;
+}
+
 // The algorithm SEQTRAIN_CUDNN_RNN_ALGO forces, or none (unset: autotuned where runtime.autotune
 // is on, else standard).
 std::optional<cudnnRNNAlgo_t> algo_from_env() {
-  const char* a = std::getenv("SEQTRAIN_CUDNN_RNN_ALGO");
-  if (!a || !*a) return std::nullopt;
-  if (std::string_view(a) == "standard") return CUDNN_RNN_ALGO_STANDARD;
-  ST_CHECK(std::string_view(a) == "persist_static", "SEQTRAIN_CUDNN_RNN_ALGO is '{}': accepted values are standard "
-           "and persist_static", a);
-  return CUDNN_RNN_ALGO_PERSIST_STATIC;
+  const int c = env_choice("SEQTRAIN_CUDNN_RNN_ALGO", "standard", "persist_static");
+  if (c < 0) return std::nullopt;
+  return c == 0 ? CUDNN_RNN_ALGO_STANDARD : CUDNN_RNN_ALGO_PERSIST_STATIC;
 }
 
 const char* algo_name(cudnnRNNAlgo_t a) { return a == CUDNN_RNN_ALGO_PERSIST_STATIC ? "persist_static" : "standard"; }
@@ -199,15 +206,15 @@ int to_int(int64_t v, const char* what) {
 // SEQTRAIN_CUDNN_RNN_STACK=whole|layers forces how a stack without dropout runs (unset: timed
 // with runtime.autotune, a call per layer without it).
 std::optional<bool> whole_from_env() {
-  const char* a = std::getenv("SEQTRAIN_CUDNN_RNN_STACK");
-  if (!a || !*a) return std::nullopt;
-  ST_CHECK(std::string_view(a) == "whole" || std::string_view(a) == "layers",
-           "SEQTRAIN_CUDNN_RNN_STACK is '{}': accepted values are whole and layers", a);
-  return std::string_view(a) == "whole";
+  const int c = env_choice("SEQTRAIN_CUDNN_RNN_STACK", "layers", "whole");
+  if (c < 0) return std::nullopt;
+  return c == 1;
 }
 
 // SEQTRAIN_CUDNN_RNN_LAYOUT=unpacked: full-length batches in cuDNN's SEQ_MAJOR_UNPACKED layout
 // (PyTorch's for unpacked input) instead of SEQ_MAJOR_PACKED; the same memory either way.
+bool unpacked_from_env() { return env_choice("SEQTRAIN_CUDNN_RNN_LAYOUT", "packed", "unpacked") == 1; }
+
 // Two more switches, to find what makes cuDNN pick its faster STANDARD kernels for PyTorch
 // (docs/BENCHMARKS.md): SEQTRAIN_CUDNN_RNN_PADDED_IO=0 describes the RNN without padded IO
 // (full-length batches only), SEQTRAIN_CUDNN_RNN_HX=zeros passes zero initial states instead of
@@ -215,14 +222,6 @@ std::optional<bool> whole_from_env() {
 bool env_is(const char* name, std::string_view value) {
   const char* a = std::getenv(name);
   return a && std::string_view(a) == value;
-}
-
-bool unpacked_from_env() {
-  const char* a = std::getenv("SEQTRAIN_CUDNN_RNN_LAYOUT");
-  if (!a || !*a || std::string_view(a) == "packed") return false;
-  ST_CHECK(std::string_view(a) == "unpacked", "SEQTRAIN_CUDNN_RNN_LAYOUT is '{}': accepted values are packed and "
-           "unpacked", a);
-  return true;
 }
 
 class CudaRecurrentLayers final : public RecurrentLayers {
@@ -421,7 +420,7 @@ std::string CudaRecurrentLayers::choose(const std::string& key,
     }
     candidates.push_back({runs[i].first, step});
   }
-  ST_CHECK(!candidates.empty(), "cuda recurrent layers: cuDNN ran none of the candidates for {}", key);
+  ST_CHECK(!candidates.empty(), "cuda recurrent layers: no candidate to time for {}", key);
   const std::string choice = tuner_->choose(key, candidates);
   // A cached choice this machine's cuDNN refuses: the first candidate that ran.
   for (const auto& c : candidates)
