@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <stdexcept>
+#include <vector>
 #include <cmath>
 #include <string>
 
@@ -10,6 +13,7 @@
 #include "backend/cpu/isa.h"
 #include "backend/cpu/recurrent_gemm.h"
 #include "core/arena.h"
+#include "core/parallel_each.h"
 #include "core/rng.h"
 #include "models/forecaster.h"
 #include "models/gpt.h"
@@ -110,6 +114,22 @@ TEST(CoreArena, PrefaultMergesAndClearsWithoutAllocatingNextCycle) {
   EXPECT_EQ(Arena::os_allocations(), before) << "one merged chunk holds the whole cycle";
   EXPECT_EQ(q[0], 0.f) << "every byte was written";
   EXPECT_EQ(q[(6 << 20) / sizeof(float) - 1], 0.f);
+}
+
+TEST(CoreParallelEach, RunsEveryIndexOnceAndRethrowsTheFirstFailureInIndexOrder) {
+  std::vector<std::atomic<int>> runs(1000);
+  parallel_each(runs.size(), [&](size_t i) { ++runs[i]; });
+  for (size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i].load(), 1) << "index " << i;
+  // Two indices fail, on whichever threads take them: the lower index's error is the one seen.
+  try {
+    parallel_each(1000, [&](size_t i) {
+      if (i == 900 || i == 7) throw std::runtime_error("index " + std::to_string(i));
+    });
+    FAIL() << "parallel_each swallowed the errors";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "index 7");
+  }
+  parallel_each(0, [](size_t) { FAIL() << "no index to run"; });
 }
 
 TEST(CoreRng, StreamIsFixedAndDocumented) {

@@ -2,15 +2,13 @@
 #include "data/fleet.h"
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
 #include <filesystem>
 #include <map>
-#include <thread>
 
 #include "config/scalar.h"
 #include "config/suggest.h"
 #include "core/error.h"
+#include "core/parallel_each.h"
 #include "data/concat.h"
 #include "data/csv.h"
 #include "data/sources.h"
@@ -28,30 +26,14 @@ bool is_fleet(const DataConfig& d) {
 namespace {
 
 // Every file of a glob read on its own thread, up to the machine's cores: a fleet of a thousand
-// files is parse-bound, and the files are independent. The first failing file (in sorted
-// order, whatever thread met it) is the error, so the message does not depend on timing.
+// files is parse-bound, and the files are independent.
 std::vector<Series> read_files(const std::vector<std::string>& files, const DataConfig& d,
                                const std::vector<std::string>& columns) {
   std::vector<Series> out(files.size());
-  std::vector<std::exception_ptr> errors(files.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next++) < files.size();) {
-      try {
-        out[i] = read_csv(files[i], columns, d.nan_policy, d.time_column, d.series_id);
-        if (out[i].segments.empty()) out[i].segments = out[i].parts();  // the file's stem names its series
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  };
-  const size_t n = std::min<size_t>(files.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < n; ++t) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  parallel_each(files.size(), [&](size_t i) {
+    out[i] = read_csv(files[i], columns, d.nan_policy, d.time_column, d.series_id);
+    if (out[i].segments.empty()) out[i].segments = out[i].parts();  // the file's stem names its series
+  });
   return out;
 }
 

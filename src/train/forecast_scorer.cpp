@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/parallel_each.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/normalizer.h"
@@ -39,10 +40,15 @@ ForecastScoring ForecastScoring::shape_of(const Dataset& d, const std::vector<in
 ForecastScoring ForecastScoring::of(const Dataset& d, const std::vector<int64_t>& seasons,
                                     const std::vector<double>& quantiles) {
   ForecastScoring s = shape_of(d, seasons, quantiles);
+  // The MASE denominators: the lag-m naive's in-sample MAE over the training rows, in units. A
+  // scan of every training row of every series, so on a fleet it spreads over the cores.
+  std::vector<std::vector<double>> mase(d.series.size());
+  parallel_each(d.series.size(), [&](size_t k) {
+    mase[k] = naive_scales(d, static_cast<int64_t>(k), d.series_splits[k][0], s.mase_lag);
+  });
   for (size_t k = 0; k < d.series.size(); ++k) {
     const Normalizer& norm = d.normalizer_of(static_cast<int64_t>(k));
-    // The MASE denominators: the lag-m naive's in-sample MAE over the training rows, in units.
-    ForecastScoring::SeriesUnits u{d.series[k].id, {}, {}, naive_scales(d, k, d.series_splits[k][0], s.mase_lag)};
+    ForecastScoring::SeriesUnits u{d.series[k].id, {}, {}, std::move(mase[k])};
     for (const std::string& t : d.targets) {
       const int64_t col = norm.index_of(t);
       u.shift.push_back(norm.shift[col]);
