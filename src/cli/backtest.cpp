@@ -148,7 +148,7 @@ int run_backtest(const BacktestArgs& a) {
     meta["input"] = a.input;
     meta["refit"] = a.refit;
     write_file_atomic((fs::path(tmp) / "backtest.json").string(), meta.dump(2) + "\n");
-    write_file_atomic((fs::path(tmp) / "backtest.csv").string(), bt.metrics_csv());
+    write_file_atomic((fs::path(tmp) / "backtest.csv").string(), bt.metrics_csv(report));
     write_file_atomic((fs::path(tmp) / "predictions.csv").string(), bt.predictions_csv());
     const std::string svg = a.plot.empty() ? "" : backtest_plot(bt, l.config, ck.config.data, a);
     publish_dir(tmp, out);

@@ -189,7 +189,7 @@ nlohmann::json Backtest::report() const {
           {"windows", scorer_->windows()}};
 }
 
-std::string Backtest::metrics_csv() const {
+std::string Backtest::metrics_csv(const nlohmann::json& report) const {
   std::string out = "fold,end,series,origin,forecaster,windows,mae,rmse,mape,smape,mase,pinball,coverage\n";
   auto num = [](const nlohmann::json& j, const char* k) {
     return j.contains(k) && j[k].is_number() ? number(j[k].get<double>()) : std::string();
@@ -203,10 +203,10 @@ std::string Backtest::metrics_csv() const {
                          num(*m, "mape"), num(*m, "smape"), num(*m, "mase"), num(*m, "pinball"), num(*m, "coverage"));
   };
   const Series& table = *data_.table;
-  const int64_t N = static_cast<int64_t>(data_.series.size());
   for (int64_t k = 0; k < next_fold_; ++k) {
-    const nlohmann::json r = scorer_->report(k * N, (k + 1) * N, data_.fleet);
-    rows(fmt::format("{},{},all,", k, csv_cell(ends_[k])), r, scorer_->windows(k * N, (k + 1) * N));
+    const nlohmann::json& fold = report["folds"][k];
+    const nlohmann::json& r = fold["metrics"];
+    rows(fmt::format("{},{},all,", k, csv_cell(ends_[k])), r, fold["windows"].get<int64_t>());
     if (!r.contains("per_series")) continue;
     for (size_t s = 0; s < data_.series.size(); ++s) {
       const std::string& id = data_.series[s].id;
@@ -216,7 +216,7 @@ std::string Backtest::metrics_csv() const {
              r["per_series"][id], 1);
     }
   }
-  rows(fmt::format("all,,all,"), scorer_->report(), scorer_->windows());
+  rows(fmt::format("all,,all,"), report["overall"], report["windows"].get<int64_t>());
   return out;
 }
 

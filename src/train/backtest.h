@@ -53,8 +53,9 @@ class Backtest {
   // backtest.json: each fold's end, origins and report (per series for a fleet), the overall.
   nlohmann::json report() const;
   // backtest.csv: one row per fold (then "all") x series ("all", then each of a fleet) x
-  // forecaster (model, last_value, seasonal_naive): its errors in units.
-  std::string metrics_csv() const;
+  // forecaster (model, last_value, seasonal_naive): its errors in units, read from report()'s
+  // (a fleet's per-series reports are most of a backtest's scoring; built once for both files).
+  std::string metrics_csv(const nlohmann::json& report) const;
   // predictions.csv: one row per fold x series x step x target: origin, actual, forecast (and each
   // quantile level), the baselines' forecasts and MASE's naive scale, in the targets' units.
   std::string predictions_csv() const;
