@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "core/rng.h"
 
@@ -93,18 +94,22 @@ int main(int argc, char** argv) {
   int64_t only_seq = 0;
   std::string only_precision;
   float only_dropout = -1.f;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    if (k == "--repeats") repeats = std::atoi(argv[i + 1]);
-    else if (k == "--threads") omp_set_num_threads(std::atoi(argv[i + 1]));
-    else if (k == "--noncausal") causal = std::atoi(argv[i + 1]) == 0;
-    else if (k == "--peak-gflops") peak = std::atof(argv[i + 1]);
-    else if (k == "--seq") only_seq = std::atoll(argv[i + 1]);
-    else if (k == "--precision") only_precision = argv[i + 1];
-    else if (k == "--dropout") only_dropout = static_cast<float>(std::atof(argv[i + 1]));
-    else if (k == "--clock") g_cpu_clock = std::string(argv[i + 1]) == "cpu";
-    else { std::fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
-  }
+  int threads = 0;
+  std::string clock = "wall";
+  CLI::App app{"bench_attention: the attention kernels against their unfused equivalent"};
+  app.add_option("--repeats", repeats)->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "0: OpenMP's default")->check(CLI::NonNegativeNumber);
+  int noncausal = 0;
+  app.add_option("--noncausal", noncausal, "1: no causal mask");
+  app.add_option("--peak-gflops", peak, "0: measure");
+  app.add_option("--seq", only_seq, "only this sequence length");
+  app.add_option("--precision", only_precision, "only this precision")->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--dropout", only_dropout, "only this dropout");
+  app.add_option("--clock", clock)->check(CLI::IsMember({"wall", "cpu"}));
+  bench::parse_flags(app, argc, argv);
+  if (threads > 0) omp_set_num_threads(threads);
+  causal = noncausal == 0;
+  g_cpu_clock = clock == "cpu";
   std::printf("threads %d, repeats %d, %s, %s clock\n", omp_get_max_threads(), repeats,
               causal ? "causal" : "non-causal", g_cpu_clock ? "cpu" : "wall");
   for (const Case& c : {Case{12, 64, 128, 4}, Case{64, 256, 384, 6}})

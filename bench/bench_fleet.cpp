@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/cpu/dnnl_context.h"
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "config/config.h"
 #include "core/rng.h"
@@ -45,31 +46,19 @@ struct Args {
   std::string csv_dir = (fs::temp_directory_path() / "bench_fleet_csv").string(), json_out;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "bench_fleet: " << why << "\n"
-            << "usage: bench_fleet [--series N] [--rows R] [--threads T] [--folds K] [--repeats R] "
-               "[--train-steps S] [--csv-dir DIR] [--json OUT]\n";
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + k);
-    const std::string v = argv[++i];
-    if (k == "--series") a.series = std::stoll(v);
-    else if (k == "--rows") a.rows = std::stoll(v);
-    else if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--folds") a.folds = std::stoll(v);
-    else if (k == "--repeats") a.repeats = std::stoi(v);
-    else if (k == "--train-steps") a.train_steps = std::stoll(v);
-    else if (k == "--csv-dir") a.csv_dir = v;
-    else if (k == "--json") a.json_out = v;
-    else usage("unknown option " + k);
-  }
-  if (a.series < 1 || a.rows < 100 || a.threads < 1 || a.repeats < 1 || a.folds < 1 || a.train_steps < 0)
-    usage("bad sizes");
+  CLI::App app{"bench_fleet: a fleet's load, data wait and backtest cost"};
+  app.add_option("--series", a.series, "series in the fleet")->check(CLI::PositiveNumber);
+  app.add_option("--rows", a.rows, "rows per series")->check(CLI::Range(int64_t{100}, int64_t{1} << 40));
+  app.add_option("--threads", a.threads)->check(CLI::PositiveNumber);
+  app.add_option("--folds", a.folds, "backtest folds")->check(CLI::PositiveNumber);
+  app.add_option("--repeats", a.repeats)->check(CLI::PositiveNumber);
+  app.add_option("--train-steps", a.train_steps, "training steps for the data-wait share")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--csv-dir", a.csv_dir, "where the glob's files are written once and reused");
+  app.add_option("--json", a.json_out);
+  bench::parse_flags(app, argc, argv);
   return a;
 }
 

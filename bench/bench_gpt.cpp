@@ -74,6 +74,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/objective.h"
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "train/step.h"
 
@@ -103,41 +104,24 @@ struct GptShape {
   int64_t layers, heads, embd, block, batch;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "bench_gpt: " << why << "\n"
-            << "usage: bench_gpt --shape cpu|gpu [--batch B] [--precision fp32|bf16] [--threads N] [--steps S]\n"
-            << "                 [--warmup K] [--profile-steps P] [--peak-gflops G] [--vocab V] [--rev REV] [--json OUT]\n"
-            << "                 [--clock wall|cpu]\n";
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + k);
-    std::string v = argv[++i];
-    try {
-      if (k == "--shape") a.shape = v;
-      else if (k == "--batch") a.batch = std::stoll(v);
-      else if (k == "--precision") a.precision = v;
-      else if (k == "--threads") a.threads = std::stoi(v);
-      else if (k == "--steps") a.steps = std::stoi(v);
-      else if (k == "--warmup") a.warmup = std::stoi(v);
-      else if (k == "--profile-steps") a.profile_steps = std::stoi(v);
-      else if (k == "--peak-gflops") a.peak_gflops = std::stod(v);
-      else if (k == "--vocab") a.vocab = std::stoll(v);
-      else if (k == "--rev") a.rev = v;
-      else if (k == "--json") a.json_out = v;
-      else if (k == "--clock" && (v == "cpu" || v == "wall")) a.cpu_clock = v == "cpu";
-      else usage("unknown option " + k);
-    } catch (const std::logic_error&) {
-      usage("bad number '" + v + "' for " + k);
-    }
-  }
-  if (a.shape != "cpu" && a.shape != "gpu") usage("--shape takes cpu or gpu");
-  if (a.precision != "fp32" && a.precision != "bf16") usage("--precision takes fp32 or bf16");
-  if (a.threads < 1 || a.steps < 1 || a.warmup < 0 || a.batch < 0) usage("threads, steps >= 1; warmup, batch >= 0");
+  CLI::App app{"bench_gpt: the char GPT's training step"};
+  app.add_option("--shape", a.shape, "nanoGPT's shakespeare_char CPU or GPU shape")->check(CLI::IsMember({"cpu", "gpu"}));
+  app.add_option("--batch", a.batch, "0: the shape's")->check(CLI::NonNegativeNumber);
+  app.add_option("--precision", a.precision)->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--threads", a.threads)->check(CLI::PositiveNumber);
+  app.add_option("--steps", a.steps)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", a.warmup)->check(CLI::NonNegativeNumber);
+  app.add_option("--profile-steps", a.profile_steps, "-1: --steps");
+  app.add_option("--peak-gflops", a.peak_gflops, "0: measure");
+  app.add_option("--vocab", a.vocab)->check(CLI::PositiveNumber);
+  app.add_option("--rev", a.rev);
+  app.add_option("--json", a.json_out);
+  std::string clock = "wall";
+  app.add_option("--clock", clock, "cpu: the process CPU clock (with --threads 1)")->check(CLI::IsMember({"wall", "cpu"}));
+  bench::parse_flags(app, argc, argv);
+  a.cpu_clock = clock == "cpu";
   if (a.profile_steps < 0) a.profile_steps = a.steps;
   return a;
 }

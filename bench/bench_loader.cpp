@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "bench_model.h"
 #include "backend/cpu/dnnl_context.h"
 #include "core/rng.h"
@@ -52,31 +53,22 @@ struct Args {
   int threads = 0, batches = 20, batch = 256, workers = 1;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "bench_loader: " << why << "\n"
-            << "usage: bench_loader --mode w1 [--threads N] [--batches B] [--json OUT]\n"
-            << "       bench_loader --mode npy --x X.npy [--y Y.npy] [--batch B] [--workers W] [--json OUT]\n";
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + k);
-    const std::string v = argv[++i];
-    if (k == "--mode") a.mode = v;
-    else if (k == "--x") a.x = v;
-    else if (k == "--y") a.y = v;
-    else if (k == "--json") a.json_out = v;
-    else if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--batches") a.batches = std::stoi(v);
-    else if (k == "--batch") a.batch = std::stoi(v);
-    else if (k == "--workers") a.workers = std::stoi(v);
-    else usage("unknown option " + k);
+  CLI::App app{"bench_loader: the loader's throughput (w1: the W1 windows; npy: X.npy [Y.npy])"};
+  app.add_option("--mode", a.mode)->check(CLI::IsMember({"w1", "npy"}));
+  app.add_option("--x", a.x, "X.npy (--mode npy)");
+  app.add_option("--y", a.y, "Y.npy (--mode npy)");
+  app.add_option("--json", a.json_out);
+  app.add_option("--threads", a.threads, "0: the machine's cores")->check(CLI::NonNegativeNumber);
+  app.add_option("--batches", a.batches)->check(CLI::PositiveNumber);
+  app.add_option("--batch", a.batch)->check(CLI::PositiveNumber);
+  app.add_option("--workers", a.workers)->check(CLI::NonNegativeNumber);
+  bench::parse_flags(app, argc, argv);
+  if (a.mode == "npy" && a.x.empty()) {
+    std::cerr << "bench_loader: --mode npy needs --x X.npy\n";
+    std::exit(2);
   }
-  if (a.mode != "w1" && a.mode != "npy") usage("--mode is w1 or npy");
-  if (a.mode == "npy" && a.x.empty()) usage("--mode npy needs --x");
   return a;
 }
 

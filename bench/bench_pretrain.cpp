@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/cpu/dnnl_context.h"
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "core/rng.h"
 #include "data/masking.h"
@@ -44,33 +45,18 @@ struct Args {
   double std_penalty = 0;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "bench_pretrain: " << why << "\n"
-            << "usage: bench_pretrain [--model bilstm|transformer] [--finetune none|frozen|unfrozen] [--threads N] "
-               "[--steps S] [--warmup K] [--batch B] [--std-penalty W] [--json OUT]\n";
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + k);
-    const std::string v = argv[++i];
-    if (k == "--model") a.model = v;
-    else if (k == "--finetune") a.finetune = v;
-    else if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--steps") a.steps = std::stoi(v);
-    else if (k == "--warmup") a.warmup = std::stoi(v);
-    else if (k == "--batch") a.batch = std::stoll(v);
-    else if (k == "--std-penalty") a.std_penalty = std::stod(v);
-    else if (k == "--json") a.json_out = v;
-    else usage("unknown option " + k);
-  }
-  if (a.model != "bilstm" && a.model != "transformer") usage("--model is bilstm or transformer");
-  if (a.finetune != "none" && a.finetune != "frozen" && a.finetune != "unfrozen")
-    usage("--finetune is none, frozen or unfrozen");
-  if (a.threads < 1 || a.steps < 1 || a.warmup < 0 || a.batch < 1) usage("threads, steps, batch >= 1");
+  CLI::App app{"bench_pretrain: one masked-pretraining (or fine-tuning) step at moola's shape"};
+  app.add_option("--model", a.model)->check(CLI::IsMember({"bilstm", "transformer"}));
+  app.add_option("--finetune", a.finetune)->check(CLI::IsMember({"none", "frozen", "unfrozen"}));
+  app.add_option("--threads", a.threads)->check(CLI::PositiveNumber);
+  app.add_option("--steps", a.steps)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", a.warmup)->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", a.batch)->check(CLI::PositiveNumber);
+  app.add_option("--std-penalty", a.std_penalty, "train.masking.std_penalty");
+  app.add_option("--json", a.json_out);
+  bench::parse_flags(app, argc, argv);
   return a;
 }
 

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/recurrent_gemm.h"
@@ -49,19 +50,16 @@ using namespace seqtrain;
 
 int main(int argc, char** argv) {
   int64_t N = 32, H = 512, gates = 4, T = 256, R = 7, threads = 0, C = 512, bf16 = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const int64_t v = std::atoll(argv[i + 1]);
-    if (k == "--n") N = v;
-    else if (k == "--h") H = v;
-    else if (k == "--gates") gates = v;
-    else if (k == "--steps") T = v;
-    else if (k == "--repeats") R = v;
-    else if (k == "--threads") threads = v;
-    else if (k == "--c") C = v;
-    else if (k == "--bf16") bf16 = v;
-    else { std::fprintf(stderr, "unknown option %s\n", k.c_str()); return 2; }
-  }
+  CLI::App app{"bench_recurrent_gemm: the recurrent step's GEMMs, ours against oneDNN's"};
+  app.add_option("--n", N, "batch")->check(CLI::PositiveNumber);
+  app.add_option("--h", H, "hidden")->check(CLI::PositiveNumber);
+  app.add_option("--gates", gates)->check(CLI::PositiveNumber);
+  app.add_option("--steps", T)->check(CLI::PositiveNumber);
+  app.add_option("--repeats", R)->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "0: the machine's cores")->check(CLI::NonNegativeNumber);
+  app.add_option("--c", C, "input channels")->check(CLI::PositiveNumber);
+  app.add_option("--bf16", bf16, "1: the bf16 kernels");
+  bench::parse_flags(app, argc, argv);
   const int nthr = set_cpu_threads(static_cast<int>(threads));
   const int64_t G = gates * H;
   std::mt19937 rng(1);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/cpu/dnnl_context.h"
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "config/config.h"
 #include "core/rng.h"
@@ -43,25 +44,14 @@ struct Args {
   int threads = 2, repeats = 7;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "bench_scoring: " << why << "\n"
-            << "usage: bench_scoring [--config CONFIG] [--threads N] [--repeats R] [--json OUT]\n";
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + k);
-    const std::string v = argv[++i];
-    if (k == "--config") a.config = v;
-    else if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--repeats") a.repeats = std::stoi(v);
-    else if (k == "--json") a.json_out = v;
-    else usage("unknown option " + k);
-  }
-  if (a.threads < 1 || a.repeats < 1) usage("threads and repeats must be >= 1");
+  CLI::App app{"bench_scoring: a forecast run's scoring against its plain evaluation"};
+  app.add_option("--config", a.config);
+  app.add_option("--threads", a.threads)->check(CLI::PositiveNumber);
+  app.add_option("--repeats", a.repeats)->check(CLI::PositiveNumber);
+  app.add_option("--json", a.json_out);
+  bench::parse_flags(app, argc, argv);
   return a;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cpu/dnnl_context.h"
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "core/rng.h"
 #include "models/registry.h"
@@ -39,29 +40,16 @@ struct Args {
   int64_t batch = 64;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "bench_set_encoder: " << why << "\n"
-            << "usage: bench_set_encoder [--threads N] [--steps S] [--warmup K] [--lengths full|aam|half] [--batch B] "
-               "[--json OUT]\n";
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + k);
-    const std::string v = argv[++i];
-    if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--steps") a.steps = std::stoi(v);
-    else if (k == "--warmup") a.warmup = std::stoi(v);
-    else if (k == "--lengths") a.lengths = v;
-    else if (k == "--batch") a.batch = std::stoll(v);
-    else if (k == "--json") a.json_out = v;
-    else usage("unknown option " + k);
-  }
-  if (a.lengths != "full" && a.lengths != "aam" && a.lengths != "half") usage("--lengths is full, aam or half");
-  if (a.threads < 1 || a.steps < 1 || a.warmup < 0 || a.batch < 1) usage("threads, steps, batch >= 1");
+  CLI::App app{"bench_set_encoder: the set encoder's step over variable-length sets"};
+  app.add_option("--threads", a.threads)->check(CLI::PositiveNumber);
+  app.add_option("--steps", a.steps)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", a.warmup)->check(CLI::NonNegativeNumber);
+  app.add_option("--lengths", a.lengths)->check(CLI::IsMember({"full", "aam", "half"}));
+  app.add_option("--batch", a.batch)->check(CLI::PositiveNumber);
+  app.add_option("--json", a.json_out);
+  bench::parse_flags(app, argc, argv);
   return a;
 }
 

@@ -58,6 +58,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "bench_model.h"
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "backend/cpu/autotune.h"
 #include "backend/cpu/isa.h"
@@ -113,45 +115,24 @@ struct Workload {
   int64_t batch, lookback, features, hidden, layers, outputs;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "bench_step: " << why << "\n"
-            << "usage: bench_step --workload W1|W2|W1GRU|peak [--threads N] [--steps S] [--warmup K] [--grad-checkpoint]\n"
-            << "                  [--profile-steps P] [--peak-gflops G] [--rev REV] [--json OUT]\n"
-            << "                  [--rnn-impl fused|onednn] [--precision fp32|bf16|auto]\n";
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    if (k == "--grad-checkpoint") {  // the one option without a value
-      a.grad_checkpoint = true;
-      continue;
-    }
-    if (i + 1 >= argc) usage("missing value after " + k);
-    std::string v = argv[++i];
-    try {
-      if (k == "--workload") a.workload = v;
-      else if (k == "--threads") a.threads = std::stoi(v);
-      else if (k == "--steps") a.steps = std::stoi(v);
-      else if (k == "--warmup") a.warmup = std::stoi(v);
-      else if (k == "--profile-steps") a.profile_steps = std::stoi(v);
-      else if (k == "--peak-gflops") a.peak_gflops = std::stod(v);
-      else if (k == "--rev") a.rev = v;
-      else if (k == "--rnn-impl") a.rnn_impl = v;
-      else if (k == "--precision") a.precision = v;
-      else if (k == "--autotune") a.autotune = v;
-      else if (k == "--json") a.json_out = v;
-      else usage("unknown option " + k);
-    } catch (const std::logic_error&) {
-      usage("bad number '" + v + "' for " + k);
-    }
-  }
-  if (a.threads < 1 || a.steps < 1 || a.warmup < 0) usage("threads and steps must be >= 1, warmup >= 0");
+  CLI::App app{"bench_step: one training step of a recurrent workload, or the f32 matmul peak"};
+  app.add_option("--workload", a.workload)->check(CLI::IsMember({"W1", "W2", "W1GRU", "peak"}));
+  app.add_option("--threads", a.threads)->check(CLI::PositiveNumber);
+  app.add_option("--steps", a.steps)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", a.warmup)->check(CLI::NonNegativeNumber);
+  app.add_flag("--grad-checkpoint", a.grad_checkpoint);
+  app.add_option("--profile-steps", a.profile_steps, "-1: --steps");
+  app.add_option("--peak-gflops", a.peak_gflops, "0: measure");
+  app.add_option("--rev", a.rev);
+  app.add_option("--rnn-impl", a.rnn_impl)->check(CLI::IsMember({"fused", "onednn"}));
+  app.add_option("--precision", a.precision, "fp32 (default), bf16, fp16 or auto");
+  app.add_option("--autotune", a.autotune, "default: on unless --rnn-impl is given")->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--json", a.json_out);
+  bench::parse_flags(app, argc, argv);
   if (a.profile_steps < 0) a.profile_steps = a.steps;
   if (a.autotune.empty()) a.autotune = a.rnn_impl.empty() ? "on" : "off";
-  if (a.autotune != "on" && a.autotune != "off") usage("--autotune takes on or off");
   return a;
 }
 
@@ -159,7 +140,7 @@ Workload workload(const std::string& name) {
   if (name == "W1") return {name, RnnCell::lstm, 256, 150, 8, 128, 2, 1};
   if (name == "W1GRU") return {name, RnnCell::gru, 256, 150, 8, 128, 2, 1};
   if (name == "W2") return {name, RnnCell::lstm, 32, 256, 128, 512, 2, 1};
-  usage("unknown workload " + name + " (W1, W2, W1GRU or peak)");
+  throw std::invalid_argument("unknown workload " + name);  // --workload is checked when parsed
 }
 
 void fill(std::vector<float>& v, Rng& rng, float scale) {
