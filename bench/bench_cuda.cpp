@@ -3,6 +3,8 @@
 //
 //   bench_cuda --workload W1|moola|gpt [--precision fp32|bf16|fp16] [--steps S] [--warmup K] [--json OUT]
 //              [--label L]   (L is copied into the JSON: what else the caller set, e.g. an environment variable)
+//              [--graphs auto|off] (runtime.cuda_graphs; off by default, so rows stay comparable across versions)
+//              [--dropout P] (the workload's dropout replaced: 0 lets the GPT's step be captured)
 //
 // Workloads, each as its PyTorch peer builds it (bench/torch_cuda.py):
 //   W1     batch 256, lookback 150, 8 features, LSTM hidden 128 x 2, head Linear(128, 1), MSE
@@ -45,11 +47,13 @@ struct Args {
   int warmup = 3;
   std::string json_out;
   std::string label;
+  std::string graphs = "off";
+  float dropout = -1.f;  // < 0: the workload's own
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "bench_cuda: " << why << "\nusage: bench_cuda --workload W1|moola|gpt [--precision fp32|bf16|fp16] "
-               "[--steps S] [--warmup K] [--json OUT] [--label L]\n";
+               "[--steps S] [--warmup K] [--json OUT] [--label L] [--graphs auto|off] [--dropout P]\n";
   std::exit(2);
 }
 
@@ -66,6 +70,8 @@ Args parse(int argc, char** argv) {
       else if (k == "--warmup") a.warmup = std::stoi(v);
       else if (k == "--json") a.json_out = v;
       else if (k == "--label") a.label = v;
+      else if (k == "--graphs") a.graphs = v;
+      else if (k == "--dropout") a.dropout = std::stof(v);
       else usage("unknown option " + k);
     } catch (const std::logic_error&) {
       usage("bad number '" + v + "' for " + k);
@@ -73,6 +79,7 @@ Args parse(int argc, char** argv) {
   }
   if (a.workload != "W1" && a.workload != "moola" && a.workload != "gpt") usage("--workload takes W1, moola or gpt");
   if (a.precision != "fp32" && a.precision != "bf16" && a.precision != "fp16") usage("--precision takes fp32, bf16 or fp16");
+  if (a.graphs != "auto" && a.graphs != "off") usage("--graphs takes auto or off");
   if (a.steps < 1 || a.warmup < 0) usage("steps >= 1, warmup >= 0");
   return a;
 }
@@ -146,6 +153,7 @@ int main(int argc, char** argv) try {
   // algorithms at the first (warm-up) step.
   auto tuner = std::make_shared<Autotuner>();
   w.spec.autotune = true;
+  if (a.dropout >= 0) w.spec.dropout = a.dropout;
   auto model = make_model(w.spec, ModelEnv{.autotuner = tuner, .precision = prec, .backend = &gpu});
   Rng rng(42);
   model->init(rng);
@@ -162,6 +170,8 @@ int main(int argc, char** argv) try {
   so.loss = w.lm ? LossKind::cross_entropy : LossKind::mse;
   so.grad_clip = 1.0;
   if (prec.loss_scaling) so.scaler = &scaler;
+  so.graphs = a.graphs == "auto";
+  so.note = [](const std::string& line) { std::cerr << "bench_cuda: " << line << "\n"; };
   TrainStep step(*model, *opt, *sched, so);
 
   // Fixed-seed data on the host, as a loader hands it over.
@@ -219,6 +229,9 @@ int main(int argc, char** argv) try {
                     {"tflops", w.flops / ms / 1e9},
                     {"mean_loss", step.take_loss()},
                     {"params", model->params().size()},
+                    {"graphs", a.graphs},
+                    {"captures", step.graphs() ? step.graphs()->captures() : 0},
+                    {"replays", step.graphs() ? step.graphs()->replays() : 0},
                     {"label", a.label}};
   std::cout << out.dump() << "\n";
   if (!a.json_out.empty()) std::ofstream(a.json_out) << out.dump(2) << "\n";

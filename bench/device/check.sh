@@ -11,7 +11,8 @@
 #     CPU and a CPU one on CUDA;
 #  5. benchmarks against the PyTorch of the machine (bench_cuda vs torch_cuda.py): W1 and moola's
 #     BiLSTM against PyTorch fp32 and AMP with cudnn.benchmark, the char GPT against eager and
-#     torch.compile.
+#     torch.compile; W1 and the GPT (dropout 0, so its step can be captured) with
+#     runtime.cuda_graphs auto against off (the graphs rows).
 # Each step has its own time limit, so one hang costs its step only. Exit status: the number of
 # failed checks (0: all passed). QUICK=1 (a short lease's last minutes): the tests and the
 # benchmarks' main rows only, no end-to-end runs.
@@ -126,6 +127,14 @@ train g_cuda "$G" "${GPT[@]}" --set runtime.device=cuda
 compare "char GPT cuda fp32 vs cpu fp32 (1e-3)" g_cuda g_cpu 1e-3
 train g_cudabf "$G" "${GPT[@]}" --set runtime.device=cuda --set runtime.precision=bf16
 compare "char GPT cuda bf16 vs fp32 (2%)" g_cudabf g_cuda 0.02
+# runtime.cuda_graphs (auto, the default, in every CUDA run above): captured and replayed steps
+# against uncaptured ones on the GPU, the same kernels on the same values, so the logged losses
+# must be equal; the log says whether and why steps ran uncaptured.
+train f_cuda_nograph "$F" --set runtime.device=cuda --set runtime.cuda_graphs=off
+compare "forecaster cuda graphs auto vs off (exact)" f_cuda f_cuda_nograph 0
+train g_cuda_nograph "$G" "${GPT[@]}" --set runtime.device=cuda --set runtime.cuda_graphs=off
+compare "char GPT cuda graphs auto vs off (exact)" g_cuda g_cuda_nograph 0
+grep -h "cuda_graphs" "$OUT/check.log" | sort | uniq -c | head -8 | tee -a "$REPORT"
 # Resume: 50 steps, then on to 100 from the checkpoint, on CUDA and moved to the other device.
 for dev in cuda cpu; do
   other=$([ $dev = cuda ] && echo cpu || echo cuda)
@@ -174,6 +183,11 @@ for w in W1 moola; do
 done
 sbench --workload gpt --precision bf16
 tbench --workload gpt --mode amp_bf16 --compile
+# Graph capture's gain, each pair on one warm GPU: W1 fp32 and the GPT bf16 without dropout.
+sbench --workload W1 --precision fp32 --graphs off --label graphs_off
+sbench --workload W1 --precision fp32 --graphs auto --label graphs_auto
+sbench --workload gpt --precision bf16 --dropout 0 --graphs off --label graphs_off_dropout0
+sbench --workload gpt --precision bf16 --dropout 0 --graphs auto --label graphs_auto_dropout0
 if [ "${QUICK:-0}" != 1 ]; then
   sbench --workload gpt --precision fp32
   SEQTRAIN_CUDA_ATTENTION=tiles sbench --workload gpt --precision bf16 --label tiles_attention

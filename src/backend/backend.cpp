@@ -176,6 +176,17 @@ void Backend::add(const float* a, const float* b, float* out, size_t n) {
   axpy(1.f, b, out, n);
 }
 
+// ---- capture: refused where supports_capture() is false (the step never asks then) ---------
+
+void Backend::begin_capture() { fail("the {} backend cannot capture a step (runtime.cuda_graphs)", name()); }
+uint64_t Backend::end_capture() { fail("the {} backend cannot capture a step (runtime.cuda_graphs)", name()); }
+void Backend::abort_capture() {}
+bool Backend::replay(uint64_t capture) {
+  (void)capture;
+  fail("the {} backend cannot replay a step (runtime.cuda_graphs)", name());
+}
+void Backend::drop(uint64_t capture) { (void)capture; }
+
 // ---- the step's scalars: host-accessible defaults --------------------------------------------
 
 void Backend::upload(const void* host_src, void* device_dst, size_t bytes) {

@@ -146,12 +146,19 @@ class RecurrentLayers {
 struct DecayRange {
   size_t begin = 0, end = 0;
   bool decay = true;
+  bool operator==(const DecayRange&) const = default;
 };
 struct AdamWUpdate {
   float* params = nullptr; const float* grads = nullptr; float* m = nullptr; float* v = nullptr;
   const std::vector<DecayRange>* runs = nullptr;
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   int64_t step = 1;
+  // This backend's memory holding the update's scalars (adamw_scalars() of a decaying run; a
+  // non-decaying run takes its decay as 1): when set, the update reads them as it runs, and the
+  // host values above are unused. A captured step (Backend::begin_capture) needs that: its
+  // replays take each step's learning rate and bias corrections from there
+  // (Optimizer::prepare). Read by the backends that capture, and cpu (its memory is the host's).
+  const AdamWScalars* scalars = nullptr;
 };
 // The update's scalars for the kernels (backend/adamw_scalars.h), decay for a decaying run.
 AdamWScalars adamw_scalars(const AdamWUpdate& u);
@@ -335,6 +342,28 @@ class Backend : public DeviceMemory {
   // them); 0 when the memory is the host's, which the caller measures itself (MemAvailable).
   virtual size_t device_free_bytes() { return 0; }
 
+  // ---- Capture (runtime.cuda_graphs; train/step_graphs.h) ----
+  // A GPU running a small model spends much of a step launching kernels one by one; a captured
+  // step is recorded once and replayed as one launch (a CUDA graph). Between begin_capture and
+  // end_capture the operations are recorded, not run, with the pointers and host scalars they
+  // were given: a replay reads and writes the same addresses, so whatever changes per step (the
+  // batch, the optimizer's scalars) must reach them through memory the caller updates with
+  // upload() before each replay. While capturing, what cannot be recorded is an Error: an
+  // operation that returns a host value, a copy, an allocation or release. The caller then
+  // abort_capture()s and runs the step uncaptured. The defaults (cpu, reference: nothing to
+  // gain, the host calls its kernels directly) say supports_capture() false and refuse the rest.
+  virtual bool supports_capture() const { return false; }
+  virtual void begin_capture();
+  // The capture's handle for replay and drop.
+  virtual uint64_t end_capture();
+  // Ends a capture that failed part-way; nothing of it is kept.
+  virtual void abort_capture();
+  // Queues the captured operations once more. False, with nothing run, when memory the capture
+  // used may have moved (this backend released memory since): the caller drops it and captures
+  // again.
+  virtual bool replay(uint64_t capture);
+  virtual void drop(uint64_t capture);
+
   // C[M,N] = alpha * op(A) * op(B) + beta * C, row-major, lda/ldb/ldc the row strides as stored
   // (backend/cpu/gemm.h's conventions). `in` is A's and B's dtype (f32, or bf16/f16 raw 16-bit
   // bits), C is f32 and the products accumulate in fp32 (at least). For 16-bit inputs only
@@ -512,6 +541,16 @@ class Backend : public DeviceMemory {
   void regression_loss_backward(RegressionLoss kind, const float* pred, const float* target, int64_t n, float delta, \
                                 float k, float* grad) override;                                                      \
   int64_t token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;
+
+// The capture calls above, for the class body of a backend that captures (CUDA, the tests'
+// recording one).
+#define SEQTRAIN_BACKEND_CAPTURE                                \
+  bool supports_capture() const override { return true; }      \
+  void begin_capture() override;                                \
+  uint64_t end_capture() override;                              \
+  void abort_capture() override;                                \
+  bool replay(uint64_t capture) override;                       \
+  void drop(uint64_t capture) override;
 
 // The memory functions above, for a concrete backend's class body (kept apart from
 // SEQTRAIN_BACKEND_OPERATIONS: memory and operations change independently).

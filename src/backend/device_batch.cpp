@@ -4,14 +4,33 @@
 
 namespace seqtrain {
 
-Tensor device_tensor(const Tensor& host, Arena& arena, Backend& backend) {
-  if (backend.host_accessible() || host.ptr == nullptr || host.numel() == 0) return host;
+namespace {
+
+// host into the arena by one upload (queued: the step does not wait for it); an empty tensor stays empty.
+Tensor copied(const Tensor& host, Arena& arena, Backend& backend) {
+  if (host.ptr == nullptr || host.numel() == 0) return host;
   ST_CHECK(host.contiguous(), "a batch tensor {} must be contiguous to be copied to the {} backend",
            shape_str(host.shape), backend.name());
   Tensor dev = arena.tensor(host.shape, host.dtype);
   dev.device = host.device;
-  backend.upload(host.ptr, dev.ptr, host.nbytes());  // queued: the step does not wait for it
+  backend.upload(host.ptr, dev.ptr, host.nbytes());
   return dev;
+}
+
+Batch copied(const Batch& host, Arena& arena, Backend& backend) {
+  Batch b = host;
+  b.inputs = copied(host.inputs, arena, backend);
+  b.targets = copied(host.targets, arena, backend);
+  b.lengths = copied(host.lengths, arena, backend);
+  b.key_padding_mask = copied(host.key_padding_mask, arena, backend);
+  b.loss_mask = copied(host.loss_mask, arena, backend);
+  return b;
+}
+
+}  // namespace
+
+Tensor device_tensor(const Tensor& host, Arena& arena, Backend& backend) {
+  return backend.host_accessible() ? host : copied(host, arena, backend);
 }
 
 void read_floats(Backend& backend, const Tensor& t, float* host) {
@@ -23,14 +42,9 @@ void read_floats(Backend& backend, const Tensor& t, float* host) {
 }
 
 Batch device_batch(const Batch& host, Arena& arena, Backend& backend) {
-  if (backend.host_accessible()) return host;
-  Batch b = host;
-  b.inputs = device_tensor(host.inputs, arena, backend);
-  b.targets = device_tensor(host.targets, arena, backend);
-  b.lengths = device_tensor(host.lengths, arena, backend);
-  b.key_padding_mask = device_tensor(host.key_padding_mask, arena, backend);
-  b.loss_mask = device_tensor(host.loss_mask, arena, backend);
-  return b;
+  return backend.host_accessible() ? host : copied(host, arena, backend);
 }
+
+Batch staged_batch(const Batch& host, Arena& arena, Backend& backend) { return copied(host, arena, backend); }
 
 }  // namespace seqtrain

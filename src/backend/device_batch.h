@@ -12,6 +12,10 @@
 namespace seqtrain {
 
 Batch device_batch(const Batch& host, Arena& arena, Backend& backend);
+// device_batch's copies on any backend, a host-accessible one too: a captured step
+// (train/step_graphs.h) reads its batch at the arena addresses of its capture, never the
+// loader's slot of the moment.
+Batch staged_batch(const Batch& host, Arena& arena, Backend& backend);
 // Model outputs to the host for what only the host does with them (denormalizing and writing
 // predictions, sampling a token): `host` receives t's contiguous f32 elements.
 void read_floats(Backend& backend, const Tensor& t, float* host);

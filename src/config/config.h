@@ -259,6 +259,9 @@ struct RuntimeConfig {
   // The memory train.batch_size: auto may fill: bytes with a unit ("8GiB", "512MiB", "1e9"), or
   // auto (most of the available RAM, or the GPU's free memory on a CUDA run). Kept as written.
   std::string memory_limit = "auto";
+  // auto | off: whether the training step is captured once per batch shape and replayed (a CUDA
+  // graph, train/step_graphs.h) where the device can and the step allows it; off never does.
+  std::string cuda_graphs = "auto";
   bool operator==(const RuntimeConfig&) const = default;
 };
 

@@ -224,6 +224,7 @@ void visit_fields(C& c, V&& v) {
   v.field("runtime.profile", r.profile, at_least(0));
   v.field("runtime.tensorboard", r.tensorboard);
   v.field("runtime.memory_limit", r.memory_limit, BytesOrAuto{});
+  v.field("runtime.cuda_graphs", r.cuda_graphs, Choices{"auto", "off"});
   v.field("runtime.loss_scale.init", r.loss_scale.init, positive());
   v.field("runtime.loss_scale.growth_factor", r.loss_scale.growth_factor, Range{1, kInf, true, false});
   v.field("runtime.loss_scale.backoff_factor", r.loss_scale.backoff_factor, unit_open());

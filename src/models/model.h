@@ -104,6 +104,10 @@ class Model {
   virtual Tensor forward(const Batch& batch, StepContext& ctx) = 0;
   // Reads ctx.output_grad (shaped like forward's result); adds into params().grads().
   virtual void backward(StepContext& ctx) = 0;
+  // The checks forward makes of a host batch's values (token ids inside the vocabulary), alone:
+  // a replayed step (train/step_graphs.h) runs no forward on the host, and must refuse the same
+  // batches. The default has none.
+  virtual void check_batch(const Batch& host) const { (void)host; }
   // PyTorch default initialisation, drawn from rng: init_params() writes on the host, inside a
   // ParamStore::HostParams scope (direct on a host-accessible backend; otherwise staged on the
   // host and uploaded once).

@@ -11,6 +11,8 @@ class TextModel : public Model, public TextGenerator {
  public:
   int64_t vocab_size() const override { return spec_.vocab_size; }
   TextGenerator* as_text_generator() override { return this; }
+  // Every input id inside the vocabulary (models/token_ids.h), as forward checks them.
+  void check_batch(const Batch& host) const override;
 
  protected:
   using Model::Model;

@@ -32,6 +32,14 @@ double value_at(Backend& backend, const Tensor& x, int64_t i) {
 
 }  // namespace
 
+// The host backends' own loop, as a check only: the same rule as every backend's op.
+void check_token_ids(const Tensor& host_x, const std::string& model_type, int64_t vocab) {
+  const int64_t n = host_x.numel();
+  if (n == 0) return;
+  const int64_t bad = token_ids_loop(host_x.dtype, host_x.ptr, nullptr, n, vocab);
+  if (bad >= 0) fail_bad_id(value_at(backend_named("cpu"), host_x, bad), bad, host_x.shape[1], model_type, vocab);
+}
+
 Tensor token_ids(Backend& backend, const Tensor& x, Arena& arena, const std::string& model_type, int64_t vocab,
                  const Tensor* host_x) {
   const bool rank_ok = x.shape.size() == 2 || (x.shape.size() == 3 && x.shape[2] == 1);
@@ -42,9 +50,7 @@ Tensor token_ids(Backend& backend, const Tensor& x, Arena& arena, const std::str
   Tensor ids = arena.tensor({B, T}, DType::i64);
   if (n == 0) return ids;
   if (host_x && host_x->ptr && host_x->numel() == n && host_x->dtype == x.dtype) {
-    // The host backends' own loop, as a check only: the same rule as every backend's op.
-    const int64_t bad = token_ids_loop(x.dtype, host_x->ptr, nullptr, n, vocab);
-    if (bad >= 0) fail_bad_id(value_at(backend_named("cpu"), *host_x, bad), bad, T, model_type, vocab);
+    check_token_ids(*host_x, model_type, vocab);
     backend.token_ids_checked(x.dtype, x.ptr, ids.data<int64_t>(), n, vocab);
     return ids;
   }

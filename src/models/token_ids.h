@@ -18,5 +18,7 @@ namespace seqtrain {
 // then they are checked there and the backend only converts (no read-back, no synchronization).
 Tensor token_ids(Backend& backend, const Tensor& x, Arena& arena, const std::string& model_type, int64_t vocab,
                  const Tensor* host_x = nullptr);
+// The check token_ids makes of host_x on the host alone (an Error naming a bad id and its place).
+void check_token_ids(const Tensor& host_x, const std::string& model_type, int64_t vocab);
 
 }  // namespace seqtrain

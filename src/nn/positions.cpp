@@ -52,7 +52,7 @@ void Positions::add(const Tensor& x, Arena& arena) {
   ST_CHECK(x.shape.size() == 3 && x.dim(1) <= max_len_ && x.dim(2) == dim_ && x.contiguous(),
            "Positions: input {} must be a contiguous [B, T <= {}, {}]", shape_str(x.shape), max_len_, dim_);
   const int64_t B = x.dim(0), T = x.dim(1);
-  if (ids_B_ != B || ids_T_ != T) {
+  if (ids_B_ < B || ids_T_ != T) {
     std::vector<int64_t> ids(static_cast<size_t>(B * T));
     for (int64_t i = 0; i < B * T; ++i) ids[static_cast<size_t>(i)] = i % T;
     ids_ = to_device(params_.backend(), ids.data(), 2 * ids.size());  // two floats per int64

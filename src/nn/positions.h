@@ -42,7 +42,9 @@ class Positions {
   int64_t max_len_, dim_;
   std::optional<Embedding> learned_;
   DeviceBuffer fixed_;  // sinusoidal: the table [max_len, C]
-  // The position ids of a [ids_B_, ids_T_] batch as int64 in the backend's memory.
+  // The position ids of a [ids_B_, ids_T_] batch as int64 in the backend's memory; a batch of
+  // fewer rows reads their first B * T (an epoch's short last batch makes none of its own, so a
+  // captured step of the full batches stays valid: train/step_graphs.h).
   DeviceBuffer ids_;
   int64_t ids_B_ = 0, ids_T_ = 0;
 };

@@ -19,7 +19,7 @@ AdamW::AdamW(OptimizerOptions opts, Backend& backend)
            "optimizer weight_decay = {} is invalid; it must be finite and >= 0", *o.weight_decay);
 }
 
-void AdamW::step(float* params, const float* grads, size_t n, double lr) {
+std::vector<AdamW::Pending> AdamW::plan_step(float* params, const float* grads, size_t n, double lr) {
   begin_step(params, grads, n, lr);
   const std::vector<GroupUpdate> updates = plan_updates(n);
   ++step_;
@@ -28,22 +28,60 @@ void AdamW::step(float* params, const float* grads, size_t n, double lr) {
   // without groups), each with its elements' own step for the bias corrections.
   // Under train.zero only the shard's elements, the moments indexed from its first.
   const size_t at = shard_begin();
+  std::vector<Pending> out;
   for (const GroupUpdate& g : updates) {
-    const std::vector<DecayRun> runs = shard_runs(g.runs);
+    std::vector<DecayRun> runs = shard_runs(g.runs);
     if (runs.empty()) continue;
     AdamWUpdate u;
     u.params = params + at;
     u.grads = grads + at;
     u.m = buffer(0);
     u.v = buffer(1);
-    u.runs = &runs;
     u.lr = lr * g.lr_scale;
     u.beta1 = opts_.beta1;
     u.beta2 = opts_.beta2;
     u.eps = opts_.eps;
     u.weight_decay = g.weight_decay;
     u.step = g.steps + 1;
-    backend().adamw(u);
+    out.push_back({u, std::move(runs)});
+  }
+  return out;
+}
+
+void AdamW::step(float* params, const float* grads, size_t n, double lr) {
+  for (Pending& p : plan_step(params, grads, n, lr)) {
+    p.u.runs = &p.runs;
+    backend().adamw(p.u);
+  }
+}
+
+// The scalars are adamw_scalars() of each update, the very floats step() hands the kernel, so
+// the two paths update alike. Uploaded with Backend::upload: queued ahead of the (replayed)
+// step on a GPU, where the host need not wait for the previous step.
+void AdamW::prepare(float* params, const float* grads, size_t n, double lr) {
+  std::vector<Pending> next = plan_step(params, grads, n, lr);
+  std::vector<AdamWScalars> host;
+  for (const Pending& p : next) host.push_back(adamw_scalars(p.u));
+  constexpr size_t kFloats = sizeof(AdamWScalars) / sizeof(float);
+  static_assert(sizeof(AdamWScalars) % sizeof(float) == 0);
+  if (scalars_.size() < host.size() * kFloats) scalars_ = DeviceBuffer(backend(), host.size() * kFloats, false);
+  if (!host.empty()) backend().upload(host.data(), scalars_.data(), host.size() * sizeof(AdamWScalars));
+  // Another layout of updates (pointers, counts, runs) than the last: a new plan.
+  bool same = next.size() == pending_.size();
+  for (size_t i = 0; same && i < next.size(); ++i) {
+    const AdamWUpdate &a = next[i].u, &b = pending_[i].u;
+    same = a.params == b.params && a.grads == b.grads && a.m == b.m && a.v == b.v && next[i].runs == pending_[i].runs;
+  }
+  if (!same) ++plan_;
+  pending_ = std::move(next);
+  for (size_t i = 0; i < pending_.size(); ++i)
+    pending_[i].u.scalars = reinterpret_cast<const AdamWScalars*>(scalars_.data()) + i;
+}
+
+void AdamW::apply() {
+  for (Pending& p : pending_) {
+    p.u.runs = &p.runs;
+    backend().adamw(p.u);
   }
 }
 

@@ -6,6 +6,8 @@
 //   p  -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps)
 // with t the 1-based step. State buffers: "exp_avg" (m) and "exp_avg_sq" (v).
 #pragma once
+#include <vector>
+
 #include "optim/optimizer.h"
 
 namespace seqtrain {
@@ -15,6 +17,25 @@ class AdamW : public Optimizer {
   // Throws Error when a hyperparameter is outside the range torch accepts.
   explicit AdamW(OptimizerOptions opts, Backend& backend = default_backend());
   void step(float* params, const float* grads, size_t n, double lr) override;
+  // The captured step's halves (optimizer.h): the scalars of each update go to scalars_, one
+  // AdamWScalars per update, and the updates read them there.
+  bool device_scalars() const override { return true; }
+  void prepare(float* params, const float* grads, size_t n, double lr) override;
+  void apply() override;
+  uint64_t plan() const override { return plan_; }
+
+ private:
+  // One backend update of a step: its arguments and the decay runs they point to.
+  struct Pending {
+    AdamWUpdate u;
+    std::vector<DecayRun> runs;
+  };
+  // step()'s host half: checks, update counts, each group's update (u.runs still unset: the
+  // vector moves).
+  std::vector<Pending> plan_step(float* params, const float* grads, size_t n, double lr);
+  std::vector<Pending> pending_;  // prepare()'s updates, for apply()
+  DeviceBuffer scalars_;          // their AdamWScalars, in the backend's memory
+  uint64_t plan_ = 0;
 };
 
 }  // namespace seqtrain

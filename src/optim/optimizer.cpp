@@ -226,6 +226,15 @@ void Optimizer::begin_step(const float* params, const float* grads, size_t n, do
            "counts cover {}", name(), n, param_steps_.back().end);
 }
 
+void Optimizer::prepare(float* params, const float* grads, size_t n, double lr) {
+  (void)params; (void)grads; (void)n; (void)lr;
+  fail("internal error: the {} optimizer takes its scalars from the host; it cannot update a captured step", name());
+}
+
+void Optimizer::apply() {
+  fail("internal error: the {} optimizer takes its scalars from the host; it cannot update a captured step", name());
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& opts, Backend& backend) {
   if (opts.name == "adamw") return std::make_unique<AdamW>(opts, backend);
   if (opts.name == "sgd") return std::make_unique<SGD>(opts, backend);

@@ -130,6 +130,18 @@ class Optimizer {
   // The device whose AdamW/SGD update runs over the buffers (the model's ParamStore::backend()).
   Backend& backend() const { return *backend_; }
 
+  // A captured step (runtime.cuda_graphs, train/step_graphs.h) splits step() in two: prepare()
+  // is its host half (the checks, the update counts, this step's scalars uploaded to the
+  // backend's memory), run before the capture or the replay; apply() queues the updates, which
+  // read those scalars as they run, so one capture serves every step's learning rate and bias
+  // corrections. Together they update as step() does, bit for bit. Only optimizers that say
+  // device_scalars() (AdamW; the others refuse). plan() changes whenever apply() would queue other
+  // updates than before (another group layout): a capture of the old ones must be redone.
+  virtual bool device_scalars() const { return false; }
+  virtual void prepare(float* params, const float* grads, size_t n, double lr);
+  virtual void apply();
+  virtual uint64_t plan() const { return 0; }
+
  protected:
   // name and buffer_names are fixed for the optimizer's life (SGD's follow its momentum option).
   Optimizer(std::string name, std::vector<std::string> buffer_names, OptimizerOptions opts,

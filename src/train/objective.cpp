@@ -103,6 +103,7 @@ class MaskedReconstructionObjective final : public Objective {
  public:
   std::string_view name() const override { return "masked_pretrain/mse"; }
   ObjectiveTask task() const override { return ObjectiveTask::masked_pretrain; }
+  bool host_loops() const override { return true; }
   ObjectiveSum forward(const Tensor& pred, const Batch& b) const override {
     const Operands o = operands(pred, b);
     double sum = 0;

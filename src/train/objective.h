@@ -60,6 +60,9 @@ class Objective {
   virtual ObjectiveTask task() const = 0;
   // Whether ObjectiveSum::correct means anything (classification tasks).
   virtual bool has_accuracy() const { return false; }
+  // Whether forward, backward and accumulate run as host loops over the batch's values (masked
+  // pretraining, for now): a captured step (train/step_graphs.h) cannot hold such a loss.
+  virtual bool host_loops() const { return false; }
 
   // Loss sum, count and metrics of one batch.
   virtual ObjectiveSum forward(const Tensor& pred, const Batch& batch) const = 0;

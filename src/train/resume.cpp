@@ -72,10 +72,11 @@ const std::vector<std::string>& resume_changeable_keys() {
   // runtime.tensorboard and runtime.profile only watch the run; runtime.memory_limit only sizes
   // train.batch_size: auto's search, which a resume never runs. train.zero only places the
   // optimizer's moments (checkpoints hold them whole), so a run resumes with it on or off.
+  // runtime.cuda_graphs only says how the step is launched: captured or not, the same bits.
   static const std::vector<std::string> keys = {"train.epochs", "train.max_steps", "train.early_stopping.patience",
                                                 "train.zero",
                                                 "runtime.threads", "runtime.device", "runtime.profile",
-                                                "runtime.tensorboard", "runtime.memory_limit"};
+                                                "runtime.tensorboard", "runtime.memory_limit", "runtime.cuda_graphs"};
   return keys;
 }
 

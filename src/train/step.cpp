@@ -1,6 +1,8 @@
 #include "train/step.h"
 #include "core/trace.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include <algorithm>
@@ -45,6 +47,24 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
              model_.params().size(), options_.comm->world());
     optimizer_.set_shard(s.begin, s.end);
   }
+  if (options_.graphs && model_.params().backend().supports_capture()) {
+    const std::string why = uncapturable();
+    if (why.empty()) graphs_ = std::make_unique<StepGraphs>(model_.params().backend(), options_.note);
+    else if (options_.note) options_.note("runtime.cuda_graphs: the steps run uncaptured: " + why);
+  }
+}
+
+std::string TrainStep::uncapturable() const {
+  if (options_.grad_accum > 1)
+    return "train.grad_accum > 1 (the accumulation's weights are host values that change between micro-batches)";
+  if (options_.scaler) return "runtime.precision fp16 (the loss scaler reads each step's overflow on the host)";
+  if (options_.comm && options_.comm->world() > 1) return "several ranks (the gradient sum is a host collective)";
+  if (!optimizer_.device_scalars())
+    return fmt::format("train.optimizer.name {} (its update takes its scalars from the host)", optimizer_.name());
+  if (model_.spec().dropout > 0)
+    return "model.dropout > 0 (each step's dropout seed is a host value the mask kernels take)";
+  if (objective_->host_loops()) return fmt::format("the {} loss runs as host loops", objective_->name());
+  return "";
 }
 
 TrainStep::~TrainStep() = default;
@@ -92,20 +112,113 @@ StepResult TrainStep::run(const Tensor& inputs, const Tensor& targets, uint64_t 
 }
 
 StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
+  if (graphs_ && host_batch.count > 0)
+    if (StepGraphs::Entry* e = graphs_->entry(host_batch)) return run_graph(*e, host_batch, seed);
   // A data-parallel rank whose shard of a short last batch is empty computes nothing and still
   // joins the accumulation's reductions below.
   if (host_batch.count > 0) compute(host_batch, seed);
   return finish_micro_batch();
 }
 
-void TrainStep::compute(const Batch& host_batch, uint64_t seed) {
+StepResult TrainStep::run_graph(StepGraphs::Entry& e, const Batch& host_batch, uint64_t seed) {
+  using State = StepGraphs::Entry::State;
+  switch (e.state) {
+    case State::captured: return replay(e, host_batch, seed);
+    case State::ready: return capture(e, host_batch, seed);
+    case State::warming: {  // sizes the arenas, plans and workspaces: the capture then allocates nothing
+      bool host_values = false;
+      pass(stage(host_batch), host_batch, seed, &host_values);
+      if (host_values) graphs_->refuse(e, "the model's regulariser adds a host value to the loss");
+      else if (++e.warm == StepGraphs::kWarmSteps) e.state = State::ready;
+      return finish_micro_batch();
+    }
+    case State::refused: break;
+  }
+  compute(host_batch, seed);
+  return finish_micro_batch();
+}
+
+// The optimizer's host half runs once, before the capture: a failed capture leaves the step to
+// run uncaptured on the same prepared scalars, with the host's counts put back as they were.
+StepResult TrainStep::capture(StepGraphs::Entry& e, const Batch& host_batch, uint64_t seed) {
+  ParamStore& ps = model_.params();
+  Backend& be = ps.backend();
+  optimizer_.prepare(ps.params(), ps.grads(), ps.size(), schedule_.lr(updates_));
+  const Batch batch = stage(host_batch);
+  const int64_t loss_count = loss_count_, accum_count = accum_count_, micro = micro_, updates = updates_;
+  const double reference = reference_;
+  const bool norm_valid = norm_valid_;
+  StepResult r;
+  Tensor pred;
+  be.begin_capture();
+  try {
+    pred = pass(batch, host_batch, seed);
+    r = finish_micro_batch(Queue::apply);
+    e.id = be.end_capture();
+  } catch (const Error& err) {
+    be.abort_capture();
+    loss_count_ = loss_count;
+    accum_count_ = accum_count;
+    micro_ = micro;
+    updates_ = updates;
+    reference_ = reference;
+    norm_valid_ = norm_valid;
+    graphs_->refuse(e, fmt::format("its capture failed: {}", err.what()));
+    pass(stage(host_batch), host_batch, seed);
+    return finish_micro_batch(Queue::apply);
+  }
+  e.state = StepGraphs::Entry::State::captured;
+  e.count = loss_count_ - loss_count;
+  e.plan = optimizer_.plan();
+  e.pred = pred;
+  graphs_->count_capture();
+  // A capture records and runs nothing: its first replay is this step.
+  ST_CHECK(be.replay(e.id), "internal error: {} refused the replay of a capture it just made", be.name());
+  graphs_->count_replay();
+  if (be.host_accessible()) r.grad_norm = sums()[2];  // read above before the replay wrote it
+  return r;
+}
+
+// The host half of a step (forward's checks, the targets' count, the optimizer's scalars, the
+// batch staged at the capture's addresses), then the capture's launch in place of the device work.
+StepResult TrainStep::replay(StepGraphs::Entry& e, const Batch& host_batch, uint64_t seed) {
+  ParamStore& ps = model_.params();
+  model_.check_batch(host_batch);
+  const int64_t count = objective_->count(e.pred, host_batch);
+  optimizer_.prepare(ps.params(), ps.grads(), ps.size(), schedule_.lr(updates_));
+  const Batch batch = stage(host_batch);
+  if (count != e.count) {
+    graphs_->refuse(e, "its batches count different numbers of targets (a loss mask, ignored labels), and the "
+                    "loss gradient's weight is a host value");
+  } else if (optimizer_.plan() != e.plan || !ps.backend().replay(e.id)) {
+    graphs_->forget(e);  // other updates, or memory moved: captured again at the shape's next step
+  } else {
+    graphs_->count_replay();
+    count_in(count);
+    return finish_micro_batch(Queue::none);
+  }
+  pass(batch, host_batch, seed);
+  return finish_micro_batch(Queue::apply);
+}
+
+void TrainStep::compute(const Batch& host_batch, uint64_t seed) { pass(stage(host_batch), host_batch, seed); }
+
+Batch TrainStep::stage(const Batch& host_batch) {
+  arena_.reset();
+  ST_TRACE("step.upload", "step");
+  Backend& be = model_.params().backend();
+  return graphs_ ? staged_batch(host_batch, arena_, be) : device_batch(host_batch, arena_, be);
+}
+
+void TrainStep::count_in(int64_t count) {
+  loss_count_ += count;
+  accum_count_ += count;
+  grow_reference(count);
+}
+
+Tensor TrainStep::pass(const Batch& batch, const Batch& host_batch, uint64_t seed, bool* host_values) {
   // Dropout and attention masks keyed by the global rows of a data-parallel shard (nn/dropout.h).
   const PassRows rows(host_batch.rows, host_batch.count);
-  arena_.reset();
-  const Batch batch = [&] {
-    ST_TRACE("step.upload", "step");
-    return device_batch(host_batch, arena_, model_.params().backend());
-  }();
   StepContext ctx(arena_, /*training=*/true, seed);
   ctx.host_batch = &host_batch;
   Tensor pred = [&] {
@@ -116,9 +229,8 @@ void TrainStep::compute(const Batch& host_batch, uint64_t seed) {
   const int64_t count = objective_->count(pred, host_batch);
   objective_->accumulate(pred, batch, sums());
   if (ctx.aux_loss != 0) add_aux_loss(ctx.aux_loss * static_cast<double>(count));
-  loss_count_ += count;
-  accum_count_ += count;
-  grow_reference(count);
+  if (host_values) *host_values = ctx.aux_loss != 0;
+  count_in(count);
   // The gradient of this micro-batch's loss sum, weighted by scale / R (see step.h): with equal
   // micro-batches that is the gradient of its mean / grad_accum, as backward of
   // scaler.scale(loss / k) in a PyTorch loop.
@@ -141,9 +253,10 @@ void TrainStep::compute(const Batch& host_batch, uint64_t seed) {
   // requires_grad False), whatever the model's backward added to it.
   model_.params().zero_frozen_grads();
   scratch_bytes_ = ctx.scratch_bytes;
+  return pred;
 }
 
-StepResult TrainStep::finish_micro_batch() {
+StepResult TrainStep::finish_micro_batch(Queue queue) {
   StepResult r;
   if (++micro_ < options_.grad_accum) return r;
   micro_ = 0;
@@ -190,15 +303,16 @@ StepResult TrainStep::finish_micro_batch() {
            options_.grad_clip);
   {
     ST_TRACE("step.clip", "step");
-    ps.backend().clip_grad_norm_into(ps.grads(), ps.size(), options_.grad_clip, sums() + 2);
+    if (queue != Queue::none) ps.backend().clip_grad_norm_into(ps.grads(), ps.size(), options_.grad_clip, sums() + 2);
   }
   norm_valid_ = true;
   r.grad_norm = ps.backend().host_accessible() ? sums()[2] : std::numeric_limits<double>::quiet_NaN();
   {
     ST_TRACE("step.optimizer", "step");
-    optimizer_.step(ps.params(), ps.grads(), ps.size(), r.lr);
+    if (queue == Queue::step) optimizer_.step(ps.params(), ps.grads(), ps.size(), r.lr);
+    else if (queue == Queue::apply) optimizer_.apply();
   }
-  ps.zero_grad();
+  if (queue != Queue::none) ps.zero_grad();
   ++updates_;
   r.updated = true;
   return r;

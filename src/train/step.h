@@ -27,9 +27,14 @@
 // smaller one rescales what was summed before it by the ratio of the two R (fp32, rare).
 // Everything depends only on the micro-batches of the current accumulation, so a resumed run
 // that replays them follows the same arithmetic.
+// With StepOptions::graphs on a backend that can capture, a step is captured once per batch shape
+// and replayed (train/step_graphs.h): the same host bookkeeping and the same device work, bit for
+// bit, queued as one launch.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "backend/device_buffer.h"
 #include "core/arena.h"
@@ -40,6 +45,7 @@
 #include "optim/schedule.h"
 #include "train/communicator.h"
 #include "train/objective.h"
+#include "train/step_graphs.h"
 
 namespace seqtrain {
 
@@ -63,6 +69,11 @@ struct StepOptions {
   // into buckets of about this many values that start while the last micro-batch's backward
   // runs. 0: one all-reduce after the backward.
   size_t bucket = 0;
+  // runtime.cuda_graphs auto: capture and replay the step where the backend and the step allow
+  // it (train/step_graphs.h); false (off): never.
+  bool graphs = false;
+  // Where the step's log lines go (why its steps run uncaptured); null: nowhere.
+  std::function<void(const std::string&)> note{};
 };
 
 struct StepResult {
@@ -94,6 +105,8 @@ class TrainStep {
   double grad_norm();
   const Objective& objective() const { return *objective_; }
   int64_t updates() const { return updates_; }
+  // The captures of runtime.cuda_graphs; null when this run's steps are never captured.
+  const StepGraphs* graphs() const { return graphs_.get(); }
   void set_updates(int64_t n) { updates_ = n; }
   Arena& arena() { return arena_; }
   // Activation memory of the last pass: the arena's high water plus what layers held outside it.
@@ -106,10 +119,28 @@ class TrainStep {
   Model& model_;
   Optimizer& optimizer_;
   LrSchedule& schedule_;
-  // One micro-batch's forward, loss and backward into the gradients.
+  // One micro-batch's forward, loss and backward into the gradients: stage, then pass.
   void compute(const Batch& host_batch, uint64_t seed);
+  // The batch into the step's arena (reset first): copied where the device needs it, and always
+  // when steps are captured (the addresses a replay reads).
+  Batch stage(const Batch& host_batch);
+  // The forward, loss and backward of a staged batch; returns the prediction. *host_values: the
+  // pass added a host value to the loss (a model regulariser), which a capture cannot hold.
+  Tensor pass(const Batch& batch, const Batch& host_batch, uint64_t seed, bool* host_values = nullptr);
+  // A micro-batch's count of targets into the loss count and the accumulation.
+  void count_in(int64_t count);
+  // How the boundary queues its device work: the optimizer's step(), or apply() after the step's
+  // prepare() (a step that may be captured), or none (a replay queued it).
+  enum class Queue { step, apply, none };
   // Counts it into the accumulation; at the boundary: reduce, clip, update.
-  StepResult finish_micro_batch();
+  StepResult finish_micro_batch(Queue queue = Queue::step);
+  // runtime.cuda_graphs: why no step of this run can be captured ("" when they can).
+  std::string uncapturable() const;
+  // The step of a batch whose shape has an entry: first seen (uncaptured), captured, or replayed.
+  StepResult run_graph(StepGraphs::Entry& e, const Batch& host_batch, uint64_t seed);
+  StepResult capture(StepGraphs::Entry& e, const Batch& host_batch, uint64_t seed);
+  StepResult replay(StepGraphs::Entry& e, const Batch& host_batch, uint64_t seed);
+  std::unique_ptr<StepGraphs> graphs_;
   // Folds this micro-batch's count into the accumulation's reference R (see the top).
   void grow_reference(int64_t count);
   // At the boundary: gradients *= R / total (the accumulation's count of targets over all

@@ -183,8 +183,10 @@ void TrainLoop::build_optimizer() {
   // The policy says whether the gradients need dynamic loss scaling (fp16; optim/loss_scaler.h).
   scaler_ = build_loss_scaler(config_, precision_);
   objective_ = make_objective(config_, plan_);
-  step_ = std::make_unique<TrainStep>(*model_, *optimizer_, *schedule_,
-                                      run_step_options(t, scaler_.get(), comm_, objective_.get()));
+  StepOptions step_options = run_step_options(t, scaler_.get(), comm_, objective_.get());
+  step_options.graphs = config_.runtime.cuda_graphs == "auto";
+  step_options.note = [this](const std::string& line) { observers_.on_note(line); };
+  step_ = std::make_unique<TrainStep>(*model_, *optimizer_, *schedule_, std::move(step_options));
   if (t.zero != 0 && comm_->world() == 1)
     observers_.on_note("train.zero: 1 on one process: nothing to shard, the optimizer keeps every moment");
   else if (t.zero != 0)

@@ -120,7 +120,7 @@ void CpuBackend::adamw(const AdamWUpdate& u) {
   for (const DecayRange& r : *u.runs)
     runs.push_back({static_cast<int64_t>(r.begin), static_cast<int64_t>(r.end), r.decay});
   AdamWKernelArgs k;
-  k.s = adamw_scalars(u);
+  k.s = u.scalars ? *u.scalars : adamw_scalars(u);  // the host's memory either way
   k.params = u.params;
   k.grads = u.grads;
   k.m = u.m;

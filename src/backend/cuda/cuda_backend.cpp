@@ -48,6 +48,8 @@ CudaBackend::~CudaBackend() { destroy(); }
 // reported or fixed. The device buffers of allocations_ are the caller's; the driver reclaims
 // them with the context.
 void CudaBackend::destroy() noexcept {
+  for (const auto& [id, g] : graphs_) (void)cudaGraphExecDestroy(g.exec);
+  graphs_.clear();
   gemm_cache_.reset();
   for (Staging& st : staging_) {
     if (st.done) (void)cudaEventDestroy(st.done);
@@ -91,8 +93,10 @@ bool CudaBackend::supports(BackendOp op) const {
 // still be using, so it waits for them first (growth is rare: sizes settle after the first step).
 void* CudaBackend::grow(void*& buf, size_t& have, size_t bytes, bool host) {
   if (bytes <= have && buf) return buf;
+  refuse_while_capturing("a scratch buffer grows");
   synchronize();
   if (buf) ST_CUDA(host ? cudaFreeHost(buf) : cudaFree(buf));
+  if (buf && !host) ++releases_;  // a captured graph may read the old one
   buf = nullptr;
   have = 0;
   const size_t want = grown(bytes == 0 ? 1 : bytes);
@@ -113,6 +117,7 @@ void CudaBackend::synchronize() { ST_CUDA(cudaStreamSynchronize(stream_)); }
 // want for a whole buffer.
 void* CudaBackend::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
+  refuse_while_capturing("an allocation");
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, bytes);
   if (e == cudaErrorMemoryAllocation) {
@@ -141,12 +146,15 @@ size_t CudaBackend::device_free_bytes() {
 // cudaFree waits for the device, so work still queued on the buffer finishes first.
 void CudaBackend::release(void* p) {
   if (!p) return;
+  refuse_while_capturing("a release");
   allocations_.remove(p, name());
   ST_CUDA(cudaFree(p));
+  ++releases_;  // a captured graph may read it
 }
 
 void CudaBackend::copy_to_host(const void* device_src, void* host_dst, size_t bytes) {
   allocations_.check_range(device_src, bytes, name(), "copy_to_host");
+  refuse_while_capturing("a copy to the host");
   if (bytes == 0) return;
   ST_CUDA(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
   synchronize();
@@ -158,6 +166,7 @@ void CudaBackend::copy_to_host(const void* device_src, void* host_dst, size_t by
 // (loading parameters, a batch per step), so the wait costs little.
 void CudaBackend::copy_from_host(const void* host_src, void* device_dst, size_t bytes) {
   allocations_.check_range(device_dst, bytes, name(), "copy_from_host");
+  refuse_while_capturing("a copy from the host");
   if (bytes == 0) return;
   ST_CUDA(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
   synchronize();

@@ -14,7 +14,8 @@
 // cuda_elementwise.cu and cuda_optim.cu), cuda_rows.cu (cross-entropy, LayerNorm, embedding,
 // dropout), cuda_attention.cpp (the two attention paths and the choice between them; kernels in
 // cuda_attention.cu and cuda_attention_gemm.cu), cuda_rnn.cu (make_recurrent), cuda_pinned.cpp
-// (the loader's page-locked slots), plugin_entry.cpp (the plugin's C entry points).
+// (the loader's page-locked slots), cuda_capture.cpp (a step as a CUDA graph), plugin_entry.cpp
+// (the plugin's C entry points).
 //
 // Operations that return a host value (l2_norm, cross_entropy_forward's sums) synchronize the
 // stream to read it; everything else is asynchronous on the stream.
@@ -25,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -60,6 +62,10 @@ class CudaBackend final : public Backend {
   void cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) override;
   void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) override;
   void token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;
+  // Capture (cuda_capture.cpp): the stream captured into a CUDA graph, instantiated and kept by
+  // handle. Thread-local capture mode, so an unsafe call of this thread (cudaMalloc, a
+  // synchronization) fails the capture with CUDA's reason instead of being recorded.
+  SEQTRAIN_BACKEND_CAPTURE
   // Outputs rounded to bf16 / fp16 as they are written (the input of a 16-bit Linear).
   void activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n) override;
   void layer_norm_forward_half(const LayerNormArgs& a, DType to, void* y) override;
@@ -105,6 +111,18 @@ class CudaBackend final : public Backend {
   static constexpr int kStagingSlots = 8;
   Staging staging_[kStagingSlots];
   int next_staging_ = 0;
+  // The instantiated graphs by handle, each with the release count at its capture: device memory
+  // freed since (release(), a scratch buffer grown) may be what the graph reads, so replay
+  // refuses it. capturing_ turns the calls that cannot be captured into Errors that say so.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t releases = 0;
+  };
+  std::map<uint64_t, Graph> graphs_;
+  uint64_t next_graph_ = 1;
+  uint64_t releases_ = 0;
+  bool capturing_ = false;
+  void refuse_while_capturing(const char* what) const;
   std::unique_ptr<HostAllocator> page_locked_;      // cudaHostAlloc / cudaFreeHost
   std::unique_ptr<FallbackHostAllocator> loader_slots_;  // page_locked_, or the heap when it refuses
 

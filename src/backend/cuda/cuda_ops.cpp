@@ -55,6 +55,11 @@ void CudaBackend::adamw(const AdamWUpdate& u) {
   for (const DecayRange& r : *u.runs) {
     const auto n = static_cast<int64_t>(r.end - r.begin);
     if (n == 0) continue;
+    if (u.scalars) {  // read as the kernel runs (a captured step's update)
+      ST_CUDA(launch_adamw_from(u.params + r.begin, u.grads + r.begin, u.m + r.begin, u.v + r.begin, n, u.scalars,
+                                r.decay, stream_));
+      continue;
+    }
     s.decay = r.decay ? scalars.decay : 1.f;  // a non-decaying run: torch's weight_decay-0 group
     ST_CUDA(launch_adamw(u.params + r.begin, u.grads + r.begin, u.m + r.begin, u.v + r.begin, n, s, stream_));
   }

@@ -20,10 +20,11 @@ unsigned blocks_for(int64_t n) {
 }
 
 // backend/cpu/kernels/adamw.cpp's loop body, operation for operation.
-__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, int64_t n, AdamWScalars s) {
+__device__ void adamw_body(float* params, const float* grads, float* m, float* v, int64_t n, const AdamWScalars& s,
+                           float decay) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const float g = grads[i];
-    float p = __fmul_rn(params[i], s.decay);
+    float p = __fmul_rn(params[i], decay);
     const float mi = __fadd_rn(__fmul_rn(m[i], s.b1), __fmul_rn(s.one_minus_b1, g));
     const float vi = __fadd_rn(__fmul_rn(v[i], s.b2), __fmul_rn(__fmul_rn(s.one_minus_b2, g), g));
     const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
@@ -32,6 +33,17 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
     v[i] = vi;
     params[i] = p;
   }
+}
+
+__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, int64_t n, AdamWScalars s) {
+  adamw_body(params, grads, m, v, n, s, s.decay);
+}
+
+// The scalars as they are when the kernel runs (a replayed graph reads each step's).
+__global__ void adamw_from_kernel(float* params, const float* grads, float* m, float* v, int64_t n,
+                                  const AdamWScalars* scalars, bool decay) {
+  const AdamWScalars s = *scalars;
+  adamw_body(params, grads, m, v, n, s, decay ? s.decay : 1.f);
 }
 
 // CpuBackend::sgd's loop body, operation for operation. buf is null without momentum.
@@ -55,6 +67,12 @@ __global__ void sgd_kernel(float* params, const float* grads, float* buf, int64_
 cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, int64_t n, const AdamWScalars& a,
                          cudaStream_t s) {
   adamw_kernel<<<blocks_for(n), kThreads, 0, s>>>(params, grads, m, v, n, a);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_adamw_from(float* params, const float* grads, float* m, float* v, int64_t n,
+                              const AdamWScalars* a, bool decay, cudaStream_t s) {
+  adamw_from_kernel<<<blocks_for(n), kThreads, 0, s>>>(params, grads, m, v, n, a, decay);
   return cudaGetLastError();
 }
 

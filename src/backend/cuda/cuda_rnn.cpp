@@ -504,7 +504,10 @@ void CudaRecurrentLayers::set_shape(Unit& u, int64_t T, int64_t N, std::span<con
     ST_CUDA(cudaMemsetAsync(u.h0.ensure(2 * state), 0, 2 * state, be_.stream()));
   }
   u.seq_lengths.ensure(lengths.size() * sizeof(int));
-  be_.upload(lengths.data(), u.seq_lengths.get(), lengths.size() * sizeof(int));
+  // A full-length batch's by a kernel: a captured step may be the one that comes back to this
+  // shape (after an evaluation's), and an upload cannot be captured.
+  if (given.empty()) ST_CUDA(launch_fill_lengths(static_cast<int*>(u.seq_lengths.get()), n, t, be_.stream()));
+  else be_.upload(lengths.data(), u.seq_lengths.get(), lengths.size() * sizeof(int));
   size_t work_train = 0, work_infer = 0, reserve = 0, unused = 0;
   ST_CUDNN(cudnnGetRNNTempSpaceSizes(be_.cudnn(), u.rnn.get(), CUDNN_FWD_MODE_TRAINING, u.xdesc.get(), &work_train,
                                      &reserve));

@@ -39,7 +39,18 @@ void launch(const RnnBlockTable& t, bool add, dim3 grid, int threads, cudaStream
     move_blocks<W, false><<<grid, threads, 0, stream>>>(t);
 }
 
+__global__ void fill_ints(int* p, int n, int v) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] = v;
+}
+
 }  // namespace
+
+cudaError_t launch_fill_lengths(int* lengths, int n, int value, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  fill_ints<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(lengths, n, value);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_rnn_blocks(const RnnBlockTable& t, bool add, cudaStream_t stream) {
   if (t.count <= 0) return cudaSuccess;

@@ -1,6 +1,7 @@
-// The one kernel of the CUDA recurrent layers (cuda_rnn.cpp): moving a layer's gate blocks
+// The kernels of the CUDA recurrent layers (cuda_rnn.cpp): moving a layer's gate blocks
 // between PyTorch's fp32 weight layout and cuDNN's packed weight space (fp32, or fp16 / bf16
-// under mixed precision: rounded on the way in, widened on the way out), every block in one launch.
+// under mixed precision: rounded on the way in, widened on the way out), every block in one
+// launch; and a full-length batch's sequence lengths.
 // Apart from cuda_rnn.cpp because nvcc cannot compile fmt's compile-time format strings (the
 // layers' error messages), so the host code is C++ and only this is CUDA.
 #pragma once
@@ -32,5 +33,9 @@ struct RnnBlockTable {
 // layout); otherwise dst = round(src) (fp32 weights into cuDNN's space, to nearest even). Queued on `stream`; returns the launch's error (cudaSuccess when none
 // or when the table is empty).
 cudaError_t launch_rnn_blocks(const RnnBlockTable& t, bool add, cudaStream_t stream);
+
+// lengths[i] = value for i < n (a batch whose samples all run every step). A kernel, not an
+// upload, so that a captured step (runtime.cuda_graphs) may set a new batch shape.
+cudaError_t launch_fill_lengths(int* lengths, int n, int value, cudaStream_t stream);
 
 }  // namespace seqtrain::cuda

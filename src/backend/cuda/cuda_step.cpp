@@ -13,6 +13,7 @@ namespace seqtrain::cuda {
 
 void CudaBackend::upload(const void* host_src, void* device_dst, size_t bytes) {
   allocations_.check_range(device_dst, bytes, name(), "upload");
+  refuse_while_capturing("an upload (a graph would copy from the staging slot of its capture)");
   if (bytes == 0) return;
   Staging& st = staging_[next_staging_];
   next_staging_ = (next_staging_ + 1) % kStagingSlots;
