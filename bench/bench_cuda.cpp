@@ -27,6 +27,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/autotune.h"
+#include "bench_flags.h"
 #include "backend/cuda_plugin.h"
 #include "core/rng.h"
 #include "models/model.h"
@@ -51,36 +52,18 @@ struct Args {
   float dropout = -1.f;  // < 0: the workload's own
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "bench_cuda: " << why << "\nusage: bench_cuda --workload W1|moola|gpt [--precision fp32|bf16|fp16] "
-               "[--steps S] [--warmup K] [--json OUT] [--label L] [--graphs auto|off] [--dropout P]\n";
-  std::exit(2);
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + k);
-    const std::string v = argv[++i];
-    try {
-      if (k == "--workload") a.workload = v;
-      else if (k == "--precision") a.precision = v;
-      else if (k == "--steps") a.steps = std::stoi(v);
-      else if (k == "--warmup") a.warmup = std::stoi(v);
-      else if (k == "--json") a.json_out = v;
-      else if (k == "--label") a.label = v;
-      else if (k == "--graphs") a.graphs = v;
-      else if (k == "--dropout") a.dropout = std::stof(v);
-      else usage("unknown option " + k);
-    } catch (const std::logic_error&) {
-      usage("bad number '" + v + "' for " + k);
-    }
-  }
-  if (a.workload != "W1" && a.workload != "moola" && a.workload != "gpt") usage("--workload takes W1, moola or gpt");
-  if (a.precision != "fp32" && a.precision != "bf16" && a.precision != "fp16") usage("--precision takes fp32, bf16 or fp16");
-  if (a.graphs != "auto" && a.graphs != "off") usage("--graphs takes auto or off");
-  if (a.steps < 1 || a.warmup < 0) usage("steps >= 1, warmup >= 0");
+  CLI::App app{"bench_cuda: one training step on the GPU (W1, moola's BiLSTM or the char GPT)"};
+  app.add_option("--workload", a.workload)->check(CLI::IsMember({"W1", "moola", "gpt"}));
+  app.add_option("--precision", a.precision)->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--steps", a.steps)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", a.warmup)->check(CLI::NonNegativeNumber);
+  app.add_option("--json", a.json_out);
+  app.add_option("--label", a.label, "the report's name for this run");
+  app.add_option("--graphs", a.graphs, "runtime.cuda_graphs")->check(CLI::IsMember({"auto", "off"}));
+  app.add_option("--dropout", a.dropout, "< 0: the workload's own");
+  bench::parse_flags(app, argc, argv);
   return a;
 }
 
