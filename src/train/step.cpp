@@ -50,7 +50,7 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
 TrainStep::~TrainStep() = default;
 
 bool TrainStep::overlap() const {
-  if (!options_.comm || options_.comm->world() == 1 || zero_ || options_.bucket == 0) return false;
+  if (!options_.comm || options_.comm->world() == 1 || options_.bucket == 0) return false;
   for (const ParamEntry& e : model_.params().entries())
     if (e.frozen) return false;
   return true;
@@ -64,7 +64,8 @@ void TrainStep::begin_buckets() {
   // normalize_accumulated's factor, applied per bucket as it leaves.
   const double scale = reference_ > 0 && total > 0 && reference_ != total ? reference_ / total : 1.0;
   ParamStore& ps = model_.params();
-  buckets_ = std::make_unique<GradBuckets>(*options_.comm, ps.backend(), ps.grads(), ps.size(), options_.bucket, scale);
+  buckets_ = std::make_unique<GradBuckets>(*options_.comm, ps.backend(), ps.grads(), ps.size(), options_.bucket, scale,
+                                           /*scatter=*/zero_);
 }
 
 void TrainStep::grow_reference(int64_t count) {
@@ -153,7 +154,7 @@ StepResult TrainStep::finish_micro_batch() {
   // summed, so ranks that hold different counts (a short last batch) average exactly.
   if (overlap()) {
     if (!buckets_) begin_buckets();  // this rank's shard had nothing to compute
-    buckets_->finish();              // every bucket summed: the gradient of the mean, as below
+    buckets_->finish();              // every bucket summed (zero: this rank's slice): as below
     buckets_.reset();
     accum_count_ = 0;
     reference_ = 0;
@@ -164,7 +165,7 @@ StepResult TrainStep::finish_micro_batch() {
   }
   r.lr = schedule_.lr(updates_);
   if (zero_) {
-    options_.comm->reduce_scatter_sum(ps.grads(), ps.size());
+    if (!overlap()) options_.comm->reduce_scatter_sum(ps.grads(), ps.size());  // else the buckets did
     const bool finite = update_shard(r);
     ps.zero_grad();
     ++updates_;
