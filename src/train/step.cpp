@@ -37,7 +37,8 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
   model_.params().zero_grad();
   zero_ = options_.zero && options_.comm && options_.comm->world() > 1;
   if (zero_) {
-    // The slice's clip and norm are read on the host; MPI's data-parallel path is CPU-only.
+    // The slice's clip and norm are read on the host (update_shard): a GPU run (NCCL) keeps
+    // whole optimizer state for now.
     ST_CHECK(model_.params().backend().host_accessible(), "train.zero on the {} backend: not supported; set "
              "train.zero: 0 or runtime.device: cpu", model_.params().backend().name());
     const Slice s = slice_of(model_.params().size(), options_.comm->rank(), options_.comm->world());
