@@ -185,6 +185,8 @@ int run_train(const TrainArgs& a) {
                  "%ld gradient all-reduces, %.1f MB each\n", mpi->world(), st.seconds, s.time_s,
                  s.time_s > 0 ? 100.0 * st.seconds / s.time_s : 0.0, static_cast<long>(st.reductions),
                  st.reductions ? st.reduced_bytes / static_cast<double>(st.reductions) / 1e6 : 0.0);
+    if (device_comm)
+      std::fprintf(stderr, "seqtrain: mpi: the gradient sums ran on the GPUs (NCCL), not counted above\n");
     // The overlap (docs/DISTRIBUTED.md): how much of the gradient traffic the backward covered.
     if (st.buckets > 0)
       std::fprintf(stderr, "seqtrain: mpi: overlap: %ld gradient buckets, %ld (%.0f%%) exchanged before the step "
