@@ -85,6 +85,22 @@ const Plugin* load_plugin(std::string& why) {
   return failure.empty() ? &plugin : nullptr;
 }
 
+// The plugin for NCCL's entries; an Error naming the key and the fix when it cannot load.
+const Plugin& nccl_plugin() {
+  std::string why;
+  const Plugin* p = load_plugin(why);
+  ST_CHECK(p, "runtime.device asks for a GPU under mpirun (NCCL's collectives) but {}. Fix: runtime.device: cpu", why);
+  return *p;
+}
+
+// This process's rank among the launcher's processes on this machine (OpenMPI, MPICH, Slurm); 0
+// when no launcher says.
+int launcher_local_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
+  return 0;
+}
+
 }  // namespace
 
 const CudaAvailability& cuda_availability() {
@@ -124,33 +140,20 @@ Backend& cuda_backend(int device) {
 }
 
 std::vector<char> nccl_unique_id() {
-  std::string why;
-  const Plugin* p = load_plugin(why);
-  ST_CHECK(p, "runtime.device asks for a GPU and this run has several processes (NCCL) but {}. Fix: "
-           "runtime.device: cpu", why);
   std::vector<char> id(512);
   char err[512] = {0};
-  const size_t n = p->nccl_id(id.data(), id.size(), err, sizeof err);
+  const size_t n = nccl_plugin().nccl_id(id.data(), id.size(), err, sizeof err);
   ST_CHECK(n > 0, "NCCL could not make the run's id: {}. Fix: runtime.device: cpu (MPI on the CPU)", err);
   id.resize(n);
   return id;
 }
 
 std::unique_ptr<Communicator> nccl_communicator(int device, Communicator& host, const std::vector<char>& id) {
-  std::string why;
   char err[512] = {0};
-  Communicator* c = load_plugin(why)->nccl_comm(device, &host, id.data(), id.size(), err, sizeof err);
+  Communicator* c = nccl_plugin().nccl_comm(device, &host, id.data(), id.size(), err, sizeof err);
   ST_CHECK(c, "rank {} of {} could not join NCCL on cuda:{}: {}. Fix: one process per GPU (at most as many ranks on "
            "a machine as it has GPUs), or runtime.device: cpu", host.rank(), host.world(), device, err);
   return std::unique_ptr<Communicator>(c);
-}
-
-// This process's rank among the launcher's processes on this machine (OpenMPI, MPICH, Slurm); 0
-// when no launcher says.
-static int launcher_local_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
-  return 0;
 }
 
 int resolve_device(std::string_view device) {
