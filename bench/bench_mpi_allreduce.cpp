@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
       flat.push_back(ms(t0));
       comm.barrier();
       t0 = std::chrono::steady_clock::now();
-      for (const Slice& b : gradient_buckets(n, 65536)) comm.start_sum(g.data() + b.begin, b.size());
+      for (const Slice& b : gradient_buckets(n, 65536)) comm.start_sum(g.data() + b.begin, b.size(), SumPart{});
       comm.finish_sums();
       bucketed.push_back(ms(t0));
     }

@@ -33,7 +33,7 @@ namespace {
 
 // Forward and backward on `be`, through its own memory; outputs start as NaN so an element the
 // op forgets to write shows.
-Result run_op(Backend& be, const MaskCase& c, const Inputs& in, DType compute = DType::f32) {
+Result run_op(Backend& be, const MaskCase& c, const Inputs& in, DType compute = DType::f32, int64_t batch_offset = 0) {
   DeviceArray<float> qkv(be, in.qkv), dy(be, in.dy);
   DeviceArray<float> y(be, std::vector<float>(c.B * c.T * c.C, std::nanf("")));
   DeviceArray<float> lse(be, std::vector<float>(c.B * c.H * c.T, std::nanf("")));
@@ -47,6 +47,7 @@ Result run_op(Backend& be, const MaskCase& c, const Inputs& in, DType compute = 
   a.compute = compute;
   a.dropout = c.p;
   a.seed = 42;
+  a.batch_offset = batch_offset;
   a.causal = c.causal;
   a.key_padding_mask = c.pad == Pad::none ? nullptr : mask.get();
   a.qkv = qkv.get();
@@ -96,6 +97,16 @@ TEST_P(CudaAttention, MatchesTheReference) {
   const MaskCase c = std::get<0>(GetParam());
   const Inputs in = inputs(c);
   expect_close(run_op(gpu, c, in), run_op(ref(), c, in), c, 1e-5);
+}
+
+// A data-parallel shard (AttentionArgs::batch_offset): the dropout masks are the global rows',
+// the reference's, so MPI + CUDA attention dropout equals one process.
+TEST_P(CudaAttention, BatchOffsetKeysTheGlobalRows) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  const MaskCase c = std::get<0>(GetParam());
+  if (c.p == 0.f) GTEST_SKIP() << "no dropout in this case";
+  const Inputs in = inputs(c);
+  expect_close(run_op(gpu, c, in, DType::f32, 5), run_op(ref(), c, in, DType::f32, 5), c, 1e-5);
 }
 
 // Padding keys get exactly zero dk and dv; a row that sees no key outputs zeros, lse -inf and

@@ -364,5 +364,21 @@ TEST(CudaRows, DropoutIsTheMaskOfDropoutKeep) {
   EXPECT_CONTAINS(error_of([&] { gpu.dropout_forward(nullptr, nullptr, 4, 1.5f, 1); }), "[0, 1]");
 }
 
+// A data-parallel shard's dropout (Backend::dropout_at): element i keyed as element first + i of
+// the mask, so a rank's rows draw what one process draws for them; the reference's bits.
+TEST(CudaRows, DropoutAtKeysTheShardsGlobalIndex) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  Rng rng(5);
+  const int64_t n = kDropoutBlock + 301;
+  const std::vector<float> x = randn(rng, n);
+  for (const int64_t first : {int64_t{0}, int64_t{7}, 2 * kDropoutBlock - 5}) {
+    std::vector<float> want(n, 9.f);
+    ref().dropout_at(x.data(), want.data(), n, 0.3f, 91, first);
+    DeviceArray<float> in(gpu, x), y(gpu, std::vector<float>(n, 9.f));
+    gpu.dropout_at(in.get(), y.get(), n, 0.3f, 91, first);
+    EXPECT_EQ(y.download(), want) << "first=" << first;
+  }
+}
+
 }  // namespace
 }  // namespace seqtrain::testing

@@ -27,6 +27,24 @@ TEST(DeviceChoice, ParsesEveryFormAndNamesTheKeyOnAMalformedOne) {
   }
 }
 
+// Under mpirun, cuda is the GPU of the process's local rank (one process per GPU); a local rank
+// beyond the machine's GPUs is an error naming the key and the fix.
+TEST(DeviceChoice, CudaIsTheLocalRanksGpuUnderALauncher) {
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+  const int gpus = cuda_availability().devices;
+  if (gpus >= 2) {
+    EXPECT_EQ(resolve_device("cuda"), 1);
+    EXPECT_EQ(resolve_device("auto"), 1);
+  } else {
+    const std::string e = error_of([&] { resolve_device("cuda"); });
+    EXPECT_CONTAINS(e, "runtime.device");
+    EXPECT_CONTAINS(e, "one process per GPU");
+  }
+  EXPECT_EQ(resolve_device("cuda:0"), 0) << "an explicit GPU is taken as given";
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  EXPECT_EQ(resolve_device("cuda"), 0);
+}
+
 TEST(DeviceChoice, ResolvesToABackendName) {
   EXPECT_EQ(backend_for("cpu", "cpu"), "cpu");
   EXPECT_EQ(backend_for("cpu", "cuda:1"), "cuda:1");

@@ -41,6 +41,7 @@ TEST(GradBuckets, CoverTheBufferExactlyOnceLastFirst) {
 struct Recorder : Communicator {
   std::vector<std::pair<size_t, size_t>> started;  // (offset, length) into `base`
   std::vector<float> seen;                          // each start's first value, as it left
+  std::vector<SumPart> parts;
   const float* base = nullptr;
   int finished = 0;
   int rank() const override { return 0; }
@@ -49,9 +50,10 @@ struct Recorder : Communicator {
   void all_reduce_sum(double*, size_t) override {}
   void broadcast(float*, size_t) override {}
   void barrier() override {}
-  void start_sum(float* d, size_t n) override {
+  void start_sum(float* d, size_t n, SumPart part) override {
     started.emplace_back(static_cast<size_t>(d - base), n);
     seen.push_back(d[0]);
+    parts.push_back(part);
   }
   void finish_sums() override { ++finished; }
 };
@@ -76,6 +78,23 @@ TEST(GradBuckets, ReportsStartTheFinalTailInOrderScaledOnce) {
   EXPECT_EQ(comm.finished, 1);
   EXPECT_EQ(comm.seen, std::vector<float>(3, 1.f)) << "each bucket scaled just before it left";
   for (float x : g) EXPECT_EQ(x, 1.f) << "and only once";
+  for (const auto& p : comm.parts) EXPECT_FALSE(p.scatter) << "an all-reduce's buckets";
+}
+
+// train.zero's buckets: each says where it sits in the whole buffer, so the communicator can cut
+// it at the ranks' slices of that buffer (the reduce-scatter, bucket by bucket).
+TEST(GradBuckets, ZeroBucketsAreScattersOfTheWholeBuffer) {
+  std::vector<float> g(100, 2.f);
+  Recorder comm;
+  comm.base = g.data();
+  GradBuckets b(comm, default_backend(), g.data(), g.size(), 30, 1.0, /*scatter=*/true);
+  b.finish();
+  ASSERT_EQ(comm.parts.size(), 3u);
+  for (size_t i = 0; i < comm.parts.size(); ++i) {
+    EXPECT_TRUE(comm.parts[i].scatter);
+    EXPECT_EQ(comm.parts[i].offset, comm.started[i].first);
+    EXPECT_EQ(comm.parts[i].whole, 100u);
+  }
 }
 
 }  // namespace

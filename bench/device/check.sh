@@ -4,11 +4,12 @@
 #  1. the machine: GPU, driver, PyTorch, and the bf16 / TF32 matmul peaks through PyTorch;
 #  2. seqtrain: unpacked from .devbundle/seqtrain.tar.xz (bench/device/bundle.sh, made where the
 #     Debian packages are) or, where the machine has them, built from this tree;
-#  3. every CUDA test (each op against the reference backend): seqtrain_tests --gtest_filter *Cuda*;
+#  3. every CUDA test (each op against the reference backend, the NCCL communicator on one rank):
+#     seqtrain_tests --gtest_filter *Cuda*;
 #  4. end to end, 100 steps each, by the runs' logged losses (compare_runs.py): the forecaster (also
 #     bidirectional, and as a transformer encoder) and the char GPT on CUDA against the CPU in fp32 (rtol 1e-3), bf16 / fp16 against fp32 on CUDA
 #     (2%; the GPT has no fp16), a resumed CUDA run against an unbroken one (exact), a CUDA checkpoint resumed on the
-#     CPU and a CPU one on CUDA;
+#     CPU and a CPU one on CUDA, and (where mpirun is) `mpirun -np 1` on CUDA (NCCL) against the plain run;
 #  5. benchmarks against the PyTorch of the machine (bench_cuda vs torch_cuda.py): W1 and moola's
 #     BiLSTM against PyTorch fp32 and AMP with cudnn.benchmark, the char GPT against eager and
 #     torch.compile; W1 and the GPT (dropout 0, so its step can be captured) with
@@ -74,7 +75,7 @@ ST=$BIN/seqtrain
 say "seqtrain: $(ls -la "$ST" | cut -c30-)"
 
 say "== CUDA tests ($(elapsed))"
-timeout 240 "$BIN/seqtrain_tests" --gtest_filter='*Cuda*:*cuda*:*DeviceChoice*' --gtest_brief=1 \
+timeout 240 "$BIN/seqtrain_tests" --gtest_filter='*Cuda*:*cuda*:*DeviceChoice*:*DeviceCommunicator*' --gtest_brief=1 \
   >"$OUT/cuda_tests.log" 2>&1
 rc=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|tests ran" "$OUT/cuda_tests.log" | tail -40 | tee -a "$REPORT"
@@ -155,6 +156,16 @@ if "$ST" train "$F" --out "$RUNS/bad" --set runtime.device=cuda:7 --quiet >"$OUT
 else
   grep -q "runtime.device" "$OUT/bad.log" && say "PASS cuda:7 refused: $(head -c 300 "$OUT/bad.log")" \
     || { say "FAIL cuda:7 refused without naming runtime.device: $(head -c 300 "$OUT/bad.log")"; FAILED=$((FAILED + 1)); }
+fi
+# NCCL under mpirun (docs/DISTRIBUTED.md, "GPUs: NCCL"): one rank on the GPU sums its gradients
+# through a one-rank NCCL communicator and must train as the run without mpirun (~15 s).
+if command -v mpirun >/dev/null; then
+  echo "-- train m_cuda: mpirun -np 1" >>"$OUT/check.log"
+  timeout 120 mpirun -np 1 --allow-run-as-root "$ST" train "$F" --out "$RUNS/m_cuda" "${COMMON[@]}" \
+    --set runtime.device=cuda >>"$OUT/check.log" 2>&1 || { say "FAIL train m_cuda (exit $?)"; FAILED=$((FAILED + 1)); }
+  compare "mpirun -np 1 on cuda (NCCL) vs without mpirun (1e-6)" m_cuda f_cuda 1e-6
+else
+  say "SKIP mpirun -np 1 on cuda: no mpirun on this machine"
 fi
 
 fi

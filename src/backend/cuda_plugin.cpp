@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/plugin_abi.h"
 #include "backend/registry.h"
 #include "core/error.h"
+#include "train/communicator.h"
 
 namespace seqtrain {
 namespace {
@@ -25,6 +27,8 @@ struct Plugin {
   decltype(&seqtrain_cuda_abi) abi = nullptr;
   decltype(&seqtrain_cuda_device_count) device_count = nullptr;
   decltype(&seqtrain_cuda_backend) backend = nullptr;
+  decltype(&seqtrain_nccl_unique_id) nccl_id = nullptr;
+  decltype(&seqtrain_nccl_communicator) nccl_comm = nullptr;
 };
 
 std::string executable_dir() {
@@ -64,7 +68,9 @@ const Plugin* load_plugin(std::string& why) {
     p.abi = reinterpret_cast<decltype(p.abi)>(dlsym(h, "seqtrain_cuda_abi"));
     p.device_count = reinterpret_cast<decltype(p.device_count)>(dlsym(h, "seqtrain_cuda_device_count"));
     p.backend = reinterpret_cast<decltype(p.backend)>(dlsym(h, "seqtrain_cuda_backend"));
-    if (!p.abi || !p.device_count || !p.backend) {
+    p.nccl_id = reinterpret_cast<decltype(p.nccl_id)>(dlsym(h, "seqtrain_nccl_unique_id"));
+    p.nccl_comm = reinterpret_cast<decltype(p.nccl_comm)>(dlsym(h, "seqtrain_nccl_communicator"));
+    if (!p.abi || !p.device_count || !p.backend || !p.nccl_id || !p.nccl_comm) {
       failure = fmt::format("{} is not a seqtrain CUDA plugin (an entry point is missing)", path);
       return;
     }
@@ -77,6 +83,22 @@ const Plugin* load_plugin(std::string& why) {
   });
   why = failure;
   return failure.empty() ? &plugin : nullptr;
+}
+
+// The plugin for NCCL's entries; an Error naming the key and the fix when it cannot load.
+const Plugin& nccl_plugin() {
+  std::string why;
+  const Plugin* p = load_plugin(why);
+  ST_CHECK(p, "runtime.device asks for a GPU under mpirun (NCCL's collectives) but {}. Fix: runtime.device: cpu", why);
+  return *p;
+}
+
+// This process's rank among the launcher's processes on this machine (OpenMPI, MPICH, Slurm); 0
+// when no launcher says.
+int launcher_local_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
+  return 0;
 }
 
 }  // namespace
@@ -117,10 +139,34 @@ Backend& cuda_backend(int device) {
   return *b;
 }
 
+std::vector<char> nccl_unique_id() {
+  std::vector<char> id(512);
+  char err[512] = {0};
+  const size_t n = nccl_plugin().nccl_id(id.data(), id.size(), err, sizeof err);
+  ST_CHECK(n > 0, "NCCL could not make the run's id: {}. Fix: runtime.device: cpu (MPI on the CPU)", err);
+  id.resize(n);
+  return id;
+}
+
+std::unique_ptr<Communicator> nccl_communicator(int device, Communicator& host, const std::vector<char>& id) {
+  char err[512] = {0};
+  Communicator* c = nccl_plugin().nccl_comm(device, &host, id.data(), id.size(), err, sizeof err);
+  ST_CHECK(c, "rank {} of {} could not join NCCL on cuda:{}: {}. Fix: one process per GPU (at most as many ranks on "
+           "a machine as it has GPUs), or runtime.device: cpu", host.rank(), host.world(), device, err);
+  return std::unique_ptr<Communicator>(c);
+}
+
 int resolve_device(std::string_view device) {
   if (device == "cpu") return -1;
-  if (device == "auto") return cuda_availability().devices > 0 ? 0 : -1;
-  if (device == "cuda") return 0;
+  // One process per GPU: under a launcher the local rank's GPU, else the first.
+  const int local = launcher_local_rank();
+  if (device == "auto" && cuda_availability().devices == 0) return -1;
+  if (device == "auto" || device == "cuda") {
+    ST_CHECK(local == 0 || local < cuda_availability().devices, "runtime.device {}: this process is rank {} on its "
+             "machine, which has {} GPU(s): one process per GPU, so start at most that many ranks a machine "
+             "(mpirun --map-by ppr:N:node), or set runtime.device: cpu", device, local, cuda_availability().devices);
+    return local;
+  }
   if (device.substr(0, 5) == "cuda:" && device.size() > 5 && device.size() <= 8) {
     int n = 0;
     for (char c : device.substr(5)) {
@@ -152,6 +198,10 @@ BackendEntry cuda_backend_entry() {
   e.make = [](std::string_view name) -> Backend& { return cuda_backend(resolve_device(name)); };
   e.precision = resolve_gpu_precision;
   e.gpu_ordinal = [](std::string_view name) { return resolve_device(name); };
+  e.comm_id = nccl_unique_id;
+  e.communicator = [](std::string_view name, Communicator& host, const std::vector<char>& id) {
+    return nccl_communicator(resolve_device(name), host, id);
+  };
   return e;
 }
 

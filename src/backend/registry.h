@@ -8,13 +8,17 @@
 // precision rule.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/precision.h"
 
 namespace seqtrain {
+
+class Communicator;
 
 struct BackendEntry {
   // The names this entry serves: exactly `name`, or with `prefix` every name starting with it.
@@ -26,6 +30,13 @@ struct BackendEntry {
   std::function<Precision(const std::string& word, std::string_view name, std::string* why)> precision;
   // The GPU index of a served name (its monitor's device), or -1 for a device that is no GPU.
   std::function<int(std::string_view name)> gpu_ordinal;
+  // A data-parallel run's collectives on this device's memory (the GPUs: NCCL), made by
+  // dist/device_communicator.h: the bootstrap id the primary rank makes, and each rank's
+  // communicator from it over `host` (which serves host memory and outlives it). Null for a
+  // device whose memory is the host's: the host communicator (MPI) serves it.
+  std::function<std::vector<char>()> comm_id;
+  std::function<std::unique_ptr<Communicator>(std::string_view name, Communicator& host, const std::vector<char>& id)>
+      communicator;
 };
 
 // Adds an entry (a device added at run time, a test's instrumented backend); a second entry for

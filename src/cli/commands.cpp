@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include "dist/device_communicator.h"
 #include "dist/mpi_communicator.h"
 #include "dist/mpi_session.h"
 #include "cli/inputs.h"
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cuda_plugin.h"
 #include "config/config.h"
 #include "config/scalar.h"
 #include "data/csv.h"
@@ -166,9 +168,12 @@ int run_train(const TrainArgs& a) {
   if (a.profile >= 0) config.runtime.profile = a.profile;
   TrainOptions opt{out, !a.resume.empty(), a.overwrite, a.quiet};
   opt.stop = &signal_stop_token();  // SIGINT/SIGTERM (route_stop_signals in main)
+  // A model in a GPU's memory sums on NCCL, bootstrapped over MPI (dist/device_communicator.h).
+  std::unique_ptr<Communicator> device_comm;
   if (mpi) {
     mpi->set_timeout(config.runtime.collective_timeout_s);
-    opt.comm = mpi.get();
+    device_comm = dist::device_communicator(*mpi, backend_for(config.runtime.backend, config.runtime.device));
+    opt.comm = device_comm ? device_comm.get() : mpi.get();
   }
   TrainSummary s = train(config, opt);
   // mpirun ends the whole job as soon as one rank exits non-zero (128 + signal after a stop):
@@ -180,6 +185,8 @@ int run_train(const TrainArgs& a) {
                  "%ld gradient all-reduces, %.1f MB each\n", mpi->world(), st.seconds, s.time_s,
                  s.time_s > 0 ? 100.0 * st.seconds / s.time_s : 0.0, static_cast<long>(st.reductions),
                  st.reductions ? st.reduced_bytes / static_cast<double>(st.reductions) / 1e6 : 0.0);
+    if (device_comm)
+      std::fprintf(stderr, "seqtrain: mpi: the gradient sums ran on the GPUs (NCCL), not counted above\n");
     // The overlap (docs/DISTRIBUTED.md): how much of the gradient traffic the backward covered.
     if (st.buckets > 0)
       std::fprintf(stderr, "seqtrain: mpi: overlap: %ld gradient buckets, %ld (%.0f%%) exchanged before the step "

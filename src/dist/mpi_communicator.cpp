@@ -66,6 +66,7 @@ struct MpiCommunicator::Bucket {
   float* data = nullptr;
   std::vector<int> counts, displs, recv_counts, recv_displs;
   std::vector<float> recv;
+  bool gather_back = true;  // false: train.zero's reduce-scatter (no all-gather)
   MPI_Request scatter = MPI_REQUEST_NULL, gather = MPI_REQUEST_NULL;
 };
 
@@ -84,13 +85,14 @@ MpiCommunicator::MpiCommunicator(double timeout_s)
 // must not wait for the others; MPI_Finalize releases them.
 MpiCommunicator::~MpiCommunicator() = default;
 
-void MpiCommunicator::start_sum(float* data, size_t n) {
+void MpiCommunicator::start_sum(float* data, size_t n, SumPart part) {
   if (world_ == 1 || n == 0) return;
   const Timed timed(stats_.seconds);
   stats_.reduced_bytes += static_cast<double>(n * sizeof(float));
-  layout(n);
+  layout(n, part);
   Bucket& b = buckets_.emplace_back();
   b.data = data;
+  b.gather_back = !part.scatter;
   b.counts = counts_;
   b.displs = displs_;
   const int mine = counts_[rank_];
@@ -104,7 +106,7 @@ void MpiCommunicator::start_sum(float* data, size_t n) {
 }
 
 // The bucket's slices are in: this rank's slice summed in rank order in double (all_reduce_sum's
-// arithmetic), then the summed slices travel to every rank.
+// arithmetic), then the summed slices travel to every rank (unless the bucket is a scatter's).
 void MpiCommunicator::sum_and_gather(Bucket& b) {
   const int mine = b.counts[rank_];
   float* out = b.data + b.displs[rank_];
@@ -113,6 +115,7 @@ void MpiCommunicator::sum_and_gather(Bucket& b) {
     for (int r = 0; r < world_; ++r) s += static_cast<double>(b.recv[static_cast<size_t>(r) * mine + i]);
     out[i] = static_cast<float>(s);
   }
+  if (!b.gather_back) return;  // gather stays MPI_REQUEST_NULL: done
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, b.data, b.counts.data(), b.displs.data(), MPI_FLOAT,
                         comms_->gather, &b.gather),
         "Iallgatherv (gradient bucket)");
@@ -157,13 +160,18 @@ void MpiCommunicator::finish_sums() {
   gathering_ = 0;
 }
 
-void MpiCommunicator::layout(size_t n) {
+void MpiCommunicator::layout(size_t n, SumPart part) {
   ST_CHECK(n / static_cast<size_t>(world_) < static_cast<size_t>(INT_MAX) / 2,
            "a buffer of {} values is too large for one MPI collective", n);
   counts_.resize(static_cast<size_t>(world_));
   displs_.resize(static_cast<size_t>(world_));
   for (int r = 0; r < world_; ++r) {
-    const Slice s = slice_of(n, r, world_);
+    Slice s = slice_of(n, r, world_);
+    if (part.scatter) {  // rank r's slice of the whole buffer, within the bucket
+      const Slice w = slice_of(part.whole, r, world_);
+      s.begin = std::clamp(w.begin, part.offset, part.offset + n) - part.offset;
+      s.end = std::clamp(w.end, part.offset, part.offset + n) - part.offset;
+    }
     displs_[r] = static_cast<int>(s.begin);
     counts_[r] = static_cast<int>(s.size());
   }

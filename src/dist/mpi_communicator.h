@@ -39,7 +39,8 @@ class MpiCommunicator final : public Communicator {
   // rank-order sum in double and an MPI_Iallgatherv. Each phase has its own duplicate of
   // MPI_COMM_WORLD, so both see their collectives in the same order on every rank whichever
   // bucket a rank finds done first.
-  void start_sum(float* data, size_t n) override;
+  // A scatter part cuts the bucket at the slices of the whole buffer and skips the all-gather.
+  void start_sum(float* data, size_t n, SumPart part) override;
   void progress() override;
   void finish_sums() override;
   ~MpiCommunicator() override;
@@ -60,8 +61,9 @@ class MpiCommunicator final : public Communicator {
 
  private:
   template <typename T> void reduce(T* data, size_t n, bool gather_back);
-  // The counts and displacements of slice_of's slices, as MPI's int arrays.
-  void layout(size_t n);
+  // The counts and displacements of slice_of's slices, as MPI's int arrays; with a scatter part,
+  // of the whole buffer's slices within [part.offset, part.offset + n).
+  void layout(size_t n, SumPart part = {});
   std::vector<int> counts_, displs_;
   int rank_ = 0, world_ = 1, local_ranks_ = 1;
   Stats stats_;

@@ -28,6 +28,14 @@ inline Slice slice_of(size_t n, int rank, int world) {
   return {n * r / w, n * (r + 1) / w};
 }
 
+// Where a started sum's data sits (Communicator::start_sum): a plain all-reduce, or with `scatter`
+// (train.zero's buckets) data is [offset, offset + n) of a buffer of `whole` values, and each rank
+// needs only the sums of its slice_of(whole, rank, world) within it.
+struct SumPart {
+  bool scatter = false;
+  size_t offset = 0, whole = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -60,7 +68,12 @@ class Communicator {
   // started sums advance between layers' backward. Every rank starts the same sums in the same
   // order. The default sums at once (a communicator without nonblocking collectives);
   // MpiCommunicator's are nonblocking, with all_reduce_sum's fixed order and bits.
-  virtual void start_sum(float* data, size_t n) { all_reduce_sum(data, n); }
+  // With a `scatter` part (train.zero): reduce_scatter_sum bucket by bucket, with its bits (the
+  // default's all-reduce holds them too).
+  virtual void start_sum(float* data, size_t n, SumPart part) {
+    (void)part;
+    all_reduce_sum(data, n);
+  }
   virtual void progress() {}
   virtual void finish_sums() {}
 

@@ -18,12 +18,14 @@ std::vector<Slice> gradient_buckets(size_t n, size_t bucket) {
   return out;
 }
 
-GradBuckets::GradBuckets(Communicator& comm, Backend& backend, float* grads, size_t n, size_t bucket, double scale)
-    : comm_(comm), backend_(backend), grads_(grads), scale_(scale), buckets_(gradient_buckets(n, bucket)) {}
+GradBuckets::GradBuckets(Communicator& comm, Backend& backend, float* grads, size_t n, size_t bucket, double scale,
+                         bool scatter)
+    : comm_(comm), backend_(backend), grads_(grads), n_(n), scale_(scale), scatter_(scatter),
+      buckets_(gradient_buckets(n, bucket)) {}
 
 void GradBuckets::start(const Slice& b) {
   if (scale_ != 1.0) backend_.scale(grads_ + b.begin, b.size(), static_cast<float>(scale_));
-  comm_.start_sum(grads_ + b.begin, b.size());
+  comm_.start_sum(grads_ + b.begin, b.size(), SumPart{scatter_, b.begin, n_});
 }
 
 void GradBuckets::ready_from(size_t offset) {

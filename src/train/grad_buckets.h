@@ -1,5 +1,6 @@
-// GradBuckets: the gradient all-reduce of a data-parallel step cut into buckets that start while
-// the backward still runs (PyTorch DDP's buckets, Horovod's tensor fusion). The model's backward
+// GradBuckets: the gradient all-reduce (or, under train.zero, reduce-scatter) of a data-parallel
+// step cut into buckets that start while the backward still runs (PyTorch DDP's buckets,
+// Horovod's tensor fusion; DeepSpeed ZeRO's bucketed reduce-scatter). The model's backward
 // reports, layer by layer from the last, which tail of the flat gradient buffer is final
 // (nn/grad_ready.h); every bucket inside that tail starts its sum over the ranks at once
 // (Communicator::start_sum, nonblocking under MPI), so the sum of the last layers' gradients
@@ -26,8 +27,11 @@ std::vector<Slice> gradient_buckets(size_t n, size_t bucket);
 
 class GradBuckets final : public GradReadyHook {
  public:
-  // scale: the factor each bucket is multiplied by before it starts (1: none).
-  GradBuckets(Communicator& comm, Backend& backend, float* grads, size_t n, size_t bucket, double scale);
+  // scale: the factor each bucket is multiplied by before it starts (1: none). scatter
+  // (train.zero): each rank needs only its slice of the sums (Communicator::SumPart), the
+  // reduce-scatter bucket by bucket.
+  GradBuckets(Communicator& comm, Backend& backend, float* grads, size_t n, size_t bucket, double scale,
+              bool scatter = false);
   // Starts every bucket inside [offset, n) not started yet, in bucket order; lets earlier ones
   // progress.
   void ready_from(size_t offset) override;
@@ -41,7 +45,9 @@ class GradBuckets final : public GradReadyHook {
   Communicator& comm_;
   Backend& backend_;
   float* grads_;
+  size_t n_;
   double scale_;
+  bool scatter_;
   std::vector<Slice> buckets_;
   size_t next_ = 0;  // buckets started
 };

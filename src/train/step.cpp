@@ -39,7 +39,8 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
   model_.params().zero_grad();
   zero_ = options_.zero && options_.comm && options_.comm->world() > 1;
   if (zero_) {
-    // The slice's clip and norm are read on the host; MPI's data-parallel path is CPU-only.
+    // The slice's clip and norm are read on the host (update_shard): a GPU run (NCCL) keeps
+    // whole optimizer state for now.
     ST_CHECK(model_.params().backend().host_accessible(), "train.zero on the {} backend: not supported; set "
              "train.zero: 0 or runtime.device: cpu", model_.params().backend().name());
     const Slice s = slice_of(model_.params().size(), options_.comm->rank(), options_.comm->world());
@@ -70,7 +71,7 @@ std::string TrainStep::uncapturable() const {
 TrainStep::~TrainStep() = default;
 
 bool TrainStep::overlap() const {
-  if (!options_.comm || options_.comm->world() == 1 || zero_ || options_.bucket == 0) return false;
+  if (!options_.comm || options_.comm->world() == 1 || options_.bucket == 0) return false;
   for (const ParamEntry& e : model_.params().entries())
     if (e.frozen) return false;
   return true;
@@ -84,7 +85,8 @@ void TrainStep::begin_buckets() {
   // normalize_accumulated's factor, applied per bucket as it leaves.
   const double scale = reference_ > 0 && total > 0 && reference_ != total ? reference_ / total : 1.0;
   ParamStore& ps = model_.params();
-  buckets_ = std::make_unique<GradBuckets>(*options_.comm, ps.backend(), ps.grads(), ps.size(), options_.bucket, scale);
+  buckets_ = std::make_unique<GradBuckets>(*options_.comm, ps.backend(), ps.grads(), ps.size(), options_.bucket, scale,
+                                           /*scatter=*/zero_);
 }
 
 void TrainStep::grow_reference(int64_t count) {
@@ -266,7 +268,7 @@ StepResult TrainStep::finish_micro_batch(Queue queue) {
   // summed, so ranks that hold different counts (a short last batch) average exactly.
   if (overlap()) {
     if (!buckets_) begin_buckets();  // this rank's shard had nothing to compute
-    buckets_->finish();              // every bucket summed: the gradient of the mean, as below
+    buckets_->finish();              // every bucket summed (zero: this rank's slice): as below
     buckets_.reset();
     accum_count_ = 0;
     reference_ = 0;
@@ -277,7 +279,7 @@ StepResult TrainStep::finish_micro_batch(Queue queue) {
   }
   r.lr = schedule_.lr(updates_);
   if (zero_) {
-    options_.comm->reduce_scatter_sum(ps.grads(), ps.size());
+    if (!overlap()) options_.comm->reduce_scatter_sum(ps.grads(), ps.size());  // else the buckets did
     const bool finite = update_shard(r);
     ps.zero_grad();
     ++updates_;

@@ -13,8 +13,9 @@
 // LossScaler still reads one finiteness flag per optimizer step (its skip decision).
 // StepResult::grad_norm is filled where reading it costs nothing (a host-accessible backend).
 // With several ranks the gradients are summed over them at the boundary (StepOptions::comm): in
-// buckets that the last micro-batch's backward starts (the overlap, train/grad_buckets.h), or,
-// under train.zero, reduce-scattered so each rank updates its slice (docs/DISTRIBUTED.md).
+// buckets that the last micro-batch's backward starts (the overlap, train/grad_buckets.h); under
+// train.zero the buckets reduce-scatter, so each rank holds the sums of its slice and updates
+// that slice (docs/DISTRIBUTED.md).
 //
 // The loss is an Objective's (sum, count) (train/objective.h), so micro-batches that count
 // different numbers of targets (an epoch's short last batch) average exactly: the step adds up
@@ -65,9 +66,9 @@ struct StepOptions {
   // updates its slice of the parameters with its slice of AdamW's moments (the optimizer is
   // sharded by the constructor), and the parameters are all-gathered. One process: ignored.
   bool zero = false;
-  // Overlap (train/grad_buckets.h) on several ranks without train.zero: the gradient sum is cut
-  // into buckets of about this many values that start while the last micro-batch's backward
-  // runs. 0: one all-reduce after the backward.
+  // Overlap (train/grad_buckets.h) on several ranks: the gradient sum (train.zero: the
+  // reduce-scatter) is cut into buckets of about this many values that start while the last
+  // micro-batch's backward runs. 0: one collective after the backward.
   size_t bucket = 0;
   // runtime.cuda_graphs auto: capture and replay the step where the backend and the step allow
   // it (train/step_graphs.h); false (off): never.

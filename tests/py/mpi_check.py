@@ -13,7 +13,8 @@ what the runs wrote: every step's logged loss (train.log_every 1) and the final 
   kill_rank            SIGKILL of one rank: every rank exits non-zero; --resume with 1 rank ends
                        as the uninterrupted run
   zero_lstm, zero_gpt  train.zero: 1 (ZeRO stage 1) on 2 and on 4 ranks follows the one-process run
-                       (1e-5 relative, every step's loss and the final weights)
+                       (1e-5 relative, every step's loss and the final weights); its bucketed
+                       reduce-scatter equals the unbucketed one bit for bit
   zero_resume          SIGTERM to one rank of a 4-rank train.zero run; --resume on 1 rank with
                        train.zero: 0 ends as the uninterrupted one-process run (whole checkpoints)
   resume_unshared      a 2-rank run stopped by SIGTERM resumes on 2 ranks where rank 1's working
@@ -156,6 +157,16 @@ def zero_case(binary, src, tmp, model):
         p = train(binary, make(src, extra=["--set", "train.zero=1"]), many, ranks=ranks)
         compare(one, many, f"{model}, train.zero 1, {ranks} ranks")
         print(f"ok: {model}: train.zero on {ranks} ranks follows one process over 50 steps (dropout on)")
+    # The reduce-scatter in 4 KB buckets under the backward (buckets straddle the 4 ranks' slices)
+    # and in one call after it: the same bits (deterministic: no timed kernel choice between them).
+    cfg = make(src, extra=["--set", "train.zero=1", "--set", "runtime.deterministic=true"])
+    bucketed, flat = os.path.join(tmp, "zero4det"), os.path.join(tmp, "zero4flat")
+    train(binary, cfg, bucketed, ranks=4)
+    train(binary, cfg, flat, ranks=4, env_extra={"SEQTRAIN_MPI_BUCKET_KB": "0"})
+    wb, wf = weights(bucketed), weights(flat)
+    if train_losses(flat) != train_losses(bucketed) or any(wb[k].tobytes() != wf[k].tobytes() for k in wb):
+        sys.exit(f"FAIL: {model}: train.zero's bucketed reduce-scatter and the single one differ")
+    print(f"ok: {model}: train.zero's bucketed (4 KB) and unbucketed reduce-scatters are bit-identical")
 
 
 def zero_resume_case(binary, src, tmp):

@@ -57,6 +57,8 @@ class CudaBackend final : public Backend {
   // bytes in a ring of page-locked buffers and copies asynchronously; the accumulators and the
   // clipping are kernels on the stream.
   void upload(const void* host_src, void* device_dst, size_t bytes) override;
+  // Dropout keyed by a shard's offset in the global mask (a data-parallel rank's rows).
+  void dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) override;
   void regression_loss_accumulate(RegressionLoss kind, const float* pred, const float* target, int64_t n,
                                   float delta, double* acc) override;
   void cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) override;

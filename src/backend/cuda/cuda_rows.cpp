@@ -73,11 +73,11 @@ LayerNormLaunch launch_args(const LayerNormArgs& a) {
 }
 EmbeddingLaunch launch_args(const EmbeddingArgs& a) { return {a.rows, a.dim, a.count, a.ids}; }
 
-void run_dropout(CudaBackend& be, const float* x, float* y, int64_t n, float p, uint64_t seed) {
+void run_dropout(CudaBackend& be, const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first = 0) {
   check_dropout_args(x, y, n, p);
   if (n == 0) return;
   // The threshold and scale once on the host, exactly as dropout_keep / the CPU kernel take them.
-  ST_CUDA(launch_dropout(x, y, n, seed, attention_keep_threshold(p), dropout_scale(p), be.stream()));
+  ST_CUDA(launch_dropout(x, y, n, seed, first, attention_keep_threshold(p), dropout_scale(p), be.stream()));
 }
 
 }  // namespace
@@ -158,6 +158,10 @@ void CudaBackend::dropout_forward(const float* x, float* y, int64_t n, float p, 
 
 void CudaBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) {
   run_dropout(*this, dy, dx, n, p, seed);
+}
+
+void CudaBackend::dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) {
+  run_dropout(*this, x, y, n, p, seed, first);
 }
 
 }  // namespace seqtrain::cuda

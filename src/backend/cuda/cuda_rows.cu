@@ -314,10 +314,12 @@ bool uses_lists(const EmbeddingLaunch& a) {
 // Dropout: the mask of backend/dropout_mask.h, the keep threshold and scale computed once on the
 // host as the CPU kernel does.
 
-__global__ void dropout_map(const float* x, float* y, int64_t n, uint64_t seed, uint32_t threshold, float scale) {
+__global__ void dropout_map(const float* x, float* y, int64_t n, uint64_t seed, int64_t first, uint32_t threshold,
+                            float scale) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const bool keep = attention_bits(dropout_block_key(seed, i / kDropoutBlock), i % kDropoutBlock) >= threshold;
+    const int64_t g = first + i;  // the element's index in the mask (a shard's global position)
+    const bool keep = attention_bits(dropout_block_key(seed, g / kDropoutBlock), g % kDropoutBlock) >= threshold;
     y[i] = keep ? x[i] * scale : 0.f;
   }
 }
@@ -408,9 +410,9 @@ cudaError_t launch_embedding_backward(const EmbeddingLaunch& a, const float* dy,
   return cudaGetLastError();
 }
 
-cudaError_t launch_dropout(const float* x, float* y, int64_t n, uint64_t seed, uint32_t threshold, float scale,
-                           cudaStream_t s) {
-  dropout_map<<<grid_for(n, 256), 256, 0, s>>>(x, y, n, seed, threshold, scale);
+cudaError_t launch_dropout(const float* x, float* y, int64_t n, uint64_t seed, int64_t first, uint32_t threshold,
+                           float scale, cudaStream_t s) {
+  dropout_map<<<grid_for(n, 256), 256, 0, s>>>(x, y, n, seed, first, threshold, scale);
   return cudaGetLastError();
 }
 

@@ -66,8 +66,9 @@ size_t embedding_backward_scratch(const EmbeddingLaunch& a);
 cudaError_t launch_embedding_backward(const EmbeddingLaunch& a, const float* dy, float* dtable, void* scratch,
                                       cudaStream_t s);
 
-// y[i] = keep(seed, i) ? x[i] * scale : 0, keep as dropout_mask.h's dropout_keep at threshold.
-cudaError_t launch_dropout(const float* x, float* y, int64_t n, uint64_t seed, uint32_t threshold, float scale,
-                           cudaStream_t s);
+// y[i] = keep(seed, first + i) ? x[i] * scale : 0, keep as dropout_mask.h's dropout_keep at
+// threshold (first: Backend::dropout_at's offset of a shard in the global mask).
+cudaError_t launch_dropout(const float* x, float* y, int64_t n, uint64_t seed, int64_t first, uint32_t threshold,
+                           float scale, cudaStream_t s);
 
 }  // namespace seqtrain::cuda
