@@ -13,6 +13,23 @@
 namespace seqtrain::testing {
 namespace {
 
+// A backtest reads the naive's sum at each fold's end in one pass: every read equals the sum taken
+// alone, bit for bit (whatever the ends' offsets in the lanes), and the plain sum within rounding.
+TEST(ForecastMetrics, NaiveSumReadOnTheWayEqualsTheSumAlone) {
+  Rng rng(5);
+  const std::vector<float> v = randn(rng, 203);
+  for (int64_t lag : {1, 3, 7}) {
+    NaiveSum running(v.data(), 1, lag);
+    for (int64_t n : {0, 1, 7, 8, 9, 10, 11, 64, 131, 202, 203}) {
+      const double on_the_way = running.up_to(n);
+      EXPECT_EQ(on_the_way, NaiveSum(v.data(), 1, lag).up_to(n)) << "lag " << lag << " n " << n;
+      double plain = 0;
+      for (int64_t t = lag; t < n; ++t) plain += std::abs(double(v[t]) - v[t - lag]);
+      EXPECT_NEAR(on_the_way, plain, 1e-12 * (1 + plain)) << "lag " << lag << " n " << n;
+    }
+  }
+}
+
 TEST(ForecastMetrics, EqualNumpyOnFixedArrays) {
   Rng rng(11);
   std::vector<float> forecast = randn(rng, 50), actual = randn(rng, 50), train = randn(rng, 80);

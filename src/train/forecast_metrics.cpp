@@ -41,10 +41,17 @@ ForecastMetrics metrics_of(const ErrorSums& s, double scale) {
 }
 
 double naive_scale(const float* values, int64_t n, int64_t stride, int64_t lag) {
-  double sum = 0;
-  int64_t count = 0;
-  for (int64_t t = lag; t < n; ++t, ++count) sum += std::abs(double(values[t * stride]) - values[(t - lag) * stride]);
-  return count ? sum / count : 0.0;
+  return n > lag ? NaiveSum(values, stride, lag).up_to(n) / static_cast<double>(n - lag) : 0.0;
+}
+
+double NaiveSum::term(int64_t t) const { return std::abs(double(v_[t * stride_]) - v_[(t - lag_) * stride_]); }
+
+double NaiveSum::up_to(int64_t n) {
+  for (; at_ + 4 <= n; at_ += 4)
+    for (int64_t k = 0; k < 4; ++k) lane_[k] += term(at_ + k);
+  double tail[4] = {lane_[0], lane_[1], lane_[2], lane_[3]};
+  for (int64_t t = at_; t < n; ++t) tail[t - at_] += term(t);
+  return (tail[0] + tail[1]) + (tail[2] + tail[3]);
 }
 
 }  // namespace seqtrain

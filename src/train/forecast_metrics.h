@@ -26,4 +26,23 @@ ForecastMetrics metrics_of(const ErrorSums& s, double scale);
 // The in-sample MAE of the lag-`lag` naive forecast over values[0, n): mean |v[t] - v[t-lag]|.
 double naive_scale(const float* values, int64_t n, int64_t stride, int64_t lag);
 
+// The sum behind naive_scale, read at growing n: sum over t in [lag, n) of |v[t] - v[t-lag]|,
+// added in four interleaved lanes (t - lag's blocks of four), so the adds do not wait on one
+// another (a fleet's scoring setup is this loop over every row of every series). A sum read on
+// the way to a later n is the same bits as one read alone: a backtest's folds each read theirs
+// in one pass.
+class NaiveSum {
+ public:
+  NaiveSum(const float* values, int64_t stride, int64_t lag) : v_(values), stride_(stride), lag_(lag), at_(lag) {}
+  // n must not decrease from one call to the next.
+  double up_to(int64_t n);
+
+ private:
+  double term(int64_t t) const;
+  const float* v_;
+  int64_t stride_, lag_;
+  int64_t at_;  // the next block's first t
+  double lane_[4] = {0, 0, 0, 0};
+};
+
 }  // namespace seqtrain

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/parallel_each.h"
@@ -76,19 +77,18 @@ std::vector<std::vector<double>> naive_scales(const Dataset& d, int64_t k, int64
   const Normalizer& norm = d.normalizer_of(k);
   const Series& table = *d.table;
   const int64_t last = ends.empty() ? begin : *std::max_element(ends.begin(), ends.end());
+  std::vector<size_t> order(ends.size());  // the ends, read in increasing order
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ends[a] < ends[b]; });
   std::vector<std::vector<double>> out(ends.size());
   std::vector<float> v(static_cast<size_t>(std::max<int64_t>(0, last - begin)));
-  std::vector<double> running(v.size() + 1, 0.0);  // running[n]: naive_scale's sum over values [0, n)
   for (const std::string& t : d.targets) {
     const int64_t col = norm.index_of(t), tc = table.column_index(t);
     for (int64_t r = begin; r < last; ++r) v[r - begin] = norm.invert(col, table.at(r, tc));
-    for (size_t n = 1; n <= v.size(); ++n)
-      running[n] = running[n - 1] + (static_cast<int64_t>(n) - 1 >= lag
-                                         ? std::abs(double(v[n - 1]) - v[n - 1 - static_cast<size_t>(lag)])
-                                         : 0.0);
-    for (size_t e = 0; e < ends.size(); ++e) {
+    NaiveSum sum(v.data(), 1, lag);
+    for (size_t e : order) {
       const int64_t n = ends[e] - begin;
-      out[e].push_back(n > lag ? running[n] / static_cast<double>(n - lag) : 0.0);
+      out[e].push_back(n > lag ? sum.up_to(n) / static_cast<double>(n - lag) : 0.0);
     }
   }
   return out;

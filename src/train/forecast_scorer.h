@@ -79,8 +79,8 @@ using SeriesOf = std::function<int64_t(int64_t window)>;
 // `rows`: per target, the in-sample MAE of the lag-`lag` naive forecast in the target's units.
 std::vector<double> naive_scales(const Dataset& data, int64_t k, RowRange rows, int64_t lag);
 // The same over rows [begin, end) for each of `ends` at once ([end][target]), in one pass over the
-// rows (a running sum, added in naive_scale's order, so each equals naive_scales' exactly): a
-// backtest's folds each scale by the rows before their origin.
+// rows (NaiveSum, read at each end, so each equals naive_scale's exactly): a backtest's folds each
+// scale by the rows before their origin.
 std::vector<std::vector<double>> naive_scales(const Dataset& data, int64_t k, int64_t begin,
                                               const std::vector<int64_t>& ends, int64_t lag);
 
