@@ -5,13 +5,12 @@
 #include <cstring>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "config/config.h"
 #include "config/frequency.h"
 #include "test_trainer_util.h"
+#include "thread_ranks.h"
 #include "train/checkpoint.h"
 #include "train/communicator.h"
 #include "train/data_plan.h"
@@ -114,58 +113,6 @@ TEST(TrainLoop, NonPrimaryRankWritesNothing) {
   const Config c = tiny({});
   EXPECT_EQ(comm.float_reductions, std::vector<size_t>(s.steps, parameter_count(c)));
 }
-
-// Ranks as threads of one process: sums in double, in a fixed order, behind barriers.
-struct ThreadGroup {
-  explicit ThreadGroup(int w) : world(w), parts(w) {}
-  int world;
-  std::mutex m;
-  std::condition_variable cv;
-  int arrived = 0;
-  int64_t generation = 0;
-  std::vector<std::vector<double>> parts;
-  std::vector<char> shared;  // a broadcast's bytes from its root
-  void barrier() {
-    std::unique_lock<std::mutex> lock(m);
-    const int64_t g = generation;
-    if (++arrived == world) {
-      arrived = 0;
-      ++generation;
-      cv.notify_all();
-    } else {
-      cv.wait(lock, [&] { return generation != g; });
-    }
-  }
-};
-
-struct ThreadComm : Communicator {
-  ThreadGroup& g;
-  int r;
-  ThreadComm(ThreadGroup& group, int rank) : g(group), r(rank) {}
-  int rank() const override { return r; }
-  int world() const override { return g.world; }
-  template <typename T> void reduce(T* data, size_t n) {
-    g.parts[r].assign(data, data + n);
-    g.barrier();
-    for (size_t i = 0; i < n; ++i) {
-      double sum = 0;
-      for (int k = 0; k < g.world; ++k) sum += g.parts[k][i];
-      data[i] = static_cast<T>(sum);
-    }
-    g.barrier();  // nobody overwrites its part before every rank has read them all
-  }
-  void all_reduce_sum(float* d, size_t n) override { reduce(d, n); }
-  void all_reduce_sum(double* d, size_t n) override { reduce(d, n); }
-  // The root's bytes to every rank (the test pass's `best` weights, rank 0's figures).
-  void broadcast_bytes(void* data, size_t n, int root) override {
-    if (r == root) g.shared.assign(static_cast<char*>(data), static_cast<char*>(data) + n);
-    g.barrier();
-    if (r != root) std::memcpy(data, g.shared.data(), n);
-    g.barrier();  // nobody overwrites `shared` before every rank has copied it
-  }
-  void broadcast(float* d, size_t n) override { broadcast_bytes(d, n * sizeof(float), 0); }
-  void barrier() override { g.barrier(); }
-};
 
 // Two ranks, each training on its shard of every global batch (the last one short and split
 // unevenly), follow the one-process run: the count of targets and the gradients are summed

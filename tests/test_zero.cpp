@@ -4,12 +4,11 @@
 // shard as its slice, and thread ranks gather the slices back into the whole state.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "core/rng.h"
 #include "optim/optimizer.h"
+#include "thread_ranks.h"
 #include "train/communicator.h"
 #include "train/zero_state.h"
 
@@ -114,50 +113,8 @@ TEST(ZeroShard, SgdRefusesToShard) {
   EXPECT_THROW(sgd->set_shard(0, 10), Error);
 }
 
-// Ranks as threads; the Communicator's default reduce-scatter / all-gather / gather (sums over
-// the whole buffer) are what is tested here, MpiCommunicator's by tests/py/mpi_check.py.
-struct Threads {
-  explicit Threads(int w) : world(w), parts(w) {}
-  int world;
-  std::mutex m;
-  std::condition_variable cv;
-  int arrived = 0;
-  int64_t generation = 0;
-  std::vector<std::vector<double>> parts;
-  void barrier() {
-    std::unique_lock<std::mutex> lock(m);
-    const int64_t g = generation;
-    if (++arrived == world) {
-      arrived = 0;
-      ++generation;
-      cv.notify_all();
-    } else {
-      cv.wait(lock, [&] { return generation != g; });
-    }
-  }
-};
-struct ThreadRank : Communicator {
-  Threads& t;
-  int r;
-  ThreadRank(Threads& threads, int rank) : t(threads), r(rank) {}
-  int rank() const override { return r; }
-  int world() const override { return t.world; }
-  template <typename T> void reduce(T* data, size_t n) {
-    t.parts[r].assign(data, data + n);
-    t.barrier();
-    for (size_t i = 0; i < n; ++i) {
-      double sum = 0;
-      for (int k = 0; k < t.world; ++k) sum += t.parts[k][i];
-      data[i] = static_cast<T>(sum);
-    }
-    t.barrier();
-  }
-  void all_reduce_sum(float* d, size_t n) override { reduce(d, n); }
-  void all_reduce_sum(double* d, size_t n) override { reduce(d, n); }
-  void broadcast(float*, size_t) override {}
-  void barrier() override { t.barrier(); }
-};
-
+// Ranks as threads (thread_ranks.h): the Communicator's default reduce-scatter / all-gather / gather
+// (sums over the whole buffer) are what is tested here, MpiCommunicator's by tests/py/mpi_check.py.
 TEST(ZeroState, GathersEveryRanksSliceOnThePrimary) {
   const size_t n = 101;
   const int W = 3;
@@ -167,12 +124,12 @@ TEST(ZeroState, GathersEveryRanksSliceOnThePrimary) {
   const std::vector<float> g = random_values(n, 2);
   whole->step(p.data(), g.data(), n, 1e-2);
   const OptimizerState want = whole->state();
-  Threads threads(W);
+  ThreadGroup threads(W);
   std::vector<OptimizerState> got(W);
   std::vector<std::thread> ranks;
   for (int r = 0; r < W; ++r)
     ranks.emplace_back([&, r] {
-      ThreadRank comm(threads, r);
+      ThreadComm comm(threads, r);
       auto opt = make_optimizer(adamw_options());
       configure(*opt, n);
       const Slice s = slice_of(n, r, W);

@@ -41,7 +41,7 @@ ForecastMetrics metrics_of(const ErrorSums& s, double scale) {
 }
 
 double naive_scale(const float* values, int64_t n, int64_t stride, int64_t lag) {
-  return n > lag ? NaiveSum(values, stride, lag).up_to(n) / static_cast<double>(n - lag) : 0.0;
+  return NaiveSum(values, stride, lag).mean_up_to(n);
 }
 
 double NaiveSum::term(int64_t t) const { return std::abs(double(v_[t * stride_]) - v_[(t - lag_) * stride_]); }

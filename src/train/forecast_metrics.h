@@ -36,6 +36,8 @@ class NaiveSum {
   NaiveSum(const float* values, int64_t stride, int64_t lag) : v_(values), stride_(stride), lag_(lag), at_(lag) {}
   // n must not decrease from one call to the next.
   double up_to(int64_t n);
+  // The mean term over t in [lag, n) (the MASE scale); 0 when n <= lag (no term).
+  double mean_up_to(int64_t n) { return n > lag_ ? up_to(n) / static_cast<double>(n - lag_) : 0.0; }
 
  private:
   double term(int64_t t) const;

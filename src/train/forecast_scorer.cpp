@@ -87,8 +87,7 @@ std::vector<std::vector<double>> naive_scales(const Dataset& d, int64_t k, int64
     for (int64_t r = begin; r < last; ++r) v[r - begin] = norm.invert(col, table.at(r, tc));
     NaiveSum sum(v.data(), 1, lag);
     for (size_t e : order) {
-      const int64_t n = ends[e] - begin;
-      out[e].push_back(n > lag ? sum.up_to(n) / static_cast<double>(n - lag) : 0.0);
+      out[e].push_back(sum.mean_up_to(ends[e] - begin));
     }
   }
   return out;

@@ -155,4 +155,8 @@ class CudaBackend final : public Backend {
   void* grow(void*& buf, size_t& have, size_t bytes, bool host);
 };
 
+// The plugin's backend of GPU `device`, made at the first call and kept for the process (one per
+// GPU, shared by the backend entry and NCCL's: plugin_entry.cpp).
+CudaBackend& plugin_backend(int device);
+
 }  // namespace seqtrain::cuda

@@ -1,5 +1,5 @@
 // NcclCommunicator: see nccl_communicator.h.
-#include "backend/cuda/nccl_communicator.h"
+#include "backend/cuda/nccl/nccl_communicator.h"
 
 #include <type_traits>
 
