@@ -260,7 +260,7 @@ std::vector<float> weights(const Job& r) {
 }
 
 void save(const Job& r, const std::string& dir) {
-  save_checkpoint(dir, CheckpointData{&r.model->params(), r.opt->state(), {{"step", r.losses.size()}}});
+  save_checkpoint(dir, CheckpointData{&r.model->params(), r.opt->state(), {{"step", r.losses.size()}}, {}});
 }
 
 void expect_bitwise_equal(const Job& guarded, const Job& plain) {

@@ -78,7 +78,7 @@ TEST(InitFrom, SkipLeavesNamedTensorsAndFillsTheRest) {
 TEST(InitFrom, ReadsACheckpointDirectoryAndVerifiesIt) {
   Source src;
   const std::string ckpt = src.dir / "ckpt";
-  save_checkpoint(ckpt, CheckpointData{src.ps.get(), OptimizerState{}, nlohmann::json::object()});
+  save_checkpoint(ckpt, CheckpointData{src.ps.get(), OptimizerState{}, nlohmann::json::object(), {}});
   auto model = target_model();
   init_from(ckpt, *model, InitFromOptions{{"encoder.=rnn."}, {"head."}, true});
   EXPECT_EQ(values(*model, "rnn.weight"), values(*src.ps, "encoder.weight"));

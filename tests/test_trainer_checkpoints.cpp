@@ -65,7 +65,7 @@ struct TinyParams {
     for (size_t i = 0; i < ps.size(); ++i) ps.params()[i] = v + float(i);
   }
   void save(const std::string& dir, int64_t step) const {
-    save_checkpoint(dir, CheckpointData{&ps, OptimizerState{}, nlohmann::json{{"step", step}}});
+    save_checkpoint(dir, CheckpointData{&ps, OptimizerState{}, nlohmann::json{{"step", step}}, {}});
   }
 };
 

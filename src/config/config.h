@@ -202,6 +202,9 @@ struct TrainConfig {
   double huber_delta = 1.0;       // > 0
   double grad_clip = 1.0;         // >= 0; max global gradient L2 norm; 0 = off
   int64_t grad_accum = 1;         // >= 1; micro-batches per optimizer step
+  // [0, 1): the decay of an exponential moving average of the weights, updated after every
+  // optimizer step, that validation, checkpoints and the test use (optim/ema.h); 0 = off.
+  double ema_decay = 0.0;
   // 0 or 1: ZeRO stage 1 under mpirun, AdamW's moments sharded over the ranks
   // (docs/DISTRIBUTED.md); a single process ignores it.
   int64_t zero = 0;

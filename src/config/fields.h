@@ -173,6 +173,7 @@ void visit_fields(C& c, V&& v) {
   v.field("train.huber_delta", t.huber_delta, positive());
   v.field("train.grad_clip", t.grad_clip, at_least(0));
   v.field("train.grad_accum", t.grad_accum, at_least(1));
+  v.field("train.ema_decay", t.ema_decay, unit_right_open());
   v.field("train.zero", t.zero, Range{0, 1, false, false});
   v.field("train.log_every", t.log_every, at_least(1));
   v.field("train.eval_every", t.eval_every, FrequencyTag{});

@@ -19,6 +19,8 @@ namespace fs = std::filesystem;
 namespace {
 const char* kFiles[] = {"model.safetensors", "optimizer.safetensors"};
 const char* kAllFiles[] = {"model.safetensors", "optimizer.safetensors", "state.json"};
+// optimizer.safetensors' tensors of the trained weights beside model.safetensors' average.
+constexpr const char* kRawPrefix = "raw.";
 
 // A per-process temporary name next to `final_dir`, hidden (dot) so listings skip it and
 // recover_checkpoints() knows to remove it.
@@ -52,6 +54,11 @@ void save_checkpoint(const std::string& dir, const CheckpointData& data) {
       ST_CHECK(values.size() == data.params->size(), "optimizer buffer '{}' does not match the parameter count", name);
       bufs.push_back({name + ".", values.data()});
       state["optimizer_buffers"].push_back(name);
+    }
+    if (!data.raw.empty()) {
+      ST_CHECK(data.raw.size() == data.params->size(), "the trained weights do not match the parameter count");
+      bufs.push_back({std::string(kRawPrefix), data.raw.data()});
+      state["raw_weights"] = true;
     }
     save_flat((tmp / kFiles[1]).string(), *data.params, bufs);
     for (const char* f : kFiles) state["checksums"][f] = file_checksum((tmp / f).string());
@@ -98,7 +105,8 @@ std::string verified_model_file(const std::string& dir) {
   return (fs::path(dir) / kFiles[0]).string();
 }
 
-nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, OptimizerState* optimizer) {
+nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, OptimizerState* optimizer,
+                               std::vector<float>* raw) {
   const fs::path d(dir);
   nlohmann::json state = read_checkpoint_state(dir);
   for (const char* f : kFiles) verify_file(dir, state, f);
@@ -120,6 +128,15 @@ nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, Optim
     for (const auto& name : state.value("optimizer_buffers", std::vector<std::string>{}))
       optimizer->buffers[name].assign(params.size(), 0.f);
     for (auto& [name, values] : optimizer->buffers) outs.push_back({name + ".", values.data()});
+    // The file holds exactly what was saved, so the trained weights are read even when the
+    // caller does not want them.
+    std::vector<float> unwanted;
+    std::vector<float>& trained = raw ? *raw : unwanted;
+    trained.clear();
+    if (state.value("raw_weights", false)) {
+      trained.assign(params.size(), 0.f);
+      outs.push_back({kRawPrefix, trained.data()});
+    }
     load_flat((d / kFiles[1]).string(), params, outs);
   }
   return state;
@@ -217,7 +234,8 @@ CheckpointWriter::~CheckpointWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void CheckpointWriter::submit(WriteJob job, const ParamStore& params, OptimizerState optimizer, nlohmann::json state) {
+void CheckpointWriter::submit(WriteJob job, const ParamStore& params, OptimizerState optimizer, nlohmann::json state,
+                              std::vector<float> raw) {
   wait();
   // The snapshot is host memory (the CPU backend's), which the writer thread reads while training
   // goes on; taking it is one copy (a memcpy, or a download from a device backend).
@@ -225,11 +243,12 @@ void CheckpointWriter::submit(WriteJob job, const ParamStore& params, OptimizerS
   if (!snapshot_) snapshot_ = std::make_unique<ParamStore>(params.clone_layout(default_backend()));
   params.read_params(std::span<float>(snapshot_->params(), snapshot_->size()));
   opt_ = std::move(optimizer);
+  raw_ = std::move(raw);
   thread_ = std::thread([this, job = std::move(job), state = std::move(state)] {
     trace::set_thread_name("checkpoint writer");
     ST_TRACE("checkpoint.write", "io");
     try {
-      save_checkpoint(job.dir, CheckpointData{snapshot_.get(), opt_, state});
+      save_checkpoint(job.dir, CheckpointData{snapshot_.get(), opt_, state, raw_});
       if (!job.link_last.empty()) link_checkpoint(job.dir, job.link_last);
       if (!job.prune_in.empty()) prune_step_checkpoints(job.prune_in, job.keep, job.protect);
     } catch (const std::exception& e) {

@@ -1,6 +1,8 @@
 // Checkpoint: the on-disk contract (docs/CHECKPOINTS.md). A directory checkpoints/<tag>/ holding
 //   model.safetensors      weights, PyTorch state_dict names
-//   optimizer.safetensors  optimizer moments, "<buffer>.<param name>" per tensor
+//   optimizer.safetensors  optimizer moments, "<buffer>.<param name>" per tensor; with
+//                          train.ema_decay also "raw.<param name>", the weights the optimizer
+//                          steps (model.safetensors then holds their average, optim/ema.h)
 //   state.json             step, epoch, RNG/data cursor, best metric, config hash,
 //                          normalization statistics, schedule state, file checksums
 // written into a temporary directory, fsynced, then renamed into place. load_checkpoint()
@@ -28,14 +30,18 @@ struct CheckpointData {
   const ParamStore* params = nullptr;  // source of weights (and of the optimizer's layout)
   OptimizerState optimizer;
   nlohmann::json state;                // everything else; "checksums" is filled in on save
+  // train.ema_decay: the trained weights, when `params` holds their average; empty otherwise.
+  std::vector<float> raw;
 };
 
 // Writes dir (e.g. run/checkpoints/best) atomically.
 void save_checkpoint(const std::string& dir, const CheckpointData& data);
 
 // Verifies checksums, loads weights into `params` (names and shapes must match) and returns
-// state.json; when `optimizer` is given, fills it with the saved moments.
-nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, OptimizerState* optimizer = nullptr);
+// state.json; when `optimizer` is given, fills it with the saved moments, and `raw` (if given)
+// with the trained weights of a checkpoint written with train.ema_decay (left empty without).
+nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, OptimizerState* optimizer = nullptr,
+                               std::vector<float>* raw = nullptr);
 
 // The path of dir/model.safetensors after verifying its checksum against state.json (for
 // reading the weights without loading them into a store of the same names: init_from.h).
@@ -88,14 +94,17 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // Waits for the previous job, snapshots `params` (and takes `optimizer`), then starts `job`.
-  void submit(WriteJob job, const ParamStore& params, OptimizerState optimizer, nlohmann::json state);
+  // Waits for the previous job, snapshots `params` (and takes `optimizer` and `raw`, the trained
+  // weights when `params` holds their average), then starts `job`.
+  void submit(WriteJob job, const ParamStore& params, OptimizerState optimizer, nlohmann::json state,
+              std::vector<float> raw = {});
   // Waits for the job in flight; throws Error if it failed.
   void wait();
 
  private:
   std::unique_ptr<ParamStore> snapshot_;
   OptimizerState opt_;
+  std::vector<float> raw_;
   std::thread thread_;
   std::string error_;
 };

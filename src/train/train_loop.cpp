@@ -162,6 +162,7 @@ void TrainLoop::build_model() {
 void TrainLoop::build_optimizer() {
   const auto& t = config_.train;
   optimizer_ = build_run_optimizer(t, *model_);
+  if (t.ema_decay > 0) ema_ = std::make_unique<Ema>(t.ema_decay, model_->params().backend());
   // train.param_groups and the fine-tuning schedule; applied at each epoch's start (train_epoch).
   groups_ = std::make_unique<GroupSchedule>(t, model_->params());
   batches_ = batch_count(feed_.source->size(), t.batch_size);
@@ -321,13 +322,18 @@ StepTiming TrainLoop::time_steps(int64_t warmup, int64_t steps, int64_t eval_bat
 
 void TrainLoop::resume_from(const std::vector<ResumeCandidate>& candidates) {
   OptimizerState os;
+  std::vector<float> raw;  // train.ema_decay: the trained weights (the params then hold the average)
   nlohmann::json st;
   std::string chosen;
   for (const auto& c : candidates) {  // the primary's (the others have none)
     check_resume_config(c.state, config_, run_, c.dir, opt_.quiet);
     check_resume_spec(c.state, spec_, run_, c.dir);  // what the data decides (resume.h)
     try {
-      st = load_checkpoint(c.dir, model_->params(), &os);
+      st = load_checkpoint(c.dir, model_->params(), &os, &raw);
+      ST_CHECK(!ema_ || !raw.empty(),
+               "checkpoint '{}' holds no trained weights beside their average (it was written without "
+               "train.ema_decay); resume with the config it was written with, or start the run again with --overwrite",
+               c.dir);
       chosen = c.dir;
       break;
     } catch (const Error& e) {
@@ -339,6 +345,18 @@ void TrainLoop::resume_from(const std::vector<ResumeCandidate>& candidates) {
            "run again with --overwrite", ckpt_dir_.string());
   if (comm_->world() > 1) share_resume_state(st, chosen, os);
   state_ = RunState::from_json(st);
+  // train.ema_decay: the parameters hold the checkpoint's average; it goes into the Ema and the
+  // trained weights into the parameters (the primary's, on every rank).
+  if (ema_) {
+    ParamStore& ps = model_->params();
+    {
+      const HostReadView average = ps.read_view();
+      ema_->load({average.data(), average.size()}, state_.updates);
+    }
+    raw.resize(ps.size());
+    comm_->broadcast(raw.data(), raw.size());
+    ps.write_params(raw);
+  }
   refuse_finished_run(chosen);  // before anything of the run is rewritten
   ST_CHECK(!st.contains("normalizer") || state_.normalizer == plan_.normalizer,
            "{}: the training data changed since checkpoint '{}' was written (its normalization statistics "
@@ -478,6 +496,10 @@ void TrainLoop::announce() {
                                  model_->params().size(), plan_.train->size(), DataPlan::size_of(plan_.val),
                                  DataPlan::size_of(plan_.test), plan_.unit, threads_));
   for (const std::string& line : format_summary(spec_, model_->params())) observers_.on_note(line);
+  if (ema_)
+    observers_.on_note(fmt::format("train.ema_decay {}: validation, checkpoints and the test use the weights' moving "
+                                   "average (over about {:.0f} of this run's {} steps)",
+                                   ema_->decay(), 1.0 / (1.0 - ema_->decay()), total_updates_));
   observers_.on_note("CPU kernels: " + isa_summary());
   const std::string_view device = model_->params().backend().name();
   if (const int gpu = gpu_ordinal(model_->params().backend()); gpu >= 0) {
@@ -492,8 +514,15 @@ void TrainLoop::announce() {
                                    family_names_where([](const ModelFamily& f) { return !f.precision_covers.empty(); })));
 }
 
+// The average follows every optimizer step, fp16-skipped ones included (as a torch loop that
+// calls update_parameters after scaler.step), so its update count is the step count.
 StepResult TrainLoop::run_batch(const Batch& batch, int64_t micro) {
-  return step_->run(batch, mix_seed(config_.seed, static_cast<uint64_t>(micro)));
+  const StepResult r = step_->run(batch, mix_seed(config_.seed, static_cast<uint64_t>(micro)));
+  if (r.updated && ema_) {
+    ST_TRACE("train.ema", "train");
+    ema_->update(model_->params().params(), model_->params().size());
+  }
+  return r;
 }
 
 // Trains the rest of the current epoch; returns false when a stop request ended it.
@@ -686,8 +715,11 @@ void TrainLoop::validate() {
   if (!plan_.val) return;
   double accuracy = 0;
   nlohmann::json forecast;
-  const double val = evaluate_split(val_capped_ ? *val_capped_ : *plan_.val,
-                                    plan_.windows ? &plan_.windows->val : nullptr, &accuracy, &forecast);
+  const double val = [&] {
+    const AveragedWeights averaged(ema_.get(), model_->params().params(), model_->params().size());
+    return evaluate_split(val_capped_ ? *val_capped_ : *plan_.val, plan_.windows ? &plan_.windows->val : nullptr,
+                          &accuracy, &forecast);
+  }();
   const double watched = monitored(val, accuracy, forecast);
   const auto& es = config_.train.early_stopping;
   const bool improved = watched < state_.best_val - es.min_delta;  // false for NaN
@@ -728,8 +760,18 @@ void TrainLoop::checkpoint(const std::string& tag, int64_t next_epoch, int64_t n
     job.keep = config_.train.keep_last;
     job.protect = resumed_from_;
   }
-  writer_.submit(std::move(job), model_->params(), std::move(optimizer_state),
-                 state_at(tag, next_epoch, next_batch).to_json());
+  // train.ema_decay: model.safetensors gets the average, optimizer.safetensors the trained
+  // weights beside it (what a resume continues from).
+  std::vector<float> raw;
+  if (ema_) {
+    raw.resize(model_->params().size());
+    model_->params().read_params(raw);
+  }
+  {
+    const AveragedWeights averaged(ema_.get(), model_->params().params(), model_->params().size());
+    writer_.submit(std::move(job), model_->params(), std::move(optimizer_state),
+                   state_at(tag, next_epoch, next_batch).to_json(), std::move(raw));
+  }
   summary_.checkpoint_block_s += seconds_since(t0);
   observers_.on_checkpoint(CheckpointEvent{tag, (ckpt_dir_ / tag).string(), next_epoch, step_->updates()});
 }

@@ -3,6 +3,8 @@
 //   resume or start -> for each epoch: train its batches (logging, periodic checkpoints,
 //   evaluations counted in updates) -> end the epoch (evaluations and checkpoints counted in
 //   epochs) -> finish (test evaluation with the best weights, the end event).
+// With train.ema_decay the weights validated, checkpointed and tested are their moving average
+// (optim/ema.h); training steps the weights themselves.
 // What the loop reports goes to observers (train/observer.h); where the run stands lives in
 // one RunState (train/run_state.h), the only reader and writer of state.json; gradients are
 // reduced across ranks by the Communicator inside TrainStep, and only the primary rank writes
@@ -19,6 +21,7 @@
 #include "config/frequency.h"
 #include "core/trace.h"
 #include "data/loader.h"
+#include "optim/ema.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -133,6 +136,9 @@ class TrainLoop {
   std::string precision_why_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  // train.ema_decay: the weights' moving average, updated after each optimizer step (run_batch)
+  // and swapped in for validation and checkpoints; null when off.
+  std::unique_ptr<Ema> ema_;
   std::unique_ptr<GroupSchedule> groups_;  // the parameter groups of each epoch (fine-tuning)
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<LossScaler> scaler_;

@@ -15,6 +15,10 @@ frozen_from, frozen_to}, ...] covering the flat vector), each entry is one Param
 group of its own: lr = the step's lr * lr_scale, its weight_decay when given, and during steps
 [frozen_from, frozen_to) requires_grad False with no gradient, so torch skips it and its
 per-parameter `step` does not advance.
+
+With --ema DECAY (--groups only), torch.optim.swa_utils.AveragedModel over those parameters with
+the EMA avg_fn decay * ema + (1 - decay) * p is updated after every step (its first update
+copies the weights), and DIR/ema_torch.npy (steps, n) holds the average after every step.
 """
 import argparse
 import json
@@ -37,6 +41,7 @@ def main():
     ap.add_argument("--nesterov", type=int, default=0)
     ap.add_argument("--layout", default=None)
     ap.add_argument("--groups", default=None)
+    ap.add_argument("--ema", type=float, default=None)
     a = ap.parse_args()
     if a.groups is not None:
         return run_groups(a)
@@ -108,6 +113,13 @@ def run_groups(a):
         opt = torch.optim.SGD(groups, lr=float(lrs[0]), momentum=a.momentum, dampening=a.dampening,
                               nesterov=bool(a.nesterov), foreach=False, **kw)
     traj = np.zeros_like(grads, dtype=np.float32)
+    ema_traj = np.zeros_like(grads, dtype=np.float32)
+    averaged = None
+    if a.ema is not None:
+        from torch.optim.swa_utils import AveragedModel
+        decay = a.ema
+        averaged = AveragedModel(torch.nn.ParameterList([p for _, p in params]),
+                                 avg_fn=lambda e, p, n: decay * e + (1 - decay) * p)
     for k in range(grads.shape[0]):
         for (g, p), group in zip(params, opt.param_groups):
             group["lr"] = float(lrs[k]) * g["lr_scale"]
@@ -118,7 +130,13 @@ def run_groups(a):
         opt.step()
         for g, p in params:
             traj[k, g["offset"]:g["offset"] + g["n"]] = p.detach().numpy()
+        if averaged is not None:
+            averaged.update_parameters(torch.nn.ParameterList([p for _, p in params]))
+            for (g, _), e in zip(params, averaged.module.parameters()):
+                ema_traj[k, g["offset"]:g["offset"] + g["n"]] = e.detach().numpy()
     np.save(os.path.join(a.dir, "params_torch.npy"), traj)
+    if averaged is not None:
+        np.save(os.path.join(a.dir, "ema_torch.npy"), ema_traj)
     steps = np.zeros(len(params), dtype=np.float64)
     for i, (g, p) in enumerate(params):
         st = opt.state[p]
