@@ -17,7 +17,9 @@ mean (min-max, population std) over folds x seeds; the test split is never read.
   /usr/bin/python3 bench/pretrain_val.py --ft "model.dropout=0 train.optimizer.weight_decay=0.01" --pre "train.masking.mask_ratio=0.25"
 
 --pre / --ft are space-separated key=value overrides for the pretraining / fine-tuning configs
-(the from-scratch arm takes --ft's too). Runs go to --runs (default /dev/shm/seqtrain_pretrain_val:
+(the from-scratch arm takes --ft's too). --keep-pre reuses each fold's and seed's pretraining run
+in --runs when it finished with the same --pre and binary (pre_args.txt beside it says which):
+trials of fine-tuning settings alone then skip the pretraining they share. Runs go to --runs (default /dev/shm/seqtrain_pretrain_val:
 on tmpfs the checkpoints' fsyncs cost nothing), two at a time with runtime.threads=1.
 """
 import argparse
@@ -78,6 +80,7 @@ def main():
     ap.add_argument("--bin", default=f"{ROOT}/build/seqtrain")
     ap.add_argument("--runs", default="/dev/shm/seqtrain_pretrain_val")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--keep-pre", action="store_true", help="reuse finished pretraining runs of the same --pre")
     a = ap.parse_args()
     ds_dir = f"{ROOT}/data/ucr/{a.dataset}"
     if not os.path.exists(f"{ds_dir}/train_x.npy"):
@@ -102,10 +105,17 @@ def main():
         data = [f"data.npy.train_x={d}/train_x.npy", f"data.npy.train_y={d}/train_y.npy",
                 f"data.npy.test_x={d}/val_x.npy", f"data.npy.test_y={d}/val_y.npy"]
         tag = f"{a.runs}/{a.split}{fold}-seed{seed}"
-        for r in ("pre", "ft", "sc"):
+        pre_args = f"{os.path.getmtime(a.bin)} data.npy.train_x={d}/train_x.npy seed={seed} {a.pre}"
+        marker = f"{tag}-pre/pre_args.txt"
+        keep = a.keep_pre and os.path.exists(f"{tag}-pre/summary.json") and os.path.exists(marker) \
+            and open(marker).read() == pre_args
+        for r in ("ft", "sc") if keep else ("pre", "ft", "sc"):
             shutil.rmtree(f"{tag}-{r}", ignore_errors=True)
-        train("examples/ucr_pretrain.yaml", *sets(f"data.npy.train_x={d}/train_x.npy seed={seed} {a.pre}"),
-              "--out", f"{tag}-pre")
+        if not keep:
+            train("examples/ucr_pretrain.yaml", *sets(f"data.npy.train_x={d}/train_x.npy seed={seed} {a.pre}"),
+                  "--out", f"{tag}-pre")
+            with open(marker, "w") as f:
+                f.write(pre_args)
         train("examples/ucr_finetune.yaml", *sets(" ".join(data) + f" seed={seed} model.encoder_from={tag}-pre {a.ft}"),
               "--out", f"{tag}-ft")
         row = {"fold": fold, "seed": seed, "fine-tuned": result(f"{tag}-ft")}
