@@ -21,6 +21,10 @@ what the runs wrote: every step's logged loss (train.log_every 1) and the final 
                        directory has no run directory (another machine without a shared
                        filesystem): it gets the config and checkpoint from rank 0 by broadcast
                        and ends as the uninterrupted run
+  ema_resume           train.ema_decay on 2 ranks follows the one-process run (the averaged weights
+                       and the val/test losses they score); stopped by SIGTERM to rank 1 and resumed
+                       on 2 ranks, where only rank 0 reads the average and the trained weights beside
+                       it, it still ends as the uninterrupted one-process run
   zero_sgd             train.zero with SGD: one error naming the key and the fix, nothing written
   bad_input            more ranks than a global batch's samples; configs that differ across
                        ranks; a rank that cannot read its data: one error from rank 0, non-zero
@@ -223,6 +227,26 @@ def resume_unshared_case(binary, src, tmp):
     print("ok: rank 1 resumed from rank 0's broadcast without seeing the run directory; equals the uninterrupted run")
 
 
+def ema_resume_case(binary, src, tmp):
+    steps = 400
+    cfg = lstm_config(src, steps=steps, extra=["--set", "train.ema_decay=0.9"])
+    full, many, cut = os.path.join(tmp, "full"), os.path.join(tmp, "many"), os.path.join(tmp, "cut")
+    train(binary, cfg, full)
+    train(binary, cfg, many, ranks=2)
+    compare(full, many, "train.ema_decay on 2 ranks")
+    rc, err = start_and_hit(binary, cfg, cut, 2, signal.SIGTERM, after_steps=10)
+    if rc == 0:
+        sys.exit(f"FAIL: SIGTERM to one rank: mpirun exited 0\n{err}")
+    with open(os.path.join(cut, "checkpoints", "last", "state.json")) as f:
+        state = json.load(f)
+    if not 10 <= state["updates"] < steps or not state.get("raw_weights"):
+        sys.exit(f"FAIL: the stop's checkpoint: step {state['updates']}, raw_weights {state.get('raw_weights')}")
+    train(binary, None, cut, ranks=2, resume=True)
+    compare(full, cut, f"train.ema_decay, stopped at step {state['updates']}, resumed on 2 ranks")
+    print(f"ok: train.ema_decay on 2 ranks follows one process; stopped at step {state['updates']} and resumed "
+          "on 2 ranks it ends as the uninterrupted run")
+
+
 def zero_sgd_case(binary, src, tmp):
     for ranks in (0, 2):
         out = os.path.join(tmp, f"sgd{ranks}")
@@ -390,6 +414,8 @@ def main():
             zero_resume_case(binary, a.source, tmp)
         elif a.case == "resume_unshared":
             resume_unshared_case(binary, a.source, tmp)
+        elif a.case == "ema_resume":
+            ema_resume_case(binary, a.source, tmp)
         elif a.case == "zero_sgd":
             zero_sgd_case(binary, a.source, tmp)
         elif a.case == "deterministic":
