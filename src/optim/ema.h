@@ -5,9 +5,9 @@
 // each later one moves the average a (1 - decay) share toward them,
 //   ema += (1 - decay) * (p - ema)
 // torch.lerp's form of decay * ema + (1 - decay) * p (torch's get_ema_multi_avg_fn): the same
-// within rounding, and exact where p == ema, so a frozen tensor's average stays bitwise its
-// weights. There is no warm-up of the decay: starting at the first step's weights, not at the
-// initialization, is the warm-up AveragedModel has.
+// within rounding, and exact where p == ema, so the average of a tensor frozen from the first
+// step stays bitwise its weights. There is no warm-up of the decay: starting at the first step's
+// weights, not at the initialization, is the warm-up AveragedModel has.
 // The average lives in the parameters' backend memory; update() is three passes of the
 // backend's copy and axpy. A second buffer holds p - ema during an update and the trained
 // weights while use_average() has the average in their place.
