@@ -15,6 +15,7 @@
 #include "models/model.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
+#include "optim/param_groups.h"
 #include "optim/schedule.h"
 #include "test_trainer_util.h"
 #include "train/checkpoint.h"
@@ -285,6 +286,46 @@ TEST(LossScalerStep, ASkippedStepLeavesAdamWsBiasCorrectionWhereItWas) {
                               plain.model->params().params() + plain.model->params().size());
   EXPECT_EQ(ws, wp);
   EXPECT_EQ(scaled.opt->state().buffers, plain.opt->state().buffers);
+}
+
+// The update counts under device skips and parameter groups: a skip leaves the frozen range's
+// count alone, and unfreezing folds the skips in before the counts part ways, so the skipping
+// optimizer ends where one that was only handed the clean steps ends: the same counts (what a
+// checkpoint writes), parameters and moments.
+TEST(LossScalerStep, DeviceSkipsKeepEveryRangesUpdateCountAcrossAnUnfreeze) {
+  const size_t n = 8;
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i) g[i] = 0.1f * static_cast<float>(i + 1) - 0.35f;
+  std::vector<float> pa(n, 0.5f), pb(n, 0.5f);
+  auto opts = OptimizerOptions{.name = "adamw", .lr = 1e-2};
+  auto skipping = make_optimizer(opts), clean = make_optimizer(opts);
+  float flag = 0.f;  // the found-inf flag, in the CPU backend's memory (the host's)
+  skipping->set_skip_flag(&flag);
+  const std::vector<GroupRun> frozen = {GroupRun{0, 4, 1.0, std::nullopt, true}, GroupRun{4, n, 1.0, std::nullopt, false}};
+  const std::vector<GroupRun> thawed = {GroupRun{0, 4, 1.0, std::nullopt, false}, GroupRun{4, n, 1.0, std::nullopt, false}};
+  skipping->set_groups(frozen);
+  clean->set_groups(frozen);
+  // Steps under the frozen groups, then under the thawed ones: 'X' overflows (skipped on the device).
+  for (const char* plan : {".X.X", "X..X."}) {
+    for (const char* c = plan; *c; ++c) {
+      flag = *c == 'X' ? 1.f : 0.f;
+      skipping->step(pa.data(), g.data(), n, 1e-2);
+      if (*c != 'X') clean->step(pb.data(), g.data(), n, 1e-2);
+    }
+    if (plan[0] == '.') {
+      EXPECT_EQ(skipping->param_steps(n), clean->param_steps(n));
+      skipping->set_groups(thawed);
+      clean->set_groups(thawed);
+    }
+  }
+  EXPECT_EQ(skipping->step_count(), 5);
+  EXPECT_EQ(skipping->param_steps(n), (std::vector<StepCount>{{0, 4, 3}, {4, n, 5}}));
+  EXPECT_EQ(skipping->param_steps(n), clean->param_steps(n));
+  const OptimizerState a = skipping->state(), b = clean->state();
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.param_steps, b.param_steps);
+  EXPECT_EQ(a.buffers, b.buffers);
+  EXPECT_EQ(pa, pb);
 }
 
 using namespace cli;
