@@ -8,7 +8,7 @@
 // the CPU's fused kernels work: one call per layer), self-attention, the elementwise
 // activations, cross-entropy fused with log-softmax, LayerNorm, the embedding gather and its
 // scatter-add, dropout, AdamW and SGD over the flat parameter buffer with the optimizer's
-// per-range decay flags, the L2 norm and scale of clipping, fill and copy. Pointers are device
+// per-range decay flags, the L2 norm and scale of clipping, fp16's loss scaling, fill and copy. Pointers are device
 // memory of this backend (host memory for cpu and reference): the parameter, gradient and
 // optimizer buffers come from its allocate() (the memory section below), activations from the
 // caller's Arena.
@@ -29,8 +29,8 @@
 #include "backend/activation_kind.h"
 #include "backend/adamw_scalars.h"
 #include "backend/attention_call.h"
-#include "backend/dropout_seed.h"
 #include "backend/autotune.h"
+#include "backend/dropout_seed.h"
 #include "backend/loss_scale_state.h"
 #include "backend/precision.h"
 #include "backend/rnn_cell.h"
