@@ -26,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "bench_flags.h"
 #include "backend/cuda_plugin.h"
 #include "core/rng.h"

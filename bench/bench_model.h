@@ -5,7 +5,7 @@
 #pragma once
 #include <memory>
 
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "core/rng.h"
 #include "models/model.h"
 #include "optim/optimizer.h"

@@ -68,7 +68,7 @@
 #include "bench_model.h"
 #include "bench_flags.h"
 #include "bench_util.h"
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/gemm_bf16.h"
@@ -311,7 +311,7 @@ json bench_profile(const Workload& w, const Args& a, const Data& d) {
   RnnOptions ro;
   ro.grad_checkpoint = a.grad_checkpoint;
   ro.autotune = a.autotune == "on";
-  ro.impl = parse_rnn_impl(a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl);
+  ro.impl = a.rnn_impl.empty() ? defaults.rnn_impl : a.rnn_impl;
   ro.precision = resolve_precision(a.precision_word());
   RnnStack rnn(ps, "rnn", w.cell, w.features, w.hidden, w.layers, false, 0.f, ro);
   Linear head(ps, "head", rnn.output_size(), w.outputs);

@@ -179,13 +179,13 @@ void CaptureBackend::embedding_forward(const EmbeddingArgs& a, const float* tabl
 void CaptureBackend::embedding_backward(const EmbeddingArgs& a, const float* dy, float* dtable) {
   run([=, this] { inner_.embedding_backward(a, dy, dtable); });
 }
-void CaptureBackend::dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) {
+void CaptureBackend::dropout_forward(const float* x, float* y, int64_t n, float p, DropoutSeed seed) {
   run([=, this] { inner_.dropout_forward(x, y, n, p, seed); });
 }
-void CaptureBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) {
+void CaptureBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, DropoutSeed seed) {
   run([=, this] { inner_.dropout_backward(dy, dx, n, p, seed); });
 }
-void CaptureBackend::dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) {
+void CaptureBackend::dropout_at(const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first) {
   run([=, this] { inner_.dropout_at(x, y, n, p, seed, first); });
 }
 void CaptureBackend::axpy(float alpha, const float* x, float* y, size_t n) {
@@ -229,8 +229,18 @@ void CaptureBackend::masked_max_backward(const float* dy, const int32_t* arg, in
                                          float* dx) {
   run([=, this] { inner_.masked_max_backward(dy, arg, B, T, C, dx); });
 }
-void CaptureBackend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) {
-  run([=, this] { inner_.clip_grad_norm_into(g, n, max_norm, norm); });
+void CaptureBackend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm, const float* skip) {
+  run([=, this] { inner_.clip_grad_norm_into(g, n, max_norm, norm, skip); });
+}
+void CaptureBackend::scale_by(float* x, size_t n, const float* s) { run([=, this] { inner_.scale_by(x, n, s); }); }
+void CaptureBackend::unscale_grads(float* g, size_t n, LossScaleState* st) {
+  run([=, this] { inner_.unscale_grads(g, n, st); });
+}
+void CaptureBackend::update_loss_scale(LossScaleState* st, const LossScaleRule& rule) {
+  run([=, this] { inner_.update_loss_scale(st, rule); });
+}
+void CaptureBackend::adamw_prepare(AdamWDeviceStep* steps, size_t count, const float* skip, double* skips) {
+  run([=, this] { inner_.adamw_prepare(steps, count, skip, skips); });
 }
 int64_t CaptureBackend::token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {
   refuse("token_ids (a host value)");

@@ -49,9 +49,13 @@ class CaptureBackend final : public Backend {
   void masked_max_forward(const float* x, const uint8_t* mask, int64_t B, int64_t T, int64_t C, float* y,
                           int32_t* arg) override;
   void masked_max_backward(const float* dy, const int32_t* arg, int64_t B, int64_t T, int64_t C, float* dx) override;
-  void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) override;
+  void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm, const float* skip) override;
+  void scale_by(float* x, size_t n, const float* s) override;
+  void unscale_grads(float* g, size_t n, LossScaleState* st) override;
+  void update_loss_scale(LossScaleState* st, const LossScaleRule& rule) override;
+  void adamw_prepare(AdamWDeviceStep* steps, size_t count, const float* skip, double* skips) override;
   void token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;
-  void dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) override;
+  void dropout_at(const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first) override;
 
   SEQTRAIN_BACKEND_CAPTURE
 

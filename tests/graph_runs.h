@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "core/rng.h"
 #include "models/model.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "test_util.h"
@@ -27,6 +29,9 @@ struct GraphSetup {
   bool graphs = true;
   std::string optimizer = "adamw";
   int64_t grad_accum = 1;
+  // fp16's dynamic loss scaling.
+  std::optional<LossScalerOptions> loss_scale{};
+  float target_scale = 1.f;  // regression targets times this (large ones overflow a large scale)
 };
 
 struct GraphRun {
@@ -34,10 +39,13 @@ struct GraphRun {
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> opt;
   std::unique_ptr<LrSchedule> sched;
+  std::unique_ptr<LossScaler> scaler;  // before the step, which uses it until its end
   std::unique_ptr<TrainStep> step;
   // Shared with the step's note callback, so it stays put when the run is moved.
   std::shared_ptr<std::vector<std::string>> notes = std::make_shared<std::vector<std::string>>();
   std::vector<double> losses, norms;
+  std::vector<float> scales;  // with a loss scaler: its scale after each step
+  float target_scale = 1.f;
 };
 
 inline GraphRun graph_run(Backend& backend, const GraphSetup& s) {
@@ -47,6 +55,7 @@ inline GraphRun graph_run(Backend& backend, const GraphSetup& s) {
   r.model = make_model(s.spec, env);
   Rng init(7);
   r.model->init(init);
+  r.target_scale = s.target_scale;
   r.opt = make_optimizer(OptimizerOptions{.name = s.optimizer, .lr = 3e-3}, backend);
   r.opt->set_decay_mask(r.model->params().decay_mask());
   r.sched = make_schedule(ScheduleOptions{.name = "cosine", .base_lr = 3e-3, .warmup_steps = 3, .total_steps = 40});
@@ -56,6 +65,10 @@ inline GraphRun graph_run(Backend& backend, const GraphSetup& s) {
   so.grad_accum = s.grad_accum;
   so.graphs = s.graphs;
   so.note = [notes = r.notes](const std::string& line) { notes->push_back(line); };
+  if (s.loss_scale) {
+    r.scaler = std::make_unique<LossScaler>(*s.loss_scale);
+    so.scaler = r.scaler.get();
+  }
   r.step = std::make_unique<TrainStep>(*r.model, *r.opt, *r.sched, so);
   return r;
 }
@@ -76,12 +89,13 @@ inline void graph_step(GraphRun& r, int64_t s, int64_t rows, bool ignore_one = f
   } else {
     std::vector<float> x(rows * spec.lookback * spec.input_size), y(rows * spec.output_size);
     for (auto& v : x) v = rng.uniform(-1.f, 1.f);
-    for (auto& v : y) v = rng.uniform(-1.f, 1.f);
+    for (auto& v : y) v = rng.uniform(-1.f, 1.f) * r.target_scale;
     r.step->run(Tensor(x.data(), {rows, spec.lookback, spec.input_size}), Tensor(y.data(), {rows, spec.output_size}),
                 static_cast<uint64_t>(s));
   }
   r.losses.push_back(r.step->take_loss());
   r.norms.push_back(r.step->grad_norm());
+  if (r.scaler) r.scales.push_back(r.scaler->scale());
 }
 
 // `epochs` epochs of 4 full batches of `rows` and a short last batch of rows - 1.
@@ -110,6 +124,7 @@ inline void expect_same_run(const GraphRun& a, const GraphRun& b) {
   ASSERT_FALSE(a.losses.empty());
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_EQ(bits(a.norms), bits(b.norms));  // NaN (no update yet) equal to NaN too
+  EXPECT_EQ(a.scales, b.scales);
   std::vector<float> wa(a.model->params().size()), wb(b.model->params().size());
   a.model->params().read_params(wa);
   b.model->params().read_params(wb);

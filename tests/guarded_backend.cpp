@@ -78,8 +78,7 @@ class GuardedRecurrentLayers final : public RecurrentLayers {
     return inner_->backward(layer, w, dy, arena, want_dx);
   }
   size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
-  Autotuner* autotuner() override { return inner_->autotuner(); }
-  RnnImpl layer_impl(size_t k) const override { return inner_->layer_impl(k); }
+  std::string layer_impl(size_t k) const override { return inner_->layer_impl(k); }
 
  private:
   GuardedBackend& b_;
@@ -207,12 +206,12 @@ void GuardedBackend::embedding_backward(const EmbeddingArgs& a, const float* dy,
   inner_.embedding_backward(a, dy, dtable);
 }
 
-void GuardedBackend::dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) {
+void GuardedBackend::dropout_forward(const float* x, float* y, int64_t n, float p, DropoutSeed seed) {
   Open open(*this);
   inner_.dropout_forward(x, y, n, p, seed);
 }
 
-void GuardedBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) {
+void GuardedBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, DropoutSeed seed) {
   Open open(*this);
   inner_.dropout_backward(dy, dx, n, p, seed);
 }
@@ -264,9 +263,29 @@ void GuardedBackend::cross_entropy_accumulate(const CrossEntropyArgs& a, double*
   inner_.cross_entropy_accumulate(a, acc);
 }
 
-void GuardedBackend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) {
+void GuardedBackend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm, const float* skip) {
   Open open(*this);
-  inner_.clip_grad_norm_into(g, n, max_norm, norm);
+  inner_.clip_grad_norm_into(g, n, max_norm, norm, skip);
+}
+
+void GuardedBackend::scale_by(float* x, size_t n, const float* s) {
+  Open open(*this);
+  inner_.scale_by(x, n, s);
+}
+
+void GuardedBackend::unscale_grads(float* g, size_t n, LossScaleState* st) {
+  Open open(*this);
+  inner_.unscale_grads(g, n, st);
+}
+
+void GuardedBackend::update_loss_scale(LossScaleState* st, const LossScaleRule& rule) {
+  Open open(*this);
+  inner_.update_loss_scale(st, rule);
+}
+
+void GuardedBackend::adamw_prepare(AdamWDeviceStep* steps, size_t count, const float* skip, double* skips) {
+  Open open(*this);
+  inner_.adamw_prepare(steps, count, skip, skips);
 }
 
 void GuardedBackend::token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {

@@ -42,7 +42,11 @@ class GuardedBackend final : public Backend {
   void regression_loss_accumulate(RegressionLoss kind, const float* pred, const float* target, int64_t n,
                                   float delta, double* acc) override;
   void cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) override;
-  void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) override;
+  void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm, const float* skip) override;
+  void scale_by(float* x, size_t n, const float* s) override;
+  void unscale_grads(float* g, size_t n, LossScaleState* st) override;
+  void update_loss_scale(LossScaleState* st, const LossScaleRule& rule) override;
+  void adamw_prepare(AdamWDeviceStep* steps, size_t count, const float* skip, double* skips) override;
   void token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;
   // Host reads of any kind: copies to the host and operations that return a value.
   size_t host_reads() const { return counts_.to_host + counts_.value_reads; }

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "cli/generate.h"
 #include "data/text.h"
 #include "io/safetensors.h"

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "core/rng.h"
 #include "cuda_test_util.h"
 #include "test_util.h"

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -194,11 +195,13 @@ struct Job {
   std::vector<double> losses;
   bool tokens = false;    // a language model: int64 token batches and cross-entropy
   bool classify = false;  // int64 class labels [4] and cross-entropy over output_size classes
+  float target_scale = 1.f;  // regression targets times this
 };
 
-// SGD runs also scale the loss (fp16's dynamic loss scaling), so the step unscales on the device.
+// SGD runs also scale the loss (fp16's dynamic loss scaling), so the step unscales on the device;
+// `scaling` gives an AdamW run a loss scaler too.
 Job make_job(Backend* backend, const std::string& optimizer, const ModelSpec& spec = lstm_spec(),
-             bool classify = false) {
+             bool classify = false, std::optional<LossScalerOptions> scaling = std::nullopt) {
   Job r;
   r.model = make_model(spec, backend ? on(*backend) : ModelEnv{});
   Rng init(42);
@@ -209,6 +212,7 @@ Job make_job(Backend* backend, const std::string& optimizer, const ModelSpec& sp
   r.opt->set_decay_mask(r.model->params().decay_mask());
   r.sched = make_schedule(ScheduleOptions{.base_lr = 3e-3});
   if (optimizer == "sgd") r.scaler = std::make_unique<LossScaler>(LossScalerOptions{.init = 1024.0});
+  if (scaling) r.scaler = std::make_unique<LossScaler>(*scaling);
   r.tokens = r.model->spec().vocab_size > 0;
   r.classify = classify;
   StepOptions so;
@@ -236,7 +240,7 @@ void step_once(Job& r, int64_t s) {
     } else {
       std::vector<float> x(4 * 6 * 3), y(4 * 2);
       for (auto& v : x) v = rng.uniform(-1.f, 1.f);
-      for (auto& v : y) v = rng.uniform(-1.f, 1.f);
+      for (auto& v : y) v = rng.uniform(-1.f, 1.f) * r.target_scale;
       std::vector<int64_t> labels(4);
       for (auto& l : labels) l = static_cast<int64_t>(rng.uniform(0.f, 0.999f) * static_cast<float>(spec.output_size));
       const Tensor targets = r.classify ? Tensor(labels.data(), {4}, DType::i64) : Tensor(y.data(), {4, 2});
@@ -278,12 +282,12 @@ void guarded_matches_reference(const std::string& optimizer) {
   train(guarded, 0, 4);
   train(plain, 0, 4);
   // The step copies only its batch across the seam (inputs and targets) and reads nothing back:
-  // train() reads the loss once per step it logs (take_loss, one copy); the first step
-  // allocates the optimizer's state, the step's sums and the activation arena's chunk.
-  EXPECT_EQ(g.counts().to_host, before.to_host + 4);
-  // Nothing hands a value back, except the loss scaler's one finiteness read per optimizer
-  // step (the sgd job scales its loss, 2 updates of 2 micro-batches): train/step.h.
-  EXPECT_EQ(g.counts().value_reads, before.value_reads + (optimizer == "sgd" ? 2u : 0u));
+  // train() reads the loss once per step it logs (take_loss, one copy), and SGD's loss scaler its
+  // overflow flag once per optimizer step (the sgd job scales its loss, 2 updates of 2
+  // micro-batches; AdamW would skip on the device): train/step.h. The first step allocates the
+  // optimizer's state, the step's sums and the activation arena's chunk.
+  EXPECT_EQ(g.counts().to_host, before.to_host + 4 + (optimizer == "sgd" ? 2u : 0u));
+  EXPECT_EQ(g.counts().value_reads, before.value_reads);
   EXPECT_EQ(g.counts().from_host, before.from_host + 4 * 2);
   EXPECT_EQ(g.counts().allocations, before.allocations + (optimizer == "adamw" ? 2u : 1u) + 1u);
   EXPECT_NE(guarded.losses.front(), guarded.losses.back());
@@ -330,6 +334,36 @@ TEST(DeviceMemory, AStepReadsNothingBackBetweenLogIntervals) {
     EXPECT_EQ(g.host_reads(), reads + 2);
     EXPECT_EQ(guarded.step->take_loss(), 0.0);  // the sums restarted
   }
+}
+
+// fp16's loss scaling on the device: an AdamW step unscales, clips, skips an overflow and moves
+// the scale without reading anything back. A scale of 2^127 overflows the first steps (the
+// targets are large) and a growth interval of 2 brings overflows back; at the log interval the
+// loss, the scale and the skips are one read each, and everything is the reference run's bit for
+// bit.
+TEST(DeviceMemory, AnFp16StepReadsNothingBackBetweenLogIntervals) {
+  const LossScalerOptions scaling{.init = 0x1p127, .growth_interval = 2};
+  GuardedBackend g(ref());
+  Job guarded = make_job(&g, "adamw", lstm_spec(), false, scaling);
+  Job plain = make_job(nullptr, "adamw", lstm_spec(), false, scaling);
+  guarded.target_scale = plain.target_scale = 100.f;
+  const size_t reads = g.host_reads();
+  for (int64_t s = 0; s < 16; ++s) {
+    step_once(guarded, s);
+    step_once(plain, s);
+    EXPECT_EQ(g.host_reads(), reads) << "step " << s << " read something back";
+  }
+  EXPECT_EQ(guarded.step->take_loss(), plain.step->take_loss());
+  EXPECT_EQ(guarded.scaler->scale(), plain.scaler->scale());
+  const int64_t skipped = guarded.scaler->take_skipped_since_report();
+  EXPECT_EQ(g.host_reads(), reads + 3);
+  EXPECT_EQ(skipped, plain.scaler->take_skipped_since_report());
+  EXPECT_GT(skipped, 1);
+  EXPECT_LT(skipped, 8);
+  EXPECT_EQ(guarded.step->grad_norm(), plain.step->grad_norm());
+  EXPECT_EQ(guarded.scaler->to_json(), plain.scaler->to_json());
+  expect_bitwise_equal(guarded, plain);
+  EXPECT_EQ(guarded.opt->step_count(), 8 - skipped);  // 16 micro-batches of 2
 }
 
 TEST(DeviceMemory, GuardedBackendTrainsAdamWBitwiseLikeTheReference) { guarded_matches_reference("adamw"); }
@@ -477,18 +511,23 @@ TEST(DeviceMemory, HostAccessibleBackendTrainsWithoutCopies) {
 
 TEST(DeviceMemory, LossScalerUnscalesOnADeviceLikeOnTheHost) {
   GuardedBackend g(ref());
-  LossScaler scaler(LossScalerOptions{.init = 1024.0});
+  LossScaler scaler(LossScalerOptions{.init = 1024.0}), on_host(LossScalerOptions{.init = 1024.0});
+  scaler.use_backend(g);  // the state moves to the device
+  EXPECT_EQ(scaler.scale(), 1024.f);
   std::vector<float> host = {1.f, -3.f, 1e-3f, 2048.f};
   DeviceBuffer dev(g, host.size());
   dev.upload(host);
-  EXPECT_TRUE(scaler.unscale(g, dev.data(), dev.size()));
-  EXPECT_TRUE(scaler.unscale(host.data(), host.size()));
+  EXPECT_TRUE(scaler.unscale_finite(dev.data(), dev.size()));
+  EXPECT_TRUE(on_host.unscale_finite(host.data(), host.size()));
   std::vector<float> back(host.size());
   dev.download(back);
   EXPECT_EQ(back, host);
   host[2] = INFINITY;
   dev.upload(host);
-  EXPECT_FALSE(scaler.unscale(g, dev.data(), dev.size()));
+  EXPECT_FALSE(scaler.unscale_finite(dev.data(), dev.size()));
+  scaler.update();  // backs off on the device
+  EXPECT_EQ(scaler.scale(), 512.f);
+  EXPECT_EQ(scaler.skipped_total(), 1);
 }
 
 // Generation reads the weights on the host through a view: a char LM on the guarded backend

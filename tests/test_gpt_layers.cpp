@@ -489,7 +489,7 @@ struct CsaRun {
           for (int64_t i = 0; i < T; ++i)
             for (int64_t j = 0; j < T; ++j)
               ref.attn_factor[((b * H + h) * T + i) * T + j] =
-                  attention_keep(layer->attn_seed, b, h, i, j, c.attn_p) ? 1.0 / (1.0 - c.attn_p) : 0.0;
+                  attention_keep(resolve_seed(layer->attn_seed), b, h, i, j, c.attn_p) ? 1.0 / (1.0 - c.attn_p) : 0.0;
     ref.resid_factor.assign(N, 1.0);
     if (c.resid_p > 0)
       for (int64_t k = 0; k < N; ++k) ref.resid_factor[k] = layer->resid_drop.mask[k] ? 1.0 / (1.0 - c.resid_p) : 0.0;

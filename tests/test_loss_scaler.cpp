@@ -12,8 +12,10 @@
 #include "backend/cpu/gemm_bf16.h"
 #include "config/config.h"
 #include "models/forecaster.h"
+#include "models/model.h"
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
+#include "optim/param_groups.h"
 #include "optim/schedule.h"
 #include "test_trainer_util.h"
 #include "train/checkpoint.h"
@@ -87,20 +89,20 @@ TEST(LossScaler, UnscaleMultipliesAndFindsInfAndNaN) {
     std::vector<float> want(n);
     for (size_t i = 0; i < n; ++i) want[i] = g[i] * (1.f / 1024.f);
     std::vector<float> a = g;
-    EXPECT_TRUE(s.unscale(a.data(), n));
+    EXPECT_TRUE(s.unscale_finite(a.data(), n));
     EXPECT_EQ(a, want);
     for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                       std::numeric_limits<float>::quiet_NaN()})
       for (size_t at : {size_t{0}, n / 2, n - 1}) {
         std::vector<float> b = g;
         b[at] = bad;
-        EXPECT_FALSE(s.unscale(b.data(), n)) << bad << " at " << at << " of " << n;
+        EXPECT_FALSE(s.unscale_finite(b.data(), n)) << bad << " at " << at << " of " << n;
       }
   }
   // A scale below 1 makes the reciprocal > 1: a finite gradient can overflow once unscaled.
   LossScaler small(LossScalerOptions{.init = 0.25});
   std::vector<float> g = {1e38f, 1.f};
-  EXPECT_FALSE(small.unscale(g.data(), g.size()));
+  EXPECT_FALSE(small.unscale_finite(g.data(), g.size()));
 }
 
 TEST(LossScaler, BadOptionsAndStateAreErrorsNamingTheKey) {
@@ -222,6 +224,108 @@ TEST(LossScalerStep, MixedSequenceFollowsTheReferenceRule) {
   }
   EXPECT_EQ(job.opt->step_count(), clean);
   EXPECT_EQ(job.step->updates(), static_cast<int64_t>(plan.size()));
+}
+
+// A skipped step must leave AdamW's t where it was, though only the device knows of the skip: a
+// loss-scaled MLP from 2^127 with large targets (its first steps and later ones overflow) ends
+// bit for bit where an unscaled run fed only the batches it did not skip ends (power-of-two
+// scales are exact, and a constant schedule gives both the same learning rate).
+TEST(LossScalerStep, ASkippedStepLeavesAdamWsBiasCorrectionWhereItWas) {
+  ModelSpec spec;
+  spec.type = "mlp";
+  spec.input_size = 3;
+  spec.lookback = 6;
+  spec.hidden = 8;
+  spec.layers = 2;
+  spec.output_size = 2;
+  struct Run {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Optimizer> opt;
+    std::unique_ptr<LrSchedule> sched;
+    std::unique_ptr<LossScaler> scaler;
+    std::unique_ptr<TrainStep> step;
+  };
+  auto make = [&](bool scaled) {
+    Run r;
+    r.model = make_model(spec, ModelEnv{});
+    Rng init(7);
+    r.model->init(init);
+    r.opt = make_optimizer(OptimizerOptions{.name = "adamw", .lr = 3e-3});
+    r.sched = make_schedule(ScheduleOptions{.name = "constant", .base_lr = 3e-3});
+    if (scaled) r.scaler = std::make_unique<LossScaler>(LossScalerOptions{.init = 0x1p127, .growth_interval = 2});
+    StepOptions so;
+    so.grad_clip = 0.5;
+    so.scaler = r.scaler.get();
+    r.step = std::make_unique<TrainStep>(*r.model, *r.opt, *r.sched, so);
+    return r;
+  };
+  auto run = [&](Run& r, int64_t s) {
+    Rng rng(100 + static_cast<uint64_t>(s));
+    std::vector<float> x(4 * 6 * 3), y(4 * 2);
+    for (auto& v : x) v = rng.uniform(-1.f, 1.f);
+    for (auto& v : y) v = rng.uniform(-1.f, 1.f) * 100.f;
+    return r.step->run(Tensor(x.data(), {4, 6, 3}), Tensor(y.data(), {4, 2}), 0);
+  };
+  Run scaled = make(true), plain = make(false);
+  std::vector<int64_t> clean;
+  for (int64_t s = 0; s < 24; ++s) {
+    if (!run(scaled, s).skipped) clean.push_back(s);
+    if (clean.empty()) {
+      EXPECT_TRUE(std::isnan(scaled.step->grad_norm())) << "no norm before the first update";
+    }
+  }
+  for (int64_t s : clean) run(plain, s);
+  const int64_t skipped = scaled.scaler->skipped_total();
+  EXPECT_GT(skipped, 3);
+  EXPECT_EQ(static_cast<int64_t>(clean.size()), 24 - skipped);
+  EXPECT_GT(clean.front(), 0);  // the first steps overflowed
+  EXPECT_EQ(scaled.opt->step_count(), plain.opt->step_count());
+  const std::vector<float> ws(scaled.model->params().params(),
+                              scaled.model->params().params() + scaled.model->params().size());
+  const std::vector<float> wp(plain.model->params().params(),
+                              plain.model->params().params() + plain.model->params().size());
+  EXPECT_EQ(ws, wp);
+  EXPECT_EQ(scaled.opt->state().buffers, plain.opt->state().buffers);
+}
+
+// The update counts under device skips and parameter groups: a skip leaves the frozen range's
+// count alone, and unfreezing folds the skips in before the counts part ways, so the skipping
+// optimizer ends where one that was only handed the clean steps ends: the same counts (what a
+// checkpoint writes), parameters and moments.
+TEST(LossScalerStep, DeviceSkipsKeepEveryRangesUpdateCountAcrossAnUnfreeze) {
+  const size_t n = 8;
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i) g[i] = 0.1f * static_cast<float>(i + 1) - 0.35f;
+  std::vector<float> pa(n, 0.5f), pb(n, 0.5f);
+  auto opts = OptimizerOptions{.name = "adamw", .lr = 1e-2};
+  auto skipping = make_optimizer(opts), clean = make_optimizer(opts);
+  float flag = 0.f;  // the found-inf flag, in the CPU backend's memory (the host's)
+  skipping->set_skip_flag(&flag);
+  const std::vector<GroupRun> frozen = {GroupRun{0, 4, 1.0, std::nullopt, true}, GroupRun{4, n, 1.0, std::nullopt, false}};
+  const std::vector<GroupRun> thawed = {GroupRun{0, 4, 1.0, std::nullopt, false}, GroupRun{4, n, 1.0, std::nullopt, false}};
+  skipping->set_groups(frozen);
+  clean->set_groups(frozen);
+  // Steps under the frozen groups, then under the thawed ones: 'X' overflows (skipped on the device).
+  for (const char* plan : {".X.X", "X..X."}) {
+    for (const char* c = plan; *c; ++c) {
+      flag = *c == 'X' ? 1.f : 0.f;
+      skipping->step(pa.data(), g.data(), n, 1e-2);
+      if (*c != 'X') clean->step(pb.data(), g.data(), n, 1e-2);
+    }
+    if (plan[0] == '.') {
+      EXPECT_EQ(skipping->param_steps(n), clean->param_steps(n));
+      skipping->set_groups(thawed);
+      clean->set_groups(thawed);
+    }
+  }
+  EXPECT_EQ(skipping->step_count(), 5);
+  EXPECT_EQ(skipping->param_steps(n), (std::vector<StepCount>{{0, 4, 3}, {4, n, 5}}));
+  EXPECT_EQ(skipping->param_steps(n), clean->param_steps(n));
+  const OptimizerState a = skipping->state(), b = clean->state();
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.param_steps, b.param_steps);
+  EXPECT_EQ(a.buffers, b.buffers);
+  EXPECT_EQ(pa, pb);
 }
 
 using namespace cli;

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <map>
 
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/isa.h"
 #include "io/safetensors.h"
@@ -350,7 +350,7 @@ TEST(RnnLengthsOnednn, TheAutotunerLeavesOnednnOutOfARunWithLengths) {
   ASSERT_EQ(tuner->decisions().size(), 1u);
   for (const auto& [name, ms] : tuner->decisions()[0].timings_ms) EXPECT_NE(name, "onednn");
   EXPECT_EQ(tuner->decisions()[0].timings_ms.size(), active_isa() > Isa::avx2 ? 2u : 0u);
-  EXPECT_EQ(tuned.rnn().layer_impl(0), RnnImpl::fused);
+  EXPECT_EQ(tuned.rnn().layer_impl(0), "fused");
   EXPECT_LT(rel_err(a.out, run_stack(plain, x, dy, kLengths).out), 1e-6);
 
   // A choice of oneDNN made without lengths (or cached by such a run) gives way to the fused
@@ -360,9 +360,9 @@ TEST(RnnLengthsOnednn, TheAutotunerLeavesOnednnOutOfARunWithLengths) {
   Forecaster cached(spec, ModelEnv{tuner2});
   std::memcpy(cached.params().params(), plain.params().params(), plain.params().size() * sizeof(float));
   run_stack(cached, x, dy, {});
-  EXPECT_EQ(cached.rnn().layer_impl(0), RnnImpl::onednn);
+  EXPECT_EQ(cached.rnn().layer_impl(0), "onednn");
   const StackRun b = run_stack(cached, x, dy, kLengths);
-  EXPECT_EQ(cached.rnn().layer_impl(0), RnnImpl::fused);
+  EXPECT_EQ(cached.rnn().layer_impl(0), "fused");
   EXPECT_TRUE(b == run_stack(plain, x, dy, kLengths));
 }
 

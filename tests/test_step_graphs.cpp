@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "backend/device_buffer.h"
+#include "backend/dropout_seed.h"
 #include "capture_backend.h"
+#include "core/rng.h"
 #include "graph_runs.h"
 
 namespace seqtrain::testing {
@@ -112,6 +114,39 @@ TEST(StepGraphs, AReplayedStepChecksTokenIds) {
   EXPECT_EQ(counts(r).replays, 2u);
 }
 
+// fp16's loss scaling decided on the device: an initial scale of 2^127 overflows at once (the
+// MLP's targets are large), the scale backs off step by step, and a growth interval of 2 makes it
+// climb back into overflow again and again, so steps are skipped while replayed too. A capture
+// that kept a scale, a skip or AdamW's t of its own step replays other numbers: every loss, norm,
+// weight, moment, scale, the skips and the optimizer's step count must be the uncaptured run's,
+// bit for bit. (The CPU emulates fp16 products only in the recurrent layers, which no capture
+// records, and the GPT refuses fp16, whose cross-entropy gradients no float scale overflows: the
+// MLP here runs fp32 under the fp16 run's scaler.)
+void fp16_captured_matches_uncaptured(const ModelSpec& spec) {
+  const LossScalerOptions scaling{.init = 0x1p127, .growth_interval = 2};
+  GraphRun captured = run_on_capture({.spec = spec, .loss_scale = scaling, .target_scale = 100.f});
+  GraphRun plain = run_on_capture({.spec = spec, .graphs = false, .loss_scale = scaling, .target_scale = 100.f});
+  graph_epochs(captured, 3, 4);
+  graph_epochs(plain, 3, 4);
+  expect_same_run(captured, plain);
+  EXPECT_EQ(captured.scaler->to_json(), plain.scaler->to_json());
+  EXPECT_EQ(captured.opt->param_steps(captured.model->params().size()),
+            plain.opt->param_steps(plain.model->params().size()));
+  const int64_t skipped = plain.scaler->skipped_total();
+  EXPECT_GT(skipped, 3);  // the back-off from 2^127, and the overflows after growth
+  EXPECT_EQ(plain.opt->step_count(), 15 - skipped);
+  // Skips happened while replayed: the scale went down after some replayed step.
+  bool backed_off_late = false;
+  for (size_t i = 6; i < captured.scales.size(); ++i) backed_off_late |= captured.scales[i] < captured.scales[i - 1];
+  EXPECT_TRUE(backed_off_late);
+  EXPECT_EQ(counts(captured).captures, 2u);
+  EXPECT_EQ(counts(captured).replays, 11u);
+  EXPECT_EQ(*captured.notes, std::vector<std::string>{}) << graph_notes(captured);
+}
+
+TEST(StepGraphs, LossScaledMlpOverflowsCapturedReplayBitwiseLikeUncaptured) { fp16_captured_matches_uncaptured(mlp()); }
+
+
 // What makes every step uncapturable is said once at the start, and the run is the uncaptured one.
 void uncaptured_with_reason(const GraphSetup& s, const std::string& reason) {
   GraphSetup off = s;
@@ -126,10 +161,31 @@ void uncaptured_with_reason(const GraphSetup& s, const std::string& reason) {
   EXPECT_CONTAINS((*captured.notes)[0], reason);
 }
 
-TEST(StepGraphs, DropoutRunsUncaptured) {
+// A seed in memory takes the salts the layers add and mixes them as an op runs: the host's
+// mix_seed chain, from whatever the memory holds then.
+TEST(StepGraphs, ASeedInMemoryMixesAsTheHostDoes) {
+  uint64_t step = 12345;
+  const DropoutSeed in_memory = mix_seed(mix_seed(DropoutSeed::at(&step), 7), 0xe3b);
+  EXPECT_EQ(resolve_seed(in_memory), mix_seed(mix_seed(uint64_t{12345}, 7), 0xe3b));
+  step = 999;
+  EXPECT_EQ(resolve_seed(in_memory), mix_seed(mix_seed(uint64_t{999}, 7), 0xe3b));
+  EXPECT_EQ(resolve_seed(mix_seed(DropoutSeed(5), 7)), mix_seed(uint64_t{5}, 7));
+}
+
+// Dropout's masks take the step's seed from memory staged with the batch: a capture that kept
+// its own step's seed replays its masks every step, and the runs part.
+TEST(StepGraphs, MlpWithDropoutCapturedReplaysBitwiseLikeUncaptured) {
   ModelSpec s = mlp();
   s.dropout = 0.2f;
-  uncaptured_with_reason({.spec = s}, "model.dropout > 0");
+  captured_matches_uncaptured(s);
+}
+
+// The GPT's dropouts: embedding, attention (inside the op), residual and MLP, the seeds derived
+// two and three levels down from the step's.
+TEST(StepGraphs, GptWithDropoutCapturedReplaysBitwiseLikeUncaptured) {
+  ModelSpec s = gpt();
+  s.dropout = 0.2f;
+  captured_matches_uncaptured(s);
 }
 
 TEST(StepGraphs, GradientAccumulationRunsUncaptured) {

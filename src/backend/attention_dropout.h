@@ -21,13 +21,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifndef ST_HOST_DEVICE
-#ifdef __CUDACC__
-#define ST_HOST_DEVICE __host__ __device__
-#else
-#define ST_HOST_DEVICE
-#endif
-#endif
+#include "core/host_device.h"
 
 namespace seqtrain {
 namespace {

@@ -126,28 +126,8 @@ void check_dropout_args(const float* x, const float* y, int64_t n, float p) {
   ST_CHECK((x && y) || n == 0, "dropout: input and output must be given (null pointer)");
 }
 
-RnnImpl parse_rnn_impl(const std::string& name) {
-  if (name == "fused") return RnnImpl::fused;
-  if (name == "onednn") return RnnImpl::onednn;
-  fail("RNN implementation '{}' is not known: use fused or onednn", name);
-}
-
-const char* rnn_impl_name(RnnImpl impl) { return impl == RnnImpl::fused ? "fused" : "onednn"; }
-
 AdamWScalars adamw_scalars(const AdamWUpdate& u) {
-  const double t = static_cast<double>(u.step);
-  const double bias_c1 = 1.0 - std::pow(u.beta1, t);
-  const double bias_c2 = 1.0 - std::pow(u.beta2, t);
-  AdamWScalars s;
-  s.decay = static_cast<float>(1.0 - u.lr * u.weight_decay);
-  s.b1 = static_cast<float>(u.beta1);
-  s.one_minus_b1 = static_cast<float>(1.0 - u.beta1);
-  s.b2 = static_cast<float>(u.beta2);
-  s.one_minus_b2 = static_cast<float>(1.0 - u.beta2);
-  s.bc2_sqrt = static_cast<float>(std::sqrt(bias_c2));
-  s.eps = static_cast<float>(u.eps);
-  s.neg_step_size = static_cast<float>(-(u.lr / bias_c1));
-  return s;
+  return adamw_scalars_at(u.lr, u.beta1, u.beta2, u.eps, u.weight_decay, static_cast<double>(u.step));
 }
 
 // The fused operations, composed of the ones they fuse (a backend overrides what it can do in one
@@ -297,12 +277,47 @@ Tensor RecurrentLayers::backward_stack(std::span<const RecurrentWeights>, const 
   fail("these recurrent layers run one layer at a time (runs_stack() is false): backward_stack was called");
 }
 
-void Backend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) {
+void Backend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm, const float* skip) {
   ST_CHECK(host_accessible(), "the {} backend has no clip_grad_norm_into", name());
+  if (skip && *skip != 0.f) return;
   const double total = l2_norm(g, n);
   *norm = total;
   const double coef = clip_coefficient(total, max_norm);
   if (coef < 1.0) scale(g, n, static_cast<float>(coef));
+}
+
+void Backend::scale_by(float* x, size_t n, const float* s) {
+  ST_CHECK(host_accessible(), "the {} backend has no scale_by", name());
+  scale(x, n, *s);
+}
+
+// Shorter gradient buffers are unscaled by one thread: starting an OpenMP team costs more than
+// the pass (optim/optimizer.h's kOptimParallelMin).
+constexpr size_t kUnscaleParallelMin = size_t{1} << 15;
+
+void Backend::unscale_grads(float* g, size_t n, LossScaleState* st) {
+  ST_CHECK(host_accessible(), "the {} backend has no unscale_grads", name());
+  const float inv = inverse_loss_scale(st->scale);
+  const auto len = static_cast<int64_t>(n);
+  int bad = 0;
+  // x - x is 0 for finite x and NaN for inf or NaN: a branch-free finite test that vectorizes.
+#pragma omp parallel for simd reduction(| : bad) if (n >= kUnscaleParallelMin)
+  for (int64_t i = 0; i < len; ++i) {
+    const float v = g[i] * inv;
+    g[i] = v;
+    bad |= (v - v) != 0.f;
+  }
+  st->found_inf = bad ? 1.f : 0.f;
+}
+
+void Backend::update_loss_scale(LossScaleState* st, const LossScaleRule& rule) {
+  ST_CHECK(host_accessible(), "the {} backend has no update_loss_scale", name());
+  update_loss_scale_state(*st, rule);
+}
+
+void Backend::adamw_prepare(AdamWDeviceStep* steps, size_t count, const float* skip, double* skips) {
+  ST_CHECK(host_accessible(), "the {} backend has no adamw_prepare", name());
+  adamw_prepare_steps(steps, count, skip, skips);
 }
 
 }  // namespace seqtrain

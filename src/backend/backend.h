@@ -8,7 +8,7 @@
 // the CPU's fused kernels work: one call per layer), self-attention, the elementwise
 // activations, cross-entropy fused with log-softmax, LayerNorm, the embedding gather and its
 // scatter-add, dropout, AdamW and SGD over the flat parameter buffer with the optimizer's
-// per-range decay flags, the L2 norm and scale of clipping, fill and copy. Pointers are device
+// per-range decay flags, the L2 norm and scale of clipping, fp16's loss scaling, fill and copy. Pointers are device
 // memory of this backend (host memory for cpu and reference): the parameter, gradient and
 // optimizer buffers come from its allocate() (the memory section below), activations from the
 // caller's Arena.
@@ -29,6 +29,9 @@
 #include "backend/activation_kind.h"
 #include "backend/adamw_scalars.h"
 #include "backend/attention_call.h"
+#include "backend/autotune.h"
+#include "backend/dropout_seed.h"
+#include "backend/loss_scale_state.h"
 #include "backend/precision.h"
 #include "backend/rnn_cell.h"
 #include "core/arena.h"
@@ -38,8 +41,6 @@
 #include "core/tensor.h"
 
 namespace seqtrain {
-
-class Autotuner;  // backend/cpu/autotune.h: the CPU backend's per-shape kernel choices
 
 // What a backend may or may not implement (Backend::supports, and the error when it does not).
 enum class BackendOp : uint8_t {
@@ -62,23 +63,21 @@ enum class BackendOp : uint8_t {
 };
 std::string_view backend_op_name(BackendOp op);
 
-// Which kernels run the CPU backend's recurrent layers: seqtrain's fused kernels on PyTorch's
-// layout (the default) or oneDNN's RNN primitives. Other backends ignore it.
-enum class RnnImpl { fused, onednn };
-RnnImpl parse_rnn_impl(const std::string& name);
-const char* rnn_impl_name(RnnImpl impl);
-
 struct RnnOptions {
-  RnnImpl impl = RnnImpl::fused;
+  // runtime.rnn_impl's word: which kernels a backend with a choice runs (the CPU's: "fused",
+  // seqtrain's kernels on PyTorch's layout, or "onednn", oneDNN's RNN primitives; it refuses
+  // another word). Backends with one implementation ignore it.
+  std::string impl = "fused";
   // The run's policy (backend/precision.h): its compute type is the GEMM operands' (fp32 gate
   // math, state and master weights in every case).
   Precision precision;
   // Keep only each layer's input in forward; recompute the layer inside backward.
   bool grad_checkpoint = false;
-  // CPU: at the first training forward of each layer shape, time the candidate kernels (fused at
-  // the active ISA level and at AVX2, oneDNN's primitive for fp32) and keep the fastest per layer.
+  // At the first training forward of each layer shape, time the backend's candidate kernels
+  // (CPU: fused at the active ISA level and at AVX2, oneDNN's primitive for fp32; CUDA: cuDNN's
+  // plans and algorithms) and keep the fastest per layer.
   bool autotune = false;
-  std::shared_ptr<Autotuner> autotuner;  // decisions shared with the caller; made when null
+  std::shared_ptr<Autotuner> autotuner;  // decisions shared with the caller (backend/autotune.h); made when null
 };
 
 // The shape of a stack of recurrent layers; the caller (nn/rnn.h's RnnStack) loops over layers.
@@ -126,10 +125,10 @@ class RecurrentLayers {
   virtual Tensor backward_stack(std::span<const RecurrentWeights> w, const Tensor& dy, Arena& arena, bool want_dx);
   // Activation bytes held outside the caller's arena (gradient checkpointing's recompute arena).
   virtual size_t scratch_bytes() const { return 0; }
-  virtual Autotuner* autotuner() { return nullptr; }
-  // Which kernels layer k runs now (the CPU backend after autotuning: fused or onednn). A backend
-  // with one implementation reports "fused", the seam's name for the default.
-  virtual RnnImpl layer_impl(size_t k) const { (void)k; return RnnImpl::fused; }
+  // The name of the kernels layer k runs now, for the log and tests (the CPU backend after
+  // autotuning: "fused" or "onednn"). A backend with one implementation reports "fused", the
+  // seam's name for the default.
+  virtual std::string layer_impl(size_t k) const { (void)k; return "fused"; }
 };
 
 // forward and backward of RecurrentLayers, for an implementation's class body (written once, as
@@ -153,12 +152,15 @@ struct AdamWUpdate {
   const std::vector<DecayRange>* runs = nullptr;
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   int64_t step = 1;
-  // This backend's memory holding the update's scalars (adamw_scalars() of a decaying run; a
-  // non-decaying run takes its decay as 1): when set, the update reads them as it runs, and the
-  // host values above are unused. A captured step (Backend::begin_capture) needs that: its
-  // replays take each step's learning rate and bias corrections from there
-  // (Optimizer::prepare). Read by the backends that capture, and cpu (its memory is the host's).
-  const AdamWScalars* scalars = nullptr;
+  // This backend's memory holding the update's step (adamw_prepare's t and scalars; a
+  // non-decaying run takes the scalars' decay as 1): when set, the update reads it as it runs,
+  // and the host values above are unused. A captured step (Backend::begin_capture) needs that:
+  // its replays take each step's learning rate and bias corrections from there
+  // (Optimizer::prepare), and so does a step whose skip only the device knows.
+  const AdamWDeviceStep* device = nullptr;
+  // A flag in this backend's memory (fp16's found-inf, optim/loss_scaler.h): when nonzero the
+  // update leaves parameters and moments as they are. Null: always update.
+  const float* skip = nullptr;
 };
 // The update's scalars for the kernels (backend/adamw_scalars.h), decay for a decaying run.
 AdamWScalars adamw_scalars(const AdamWUpdate& u);
@@ -194,7 +196,7 @@ struct AttentionArgs {
   int64_t batch = 0, seq = 0, heads = 0, channels = 0;  // B, T, H, C
   DType compute = DType::f32;
   float dropout = 0.f;  // 0 outside training
-  uint64_t seed = 0;
+  DropoutSeed seed;     // backend/dropout_seed.h: a value, or the step's seed in this backend's memory
   // The global batch row of row 0 (a data-parallel rank's shard): masks are keyed by b + this.
   int64_t batch_offset = 0;
   bool causal = true;                         // false: every query sees every (unpadded) key
@@ -447,8 +449,21 @@ class Backend : public DeviceMemory {
   virtual void masked_max_backward(const float* dy, const int32_t* arg, int64_t B, int64_t T, int64_t C, float* dx);
   // torch.nn.utils.clip_grad_norm_ decided where g lives: *norm = ||g||_2 (double); when
   // max_norm > 0 and the norm is finite, g *= max_norm / (norm + 1e-6) if that is below 1
-  // (optim/clip.h's rule, non-finite gradients left alone).
-  virtual void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm);
+  // (optim/clip.h's rule, non-finite gradients left alone). skip: null, or a flag in this
+  // backend's memory (fp16's found-inf) that, when nonzero, leaves g and *norm as they are.
+  virtual void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm, const float* skip);
+  // fp16's dynamic loss scaling where the gradients are (optim/loss_scaler.h; torch's
+  // _amp_foreach_non_finite_check_and_unscale_ and _amp_update_scale_), state in this backend's
+  // memory (backend/loss_scale_state.h). scale_by: x[i] *= *s (the loss gradient times the
+  // scale). unscale_grads: g[i] *= inverse_loss_scale(st->scale), and st->found_inf = 1 when any
+  // result is inf or NaN, else 0. update_loss_scale: update_loss_scale_state(*st, rule).
+  virtual void scale_by(float* x, size_t n, const float* s);
+  virtual void unscale_grads(float* g, size_t n, LossScaleState* st);
+  virtual void update_loss_scale(LossScaleState* st, const LossScaleRule& rule);
+  // AdamW's per-step scalars formed in this backend's memory (adamw_prepare_steps of
+  // backend/adamw_scalars.h): each step's t = its host count minus *skips, then *skips += 1 when
+  // *skip is set (null skip or skips: no skipping).
+  virtual void adamw_prepare(AdamWDeviceStep* steps, size_t count, const float* skip, double* skips);
   virtual void cross_entropy_backward(const CrossEntropyArgs& a, double scale, float* dlogits) = 0;
   // LayerNorm (LayerNormArgs above): forward writes y, a.mean, a.rstd; backward reads them.
   virtual void layer_norm_forward(const LayerNormArgs& a, float* y) = 0;
@@ -461,13 +476,13 @@ class Backend : public DeviceMemory {
   virtual void embedding_forward(const EmbeddingArgs& a, const float* table, float* y, bool accumulate) = 0;
   virtual void embedding_backward(const EmbeddingArgs& a, const float* dy, float* dtable) = 0;
   // Dropout: y = keep(seed, i) ? x / (1 - p) : 0; backward is the same map on dy with the same
-  // (p, seed).
-  virtual void dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) = 0;
-  virtual void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) = 0;
+  // (p, seed). The seed is resolve_seed(seed) as the op runs (backend/dropout_seed.h).
+  virtual void dropout_forward(const float* x, float* y, int64_t n, float p, DropoutSeed seed) = 0;
+  virtual void dropout_backward(const float* dy, float* dx, int64_t n, float p, DropoutSeed seed) = 0;
   // The same map with element i keyed as element first + i of the mask (forward on x, backward
   // on dy alike): a data-parallel rank's shard of a tensor draws the one-process run's mask. A
   // backend without it serves first = 0 only.
-  virtual void dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) {
+  virtual void dropout_at(const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first) {
     ST_CHECK(first == 0, "dropout: the {} backend cannot key a shard's dropout mask by the global sample (a "
              "data-parallel run on it draws each rank's masks by its local rows)", name());
     dropout_forward(x, y, n, p, seed);
@@ -524,8 +539,8 @@ class Backend : public DeviceMemory {
       override;                                                                                                      \
   void embedding_forward(const EmbeddingArgs& a, const float* table, float* y, bool accumulate) override;           \
   void embedding_backward(const EmbeddingArgs& a, const float* dy, float* dtable) override;                         \
-  void dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) override;                      \
-  void dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) override;
+  void dropout_forward(const float* x, float* y, int64_t n, float p, DropoutSeed seed) override;                      \
+  void dropout_backward(const float* dy, float* dx, int64_t n, float p, DropoutSeed seed) override;
 
 // Every operation: what a backend with its own memory (CUDA, the tests' guarded one) declares.
 #define SEQTRAIN_BACKEND_OPERATIONS SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS SEQTRAIN_BACKEND_ACTIVATION_OPS

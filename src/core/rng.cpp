@@ -2,26 +2,18 @@
 
 #include <cmath>
 
+#include "core/seed_mix.h"
+
 namespace seqtrain {
 namespace {
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 }  // namespace
 
-uint64_t mix_seed(uint64_t a, uint64_t b) {
-  uint64_t x = a ^ rotl(b, 32) ^ 0x6a09e667f3bcc909ULL;
-  splitmix64(x);
-  return splitmix64(x) ^ b;
-}
+uint64_t mix_seed(uint64_t a, uint64_t b) { return seed_mix(a, b); }
 
 Rng::Rng(uint64_t seed, uint64_t stream) {
   uint64_t x = mix_seed(seed, stream);
-  for (auto& v : s_) v = splitmix64(x);
+  for (auto& v : s_) v = seed_splitmix64(x);
 }
 
 uint64_t Rng::next_u64() {

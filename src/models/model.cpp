@@ -6,7 +6,7 @@ namespace seqtrain {
 
 RnnOptions rnn_options(const ModelSpec& spec, const ModelEnv& env) {
   RnnOptions o;
-  o.impl = parse_rnn_impl(spec.rnn_impl);
+  o.impl = spec.rnn_impl;
   o.precision = env.precision;
   o.grad_checkpoint = spec.grad_checkpoint;
   o.autotune = spec.autotune;

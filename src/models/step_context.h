@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 
+#include "backend/dropout_seed.h"
 #include "core/arena.h"
 #include "core/batch.h"
 #include "core/tensor.h"
@@ -18,12 +19,14 @@
 namespace seqtrain {
 
 struct StepContext {
-  explicit StepContext(Arena& a, bool train = false, uint64_t seed = 0)
+  explicit StepContext(Arena& a, bool train = false, DropoutSeed seed = {})
       : arena(a), training(train), dropout_seed(seed) {}
 
   Arena& arena;
   bool training = false;
-  uint64_t dropout_seed = 0;
+  // A value, or the step's seed in the backend's memory (a captured step: backend/dropout_seed.h);
+  // layers derive theirs with mix_seed either way.
+  DropoutSeed dropout_seed;
   Tensor output_grad;        // d(loss)/d(forward's result), shaped like it; set before backward
   // The batch as the host holds it, before its upload (the training step's): layers check
   // values there (token ids) instead of reading device memory back. Null: check on the device.

@@ -45,7 +45,7 @@ Dropout::Dropout(float p_, Backend* backend) : p(p_), backend_(backend) {
   ST_CHECK(p >= 0.f && p <= 1.f && !std::isnan(p), "dropout probability must be in [0, 1], got {}", p);
 }
 
-Tensor Dropout::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed, int batch_dim_) {
+Tensor Dropout::forward(const Tensor& x, Arena& arena, bool training, DropoutSeed seed, int batch_dim_) {
   ST_TRACE("dropout.forward", "layer", [&] { return trace::shape_args(x.shape); });
   shape = x.shape;
   active = training && p > 0.f;

@@ -3,7 +3,9 @@
 // the identity (the input view is returned as is, no copy and no mask).
 // The mask is a pure function of (seed, element index) (backend/dropout_mask.h): the caller
 // passes a fresh seed per call (e.g. mix_seed(run_seed, step)), so a run replays bit for bit and
-// resumes exactly, and backward regenerates the mask from the seed instead of storing it. It
+// resumes exactly, and backward regenerates the mask from the seed instead of storing it. The
+// seed may be the step's in device memory (backend/dropout_seed.h: a captured step), which the
+// backend's op mixes as it runs. It
 // runs on a Backend (its dropout op); no result depends on the thread count.
 // The random stream is seqtrain's own, so masks do not match torch's for the same seed.
 #pragma once
@@ -39,10 +41,11 @@ class PassRows {
 
 // The mask of a forward, read element by element (tests, and PyTorch parity scripts that apply
 // seqtrain's factors): true = kept.
+// A seed in device memory (a captured step's) is read where it lies: host memory only.
 struct DropoutMask {
-  uint64_t seed = 0;
+  DropoutSeed seed;
   float p = 0.f;
-  bool operator[](int64_t i) const { return dropout_keep(seed, i, p); }
+  bool operator[](int64_t i) const { return dropout_keep(resolve_seed(seed), i, p); }
 };
 
 struct Dropout {
@@ -52,7 +55,7 @@ struct Dropout {
   explicit Dropout(float p = 0.f, Backend* backend = nullptr);
 
   // batch_dim: x's batch dimension (1 for a time-major [T, B, H]), for the global mask index.
-  Tensor forward(const Tensor& x, Arena& arena, bool training, uint64_t seed, int batch_dim = 0);
+  Tensor forward(const Tensor& x, Arena& arena, bool training, DropoutSeed seed, int batch_dim = 0);
   // dx = dy * mask * 1/(1-p) with the mask of the last forward (dy itself when it was identity).
   Tensor backward(const Tensor& dy, Arena& arena);
 

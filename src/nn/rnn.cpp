@@ -11,14 +11,14 @@
 
 namespace seqtrain {
 
-static RnnOptions options_with(RnnImpl impl) {
+static RnnOptions options_with(const std::string& impl) {
   RnnOptions o;
   o.impl = impl;
   return o;
 }
 
 RnnStack::RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
-                   int64_t hidden, int64_t layers, bool bidirectional, float dropout, RnnImpl impl)
+                   int64_t hidden, int64_t layers, bool bidirectional, float dropout, const std::string& impl)
     : RnnStack(params, prefix, cell, input_size, hidden, layers, bidirectional, dropout, options_with(impl)) {}
 
 RnnStack::RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
@@ -84,7 +84,7 @@ Tensor transpose01(Backend& backend, const Tensor& x, Arena& arena) {
   return y;
 }
 
-Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed,
+Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, DropoutSeed seed,
                          std::span<const int64_t> lengths) {
   ST_CHECK(x.shape.size() == 3 && x.shape[2] == layers_[0].in,
            "RNN input must be [batch, time, {}], got {}", layers_[0].in, shape_str(x.shape));
@@ -93,7 +93,7 @@ Tensor RnnStack::forward(const Tensor& x, Arena& arena, bool training, uint64_t 
   return forward_time_major(transpose01(params_.backend(), x, arena), arena, training, seed, lengths);
 }
 
-Tensor RnnStack::forward_time_major(const Tensor& xt, Arena& arena, bool training, uint64_t seed,
+Tensor RnnStack::forward_time_major(const Tensor& xt, Arena& arena, bool training, DropoutSeed seed,
                                     std::span<const int64_t> lengths) {
   ST_CHECK(xt.shape.size() == 3 && xt.shape[2] == layers_[0].in && xt.contiguous(),
            "RNN input must be a contiguous [time, batch, {}], got {}", layers_[0].in, shape_str(xt.shape));

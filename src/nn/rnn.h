@@ -29,7 +29,7 @@ Tensor transpose01(Backend& backend, const Tensor& x, Arena& arena);
 class RnnStack {
  public:
   RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
-           int64_t hidden, int64_t layers, bool bidirectional, float dropout, RnnImpl impl = RnnImpl::fused);
+           int64_t hidden, int64_t layers, bool bidirectional, float dropout, const std::string& impl = "fused");
   RnnStack(ParamStore& params, const std::string& prefix, RnnCell cell, int64_t input_size,
            int64_t hidden, int64_t layers, bool bidirectional, float dropout, const RnnOptions& options);
 
@@ -42,9 +42,9 @@ class RnnStack {
   // as PyTorch's pack_padded_sequence: its output there and after is 0, its reverse direction
   // starts at its last valid step, and its padded inputs reach no output and no gradient. Its
   // final state is its output at step lengths[n] - 1 (forward direction) and step 0 (reverse).
-  Tensor forward(const Tensor& x, Arena& arena, bool training, uint64_t seed, std::span<const int64_t> lengths = {});
+  Tensor forward(const Tensor& x, Arena& arena, bool training, DropoutSeed seed, std::span<const int64_t> lengths = {});
   // The same over time-major input xt [time, batch, features] (no transpose).
-  Tensor forward_time_major(const Tensor& xt, Arena& arena, bool training, uint64_t seed,
+  Tensor forward_time_major(const Tensor& xt, Arena& arena, bool training, DropoutSeed seed,
                             std::span<const int64_t> lengths = {});
   // dy: [T, N, H*D]. Accumulates parameter gradients. Returns dx [N, T, C] when want_dx.
   // report_ready: after each layer, tell the step's GradReady hook (nn/grad_ready.h) that
@@ -60,9 +60,9 @@ class RnnStack {
   size_t checkpoint_scratch_bytes() const { return impl_->scratch_bytes(); }
   const Precision& precision() const { return precision_; }
   bool grad_checkpoint() const { return ckpt_; }
-  // Which implementation layer k runs now (after autotuning, the chosen one).
-  RnnImpl layer_impl(size_t k) const { return impl_->layer_impl(k); }
-  Autotuner* autotuner() { return impl_->autotuner(); }
+  // The name of the kernels layer k runs now (after autotuning, the chosen one): the backend's
+  // word (RecurrentLayers::layer_impl).
+  std::string layer_impl(size_t k) const { return impl_->layer_impl(k); }
 
  private:
   struct Layer {

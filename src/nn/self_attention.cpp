@@ -69,7 +69,7 @@ void SelfAttention::init(Rng& rng) {
   out_proj.init(rng);
 }
 
-Tensor SelfAttention::forward(const Tensor& x, Arena& arena, bool training, uint64_t seed,
+Tensor SelfAttention::forward(const Tensor& x, Arena& arena, bool training, DropoutSeed seed,
                               const uint8_t* key_padding_mask, const TokenPacking* token_packing) {
   ST_TRACE("attention.forward", "layer", [&] { return trace::shape_args(x.shape); });
   ST_CHECK(x.shape.size() == 3 && x.dim(2) == n_embd && x.contiguous(),

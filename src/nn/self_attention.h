@@ -65,7 +65,7 @@ struct SelfAttention {
   void init(Rng& rng);
   // x [B, T, C] -> [B, T, C]; key_padding_mask: null, or [B, T] u8 as above; packing: null, or
   // the layout of a packed x [1, Nv, C] -> [1, Nv, C], alive until backward.
-  Tensor forward(const Tensor& x, Arena& arena, bool training, uint64_t seed,
+  Tensor forward(const Tensor& x, Arena& arena, bool training, DropoutSeed seed,
                  const uint8_t* key_padding_mask = nullptr, const TokenPacking* packing = nullptr);
   // Adds every parameter gradient into params.grad(); returns dx, x's shape.
   Tensor backward(const Tensor& dy, Arena& arena);
@@ -78,7 +78,7 @@ struct SelfAttention {
   // The last forward's attention state (arena views) and its arguments.
   Tensor qkv, y, lse;
   float attn_p = 0.f;  // the attention dropout the last forward applied (0 in evaluation)
-  uint64_t attn_seed = 0;
+  DropoutSeed attn_seed;
   const uint8_t* mask = nullptr;
   const TokenPacking* packing = nullptr;
 

@@ -48,7 +48,7 @@ void TransformerBlock::init(Rng& rng) {
   proj_.init(rng);
 }
 
-Tensor TransformerBlock::forward_layers(const Tensor& x, Arena& arena, bool training, uint64_t seed) {
+Tensor TransformerBlock::forward_layers(const Tensor& x, Arena& arena, bool training, DropoutSeed seed) {
   Tensor h = attn_.forward(ln_1_.forward(x, arena, half_out_), arena, training, mix_seed(seed, 1), mask_,
                           packing_);
   Tensor x1 = residual_add(backend_, x, h, arena);
@@ -67,7 +67,7 @@ Tensor TransformerBlock::backward_layers(const Tensor& dy, Arena& arena) {
   return residual_add(backend_, dx1, ln_1_.backward(dh, arena), arena);
 }
 
-Tensor TransformerBlock::forward(const Tensor& x, Arena& arena, Arena& scratch, bool training, uint64_t seed,
+Tensor TransformerBlock::forward(const Tensor& x, Arena& arena, Arena& scratch, bool training, DropoutSeed seed,
                                  const uint8_t* key_padding_mask, const TokenPacking* packing) {
   ST_TRACE("block.forward", "layer", [&] { return trace::shape_args(x.shape); });
   mask_ = key_padding_mask;

@@ -63,13 +63,13 @@ class TransformerBlock {
   // x [B, T, C] -> [B, T, C]; `scratch` is the checkpointing arena (unused without it);
   // key_padding_mask: null or [B, T] u8 in the backend's memory, alive until backward; packing:
   // null, or the layout of a packed x [1, Nv, C] (then the mask is required), alive until backward.
-  Tensor forward(const Tensor& x, Arena& arena, Arena& scratch, bool training, uint64_t seed,
+  Tensor forward(const Tensor& x, Arena& arena, Arena& scratch, bool training, DropoutSeed seed,
                  const uint8_t* key_padding_mask = nullptr, const TokenPacking* packing = nullptr);
   // dy (x's shape) -> dx; adds every parameter gradient.
   Tensor backward(const Tensor& dy, Arena& arena, Arena& scratch);
 
  private:
-  Tensor forward_layers(const Tensor& x, Arena& arena, bool training, uint64_t seed);
+  Tensor forward_layers(const Tensor& x, Arena& arena, bool training, DropoutSeed seed);
   Tensor backward_layers(const Tensor& dy, Arena& arena);
 
   TransformerBlockOptions options_;
@@ -87,7 +87,7 @@ class TransformerBlock {
   // The forward's arguments: checkpointing's recompute runs it again on them.
   Tensor x_saved_;
   bool training_ = false;
-  uint64_t seed_ = 0;
+  DropoutSeed seed_;
   const uint8_t* mask_ = nullptr;
   const TokenPacking* packing_ = nullptr;
 };

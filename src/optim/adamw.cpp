@@ -49,23 +49,38 @@ std::vector<AdamW::Pending> AdamW::plan_step(float* params, const float* grads, 
 }
 
 void AdamW::step(float* params, const float* grads, size_t n, double lr) {
+  if (skip_flag()) {  // the skip and t are the device's
+    prepare(params, grads, n, lr);
+    apply();
+    return;
+  }
   for (Pending& p : plan_step(params, grads, n, lr)) {
     p.u.runs = &p.runs;
     backend().adamw(p.u);
   }
 }
 
-// The scalars are adamw_scalars() of each update, the very floats step() hands the kernel, so
-// the two paths update alike. Uploaded with Backend::upload: queued ahead of the (replayed)
-// step on a GPU, where the host need not wait for the previous step.
+// Each update's hyperparameters and host count go up with Backend::upload (queued ahead of the
+// (replayed) step on a GPU, where the host need not wait for the previous step); apply() has
+// the device form t and the scalars from them with adamw_scalars_at, the function step() uses on
+// the host, so the two paths update alike, bit for bit.
 void AdamW::prepare(float* params, const float* grads, size_t n, double lr) {
   std::vector<Pending> next = plan_step(params, grads, n, lr);
-  std::vector<AdamWScalars> host;
-  for (const Pending& p : next) host.push_back(adamw_scalars(p.u));
-  constexpr size_t kFloats = sizeof(AdamWScalars) / sizeof(float);
-  static_assert(sizeof(AdamWScalars) % sizeof(float) == 0);
-  if (scalars_.size() < host.size() * kFloats) scalars_ = DeviceBuffer(backend(), host.size() * kFloats, false);
-  if (!host.empty()) backend().upload(host.data(), scalars_.data(), host.size() * sizeof(AdamWScalars));
+  std::vector<AdamWDeviceStep> host;
+  for (const Pending& p : next) {
+    AdamWDeviceStep d;
+    d.lr = p.u.lr;
+    d.beta1 = p.u.beta1;
+    d.beta2 = p.u.beta2;
+    d.eps = p.u.eps;
+    d.weight_decay = p.u.weight_decay;
+    d.step = static_cast<double>(p.u.step) + skips_folded();
+    host.push_back(d);
+  }
+  constexpr size_t kFloats = sizeof(AdamWDeviceStep) / sizeof(float);
+  static_assert(sizeof(AdamWDeviceStep) % sizeof(float) == 0);
+  if (steps_.size() < host.size() * kFloats) steps_ = DeviceBuffer(backend(), host.size() * kFloats, false);
+  if (!host.empty()) backend().upload(host.data(), steps_.data(), host.size() * sizeof(AdamWDeviceStep));
   // Another layout of updates (pointers, counts, runs) than the last: a new plan.
   bool same = next.size() == pending_.size();
   for (size_t i = 0; same && i < next.size(); ++i) {
@@ -74,11 +89,17 @@ void AdamW::prepare(float* params, const float* grads, size_t n, double lr) {
   }
   if (!same) ++plan_;
   pending_ = std::move(next);
-  for (size_t i = 0; i < pending_.size(); ++i)
-    pending_[i].u.scalars = reinterpret_cast<const AdamWScalars*>(scalars_.data()) + i;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    pending_[i].u.device = reinterpret_cast<const AdamWDeviceStep*>(steps_.data()) + i;
+    pending_[i].u.skip = skip_flag();
+  }
 }
 
+// The device's t and scalars first (after the step's unscale has set the skip flag), then the
+// updates reading them.
 void AdamW::apply() {
+  backend().adamw_prepare(reinterpret_cast<AdamWDeviceStep*>(steps_.data()), pending_.size(), skip_flag(),
+                          device_skip_counter());
   for (Pending& p : pending_) {
     p.u.runs = &p.runs;
     backend().adamw(p.u);

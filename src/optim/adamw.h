@@ -17,8 +17,9 @@ class AdamW : public Optimizer {
   // Throws Error when a hyperparameter is outside the range torch accepts.
   explicit AdamW(OptimizerOptions opts, Backend& backend = default_backend());
   void step(float* params, const float* grads, size_t n, double lr) override;
-  // The captured step's halves (optimizer.h): the scalars of each update go to scalars_, one
-  // AdamWScalars per update, and the updates read them there.
+  // The captured step's halves (optimizer.h): each update's step goes to steps_, one
+  // AdamWDeviceStep per update, apply() forms its t and scalars there and the updates read them.
+  // With a skip flag (set_skip_flag) step() is the two halves.
   bool device_scalars() const override { return true; }
   void prepare(float* params, const float* grads, size_t n, double lr) override;
   void apply() override;
@@ -34,7 +35,7 @@ class AdamW : public Optimizer {
   // vector moves).
   std::vector<Pending> plan_step(float* params, const float* grads, size_t n, double lr);
   std::vector<Pending> pending_;  // prepare()'s updates, for apply()
-  DeviceBuffer scalars_;          // their AdamWScalars, in the backend's memory
+  DeviceBuffer steps_;            // their AdamWDeviceSteps, in the backend's memory
   uint64_t plan_ = 0;
 };
 

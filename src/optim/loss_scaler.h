@@ -10,12 +10,22 @@
 //
 // As in torch, the scale is an fp32 value, unscaling multiplies by the fp32 reciprocal
 // (computed in double, rounded once), and a grown scale that would be inf is not taken.
-// The state (scale, clean-step counter, totals) goes into every checkpoint's state.json.
+//
+// The state (backend/loss_scale_state.h: scale, found-inf flag, clean-step counter, totals) lives
+// in the memory of the backend the gradients are on (use_backend; the CPU's until then), and
+// each step's work is queued there, as torch's capturable GradScaler: unscale writes the flag,
+// the optimizer and clipping read it there to skip (Optimizer::set_skip_flag), update() moves the
+// scale. So a step reads nothing back; the host reads the state at log intervals and
+// checkpoints (scale(), skipped_total(), to_json()), one copy each on a device. Every checkpoint's
+// state.json holds it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
+
+#include "backend/device_buffer.h"
+#include "backend/loss_scale_state.h"
 
 namespace seqtrain {
 
@@ -33,41 +43,58 @@ class LossScaler {
   // Throws Error naming the runtime.loss_scale.* key when an option is out of range.
   explicit LossScaler(const LossScalerOptions& options);
 
-  float scale() const { return scale_; }
+  // Moves the state into `backend`'s memory (the model's: TrainStep does it); its pointers
+  // (found_inf(), the scale) are fixed from then on.
+  void use_backend(Backend& backend);
+  Backend& backend() const { return *backend_; }
 
-  // One fused pass at the accumulation boundary: g[i] *= 1/scale, and whether every unscaled
-  // value is finite. The caller skips the optimizer step when it returns false.
-  bool unscale(float* g, size_t n) const;
-  // The same on `backend`'s gradient buffer: the one-pass loop above where the backend's memory
-  // is host memory, otherwise its scale() then a finiteness test of its l2_norm() (the norm of
-  // finite floats, summed in double, is finite; any inf or NaN makes it inf or NaN), so the
-  // gradients never leave the device.
-  bool unscale(Backend& backend, float* g, size_t n) const;
+  // ---- a step's work, queued on the backend ----
+  // The loss gradient dy[0, n) times the scale.
+  void scale_grad(float* dy, size_t n);
+  // g *= 1/scale and the found-inf flag set from the result (one pass).
+  void unscale(float* g, size_t n);
+  // GradScaler.update() from the flag of the last unscale.
+  void update();
+  // The flag in the backend's memory: nonzero when the last unscale met an inf or NaN.
+  const float* found_inf() const;
 
-  // GradScaler.update() after a step whose gradients were (found_inf) or were not finite.
-  void update(bool found_inf);
-
-  int64_t growth_tracker() const { return growth_tracker_; }  // consecutive clean steps
-  int64_t skipped_total() const { return skipped_; }           // steps skipped since the run began
-  int64_t steps_total() const { return steps_; }               // update() calls since the run began
+  // ---- host reads (a copy each on a device backend) ----
+  float scale() const { return read().scale; }
+  // The flag of the last unscale, read back (a step that decides its skip on the host: SGD,
+  // train.zero's collective agreement).
+  bool overflowed() const { return read().found_inf != 0.f; }
+  int64_t growth_tracker() const { return read().growth_tracker; }  // consecutive clean steps
+  int64_t skipped_total() const { return read().skipped; }          // steps skipped since the run began
+  int64_t steps_total() const { return read().steps; }              // update() calls since the run began
   // Steps skipped since the previous call (for metrics records; the mark is in the state too, so
   // a record spanning a resume still counts every skip once).
   int64_t take_skipped_since_report() {
-    const int64_t n = skipped_ - reported_;
-    reported_ = skipped_;
+    const int64_t skipped = skipped_total();
+    const int64_t n = skipped - reported_;
+    reported_ = skipped;
     return n;
   }
+
+  // For tests and host-side callers: unscale g (the backend's memory) and say whether every
+  // value is finite; update() after setting the flag to found_inf.
+  bool unscale_finite(float* g, size_t n) {
+    unscale(g, n);
+    return !overflowed();
+  }
+  void update(bool found_inf);
 
   nlohmann::json to_json() const;
   // Restores to_json()'s state; throws Error naming the checkpoint field when it is malformed.
   void load_json(const nlohmann::json& j);
 
  private:
-  // 1/scale computed in double and rounded once, as torch's unscale.
-  float inverse() const { return static_cast<float>(1.0 / static_cast<double>(scale_)); }
-  LossScalerOptions opts_;
-  float scale_;
-  int64_t growth_tracker_ = 0, skipped_ = 0, steps_ = 0, reported_ = 0;
+  LossScaleState read() const;
+  void write(const LossScaleState& s);
+  LossScaleState* state() { return reinterpret_cast<LossScaleState*>(buffer_.data()); }
+  LossScaleRule rule_;
+  Backend* backend_;
+  DeviceBuffer buffer_;  // one LossScaleState
+  int64_t reported_ = 0;
 };
 
 }  // namespace seqtrain

@@ -10,6 +10,9 @@
 namespace seqtrain {
 
 namespace {
+// A zero skip counter: the double 0.0 as the two floats of its slot.
+constexpr float kNoSkips[2] = {0.f, 0.f};
+
 // Runs that must tile [0, n) in order (n = 0: any length); `what` names them in the error.
 template <typename Run>
 void check_tiling(const std::vector<Run>& runs, size_t n, std::string_view opt, const char* what) {
@@ -51,8 +54,9 @@ std::vector<Optimizer::DecayRun> Optimizer::shard_runs(const std::vector<DecayRu
 
 OptimizerState Optimizer::shard_state() const {
   OptimizerState s;
-  s.step = step_;
-  s.param_steps = param_steps_;
+  const int64_t skips = device_skips();
+  s.step = step_ - skips;
+  s.param_steps = counts_less(skips);
   if (!buffers_.empty()) {
     std::vector<std::string> names = buffer_names();
     for (size_t i = 0; i < names.size(); ++i) {
@@ -78,6 +82,7 @@ void Optimizer::load_state(const OptimizerState& s) {
     param_steps_ = s.param_steps;
     buffers_.clear();
     n_ = 0;
+    if (skip_flag_) clear_skips();
     return;
   }
   std::string expected;
@@ -120,6 +125,7 @@ void Optimizer::load_state(const OptimizerState& s) {
   n_ = n;
   step_ = s.step;
   param_steps_ = s.param_steps;
+  if (skip_flag_) clear_skips();
 }
 
 void Optimizer::reset() {
@@ -127,6 +133,48 @@ void Optimizer::reset() {
   n_ = 0;
   buffers_.clear();
   param_steps_.clear();
+  if (skip_flag_) clear_skips();
+}
+
+void Optimizer::clear_skips() {
+  skips_folded_ = 0;
+  skips_.upload(std::span<const float>(kNoSkips, 2));
+}
+
+void Optimizer::set_skip_flag(const float* flag) {
+  ST_CHECK(!flag || device_scalars(), "internal error: the {} optimizer takes its scalars from the host; it cannot "
+           "skip an update on the device", name());
+  if (skip_flag_) fold_skips();  // the counts so far keep the skips of the flag before
+  skip_flag_ = flag;
+  skips_folded_ = 0;
+  skips_ = flag ? DeviceBuffer(*backend_, 2, /*zero=*/true) : DeviceBuffer();
+}
+
+int64_t Optimizer::device_skips() const {
+  if (!skip_flag_) return 0;
+  double skips = 0;
+  backend_->copy_to_host(skips_.data(), &skips, sizeof skips);
+  return static_cast<int64_t>(skips - skips_folded_);
+}
+
+// Empty when every element has had the same count (param_steps_'s convention): then no range was
+// frozen since the last fold, and all of them lose the skips.
+std::vector<StepCount> Optimizer::counts_less(int64_t skips) const {
+  std::vector<StepCount> out = param_steps_;
+  size_t g = 0;
+  for (StepCount& c : out) {
+    while (g < groups_.size() && groups_[g].end <= c.begin) ++g;
+    if (!(g < groups_.size() && groups_[g].frozen)) c.steps -= skips;
+  }
+  return out;
+}
+
+void Optimizer::fold_skips() {
+  const int64_t skips = device_skips();
+  if (skips == 0) return;
+  param_steps_ = counts_less(skips);
+  step_ -= skips;
+  skips_folded_ += static_cast<double>(skips);
 }
 
 void Optimizer::set_groups(std::vector<GroupRun> runs) {
@@ -137,10 +185,15 @@ void Optimizer::set_groups(std::vector<GroupRun> runs) {
     ST_CHECK(!r.weight_decay || (std::isfinite(*r.weight_decay) && *r.weight_decay >= 0), "{} optimizer: a "
              "parameter group's weight_decay is {}; it must be finite and >= 0", name(), r.weight_decay.value_or(0));
   }
+  if (runs != groups_) fold_skips();  // the skips so far fall on the ranges the old groups updated
   groups_ = std::move(runs);
 }
 
 std::vector<StepCount> Optimizer::param_steps(size_t n) const {
+  if (const int64_t skips = device_skips()) {
+    std::vector<StepCount> c = counts_less(skips);
+    return c.empty() ? std::vector<StepCount>{StepCount{0, n, step_ - skips}} : c;
+  }
   if (param_steps_.empty()) return {StepCount{0, n, step_}};
   return param_steps_;
 }
@@ -150,7 +203,9 @@ std::vector<StepCount> Optimizer::param_steps(size_t n) const {
 std::vector<Optimizer::GroupUpdate> Optimizer::plan_updates(size_t n) {
   const std::vector<DecayRun> decay = decay_runs(n);
   const std::vector<GroupRun> groups = groups_.empty() ? std::vector<GroupRun>{GroupRun{0, n, 1.0, std::nullopt, false}} : groups_;
-  const std::vector<StepCount> counts = param_steps(n);
+  // The host's counts (skips the device counted since the last fold are not taken off: the device
+  // does that when it forms t).
+  const std::vector<StepCount> counts = param_steps_.empty() ? std::vector<StepCount>{StepCount{0, n, step_}} : param_steps_;
   const double wd = opts_.weight_decay.value_or(0.0);
   std::vector<GroupUpdate> updates;
   std::vector<StepCount> after;

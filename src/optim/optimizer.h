@@ -78,8 +78,8 @@ class Optimizer {
   virtual void step(float* params, const float* grads, size_t n, double lr) = 0;
 
   // Completed step() calls (AdamW's bias corrections depend on each element's own count:
-  // param_steps()).
-  int64_t step_count() const { return step_; }
+  // param_steps()); with a skip flag, steps the device skipped are not counted (one host read).
+  int64_t step_count() const { return step_ - device_skips(); }
   // The update count of every element, as runs (see OptimizerState::param_steps, never empty
   // here once n is known: one run at step_count() until a group is frozen).
   std::vector<StepCount> param_steps(size_t n) const;
@@ -142,6 +142,17 @@ class Optimizer {
   virtual void apply();
   virtual uint64_t plan() const { return 0; }
 
+  // fp16's found-inf flag in the backend's memory (optim/loss_scaler.h), or null: while set, an
+  // update is skipped on the device whenever the flag is nonzero when it runs (torch's fused
+  // AdamW taking found_inf), so the host never learns of a skip in the step. The device counts
+  // the skips, and a skipped update does not advance the update counts: its bias corrections
+  // are formed on the device from them (AdamWDeviceStep). The host's counts are the updates it
+  // asked for; the readers (step_count, param_steps, state) subtract the device's count (a host
+  // read), and set_groups folds it in before the frozen ranges change. Only optimizers that say
+  // device_scalars(); set before the first step.
+  void set_skip_flag(const float* flag);
+  const float* skip_flag() const { return skip_flag_; }
+
  protected:
   // name and buffer_names are fixed for the optimizer's life (SGD's follow its momentum option).
   Optimizer(std::string name, std::vector<std::string> buffer_names, OptimizerOptions opts,
@@ -175,9 +186,26 @@ class Optimizer {
   std::vector<GroupUpdate> plan_updates(size_t n);
 
   OptimizerOptions opts_;
-  int64_t step_ = 0;
+  int64_t step_ = 0;  // the updates asked for (skipped ones included until fold_skips)
+  // The device's skip counter (a double in the backend's memory; null without a skip flag) and
+  // its value when the host last folded it into its counts: an update's t on the device is its
+  // host count + skips_folded_ - the counter.
+  double* device_skip_counter() { return skip_flag_ ? reinterpret_cast<double*>(skips_.data()) : nullptr; }
+  double skips_folded() const { return skips_folded_; }
 
  private:
+  // Skips counted on the device since the last fold (0 without a skip flag; a host read with).
+  int64_t device_skips() const;
+  // param_steps_ with `skips` taken off every range the current groups update.
+  std::vector<StepCount> counts_less(int64_t skips) const;
+  // Takes the device's skips into step_ and param_steps_ (before the frozen ranges change).
+  void fold_skips();
+  // The device's counter back to 0 (a state loaded or reset: its counts are the true ones).
+  void clear_skips();
+  const float* skip_flag_ = nullptr;
+  DeviceBuffer skips_;
+  double skips_folded_ = 0;
+
   std::string name_;
   std::vector<std::string> buffer_names_;
   Backend* backend_;

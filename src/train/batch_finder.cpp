@@ -6,7 +6,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "backend/device_batch.h"
 #include "config/scalar.h"
 #include "core/text.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/precision.h"
 #include "core/error.h"

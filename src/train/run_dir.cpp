@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "core/error.h"
 #include "io/atomic_dir.h"
 #include "train/checkpoint.h"

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -36,6 +37,9 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
   arena_.set_backend(model_.params().backend());
   // Three doubles (six floats; the backend aligns every buffer past a double's alignment).
   sums_ = DeviceBuffer(model_.params().backend(), 6, /*zero=*/true);
+  // No norm before the first update (a first step skipped on overflow leaves it so), written
+  // without a copy: two floats of bits 0x7ff80000 (a float NaN) side by side are a double NaN.
+  model_.params().backend().fill(sums_.data() + 4, 2, std::bit_cast<float>(uint32_t{0x7ff80000}));
   model_.params().zero_grad();
   zero_ = options_.zero && options_.comm && options_.comm->world() > 1;
   if (zero_) {
@@ -48,6 +52,12 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
              model_.params().size(), options_.comm->world());
     optimizer_.set_shard(s.begin, s.end);
   }
+  if (options_.scaler) {
+    options_.scaler->use_backend(model_.params().backend());
+    // The optimizer skips an overflowed step on the device where it can; train.zero's ranks agree
+    // on the overflow of their slices on the host.
+    if (optimizer_.device_scalars() && !zero_) optimizer_.set_skip_flag(options_.scaler->found_inf());
+  }
   if (options_.graphs && model_.params().backend().supports_capture()) {
     const std::string why = uncapturable();
     if (why.empty()) graphs_ = std::make_unique<StepGraphs>(model_.params().backend(), options_.note);
@@ -58,17 +68,35 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
 std::string TrainStep::uncapturable() const {
   if (options_.grad_accum > 1)
     return "train.grad_accum > 1 (the accumulation's weights are host values that change between micro-batches)";
-  if (options_.scaler) return "runtime.precision fp16 (the loss scaler reads each step's overflow on the host)";
   if (options_.comm && options_.comm->world() > 1) return "several ranks (the gradient sum is a host collective)";
   if (!optimizer_.device_scalars())
     return fmt::format("train.optimizer.name {} (its update takes its scalars from the host)", optimizer_.name());
-  if (model_.spec().dropout > 0)
-    return "model.dropout > 0 (each step's dropout seed is a host value the mask kernels take)";
   if (objective_->host_loops()) return fmt::format("the {} loss runs as host loops", objective_->name());
   return "";
 }
 
-TrainStep::~TrainStep() = default;
+TrainStep::~TrainStep() {
+  // The optimizer may outlive the scaler: its counts take the device's skips in and stop reading
+  // the flag. A destructor cannot report a failed read; the counts are then what the host asked.
+  if (options_.scaler && optimizer_.skip_flag() == options_.scaler->found_inf()) {
+    try {
+      optimizer_.set_skip_flag(nullptr);
+    } catch (const Error&) {
+    }
+  }
+}
+
+bool TrainStep::device_skip() const { return options_.scaler && optimizer_.skip_flag(); }
+
+// The step's values where reading them costs nothing (host-accessible memory); NaN elsewhere.
+void TrainStep::read_free(StepResult& r) {
+  const bool free = model_.params().backend().host_accessible();
+  r.grad_norm = free ? sums()[2] : std::numeric_limits<double>::quiet_NaN();
+  if (free && device_skip() && *options_.scaler->found_inf() != 0.f) {
+    r.skipped = true;
+    r.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  }
+}
 
 bool TrainStep::overlap() const {
   if (!options_.comm || options_.comm->world() == 1 || options_.bucket == 0) return false;
@@ -129,7 +157,7 @@ StepResult TrainStep::run_graph(StepGraphs::Entry& e, const Batch& host_batch, u
     case State::ready: return capture(e, host_batch, seed);
     case State::warming: {  // sizes the arenas, plans and workspaces: the capture then allocates nothing
       bool host_values = false;
-      pass(stage(host_batch), host_batch, seed, &host_values);
+      pass(stage(host_batch, seed), host_batch, &host_values);
       if (host_values) graphs_->refuse(e, "the model's regulariser adds a host value to the loss");
       else if (++e.warm == StepGraphs::kWarmSteps) e.state = State::ready;
       return finish_micro_batch();
@@ -146,7 +174,7 @@ StepResult TrainStep::capture(StepGraphs::Entry& e, const Batch& host_batch, uin
   ParamStore& ps = model_.params();
   Backend& be = ps.backend();
   optimizer_.prepare(ps.params(), ps.grads(), ps.size(), schedule_.lr(updates_));
-  const Batch batch = stage(host_batch);
+  const Batch batch = stage(host_batch, seed);
   const int64_t loss_count = loss_count_, accum_count = accum_count_, micro = micro_, updates = updates_;
   const double reference = reference_;
   const bool norm_valid = norm_valid_;
@@ -154,7 +182,7 @@ StepResult TrainStep::capture(StepGraphs::Entry& e, const Batch& host_batch, uin
   Tensor pred;
   be.begin_capture();
   try {
-    pred = pass(batch, host_batch, seed);
+    pred = pass(batch, host_batch);
     r = finish_micro_batch(Queue::apply);
     e.id = be.end_capture();
   } catch (const Error& err) {
@@ -166,7 +194,7 @@ StepResult TrainStep::capture(StepGraphs::Entry& e, const Batch& host_batch, uin
     reference_ = reference;
     norm_valid_ = norm_valid;
     graphs_->refuse(e, fmt::format("its capture failed: {}", err.what()));
-    pass(stage(host_batch), host_batch, seed);
+    pass(stage(host_batch, seed), host_batch);
     return finish_micro_batch(Queue::apply);
   }
   e.state = StepGraphs::Entry::State::captured;
@@ -177,7 +205,7 @@ StepResult TrainStep::capture(StepGraphs::Entry& e, const Batch& host_batch, uin
   // A capture records and runs nothing: its first replay is this step.
   ST_CHECK(be.replay(e.id), "internal error: {} refused the replay of a capture it just made", be.name());
   graphs_->count_replay();
-  if (be.host_accessible()) r.grad_norm = sums()[2];  // read above before the replay wrote it
+  read_free(r);  // read above before the replay wrote them
   return r;
 }
 
@@ -188,7 +216,7 @@ StepResult TrainStep::replay(StepGraphs::Entry& e, const Batch& host_batch, uint
   model_.check_batch(host_batch);
   const int64_t count = objective_->count(e.pred, host_batch);
   optimizer_.prepare(ps.params(), ps.grads(), ps.size(), schedule_.lr(updates_));
-  const Batch batch = stage(host_batch);
+  const Batch batch = stage(host_batch, seed);
   if (count != e.count) {
     graphs_->refuse(e, "its batches count different numbers of targets (a loss mask, ignored labels), and the "
                     "loss gradient's weight is a host value");
@@ -199,17 +227,27 @@ StepResult TrainStep::replay(StepGraphs::Entry& e, const Batch& host_batch, uint
     count_in(count);
     return finish_micro_batch(Queue::none);
   }
-  pass(batch, host_batch, seed);
+  pass(batch, host_batch);
   return finish_micro_batch(Queue::apply);
 }
 
-void TrainStep::compute(const Batch& host_batch, uint64_t seed) { pass(stage(host_batch), host_batch, seed); }
+void TrainStep::compute(const Batch& host_batch, uint64_t seed) { pass(stage(host_batch, seed), host_batch); }
 
-Batch TrainStep::stage(const Batch& host_batch) {
+Batch TrainStep::stage(const Batch& host_batch, uint64_t seed) {
   arena_.reset();
   ST_TRACE("step.upload", "step");
   Backend& be = model_.params().backend();
-  return graphs_ ? staged_batch(host_batch, arena_, be) : device_batch(host_batch, arena_, be);
+  if (!graphs_) {
+    mask_seed_ = DropoutSeed(seed);
+    return device_batch(host_batch, arena_, be);
+  }
+  Batch staged = staged_batch(host_batch, arena_, be);
+  // The masks' seed goes up with the batch, at the same address each step of a shape: a replay's
+  // masks mix it as they run (backend/dropout_seed.h), the same bits as the host's mix.
+  auto* slot = static_cast<uint64_t*>(arena_.alloc(sizeof seed));
+  be.upload(&seed, slot, sizeof seed);
+  mask_seed_ = DropoutSeed::at(slot);
+  return staged;
 }
 
 void TrainStep::count_in(int64_t count) {
@@ -218,10 +256,10 @@ void TrainStep::count_in(int64_t count) {
   grow_reference(count);
 }
 
-Tensor TrainStep::pass(const Batch& batch, const Batch& host_batch, uint64_t seed, bool* host_values) {
+Tensor TrainStep::pass(const Batch& batch, const Batch& host_batch, bool* host_values) {
   // Dropout and attention masks keyed by the global rows of a data-parallel shard (nn/dropout.h).
   const PassRows rows(host_batch.rows, host_batch.count);
-  StepContext ctx(arena_, /*training=*/true, seed);
+  StepContext ctx(arena_, /*training=*/true, mask_seed_);
   ctx.host_batch = &host_batch;
   Tensor pred = [&] {
     ST_TRACE("step.forward", "step");
@@ -235,13 +273,22 @@ Tensor TrainStep::pass(const Batch& batch, const Batch& host_batch, uint64_t see
   count_in(count);
   // The gradient of this micro-batch's loss sum, weighted by scale / R (see step.h): with equal
   // micro-batches that is the gradient of its mean / grad_accum, as backward of
-  // scaler.scale(loss / k) in a PyTorch loop.
+  // scaler.scale(loss / k) in a PyTorch loop. Under fp16 the scale is the loss scaler's, in the
+  // backend's memory. Where the step may be captured or the memory is not the host's, the
+  // weight is 1 / R and the scale multiplies the gradient where it lives: the same floats
+  // whenever the scale is a power of two, which only shifts exponents (GradScaler's defaults
+  // keep it one). Elsewhere (cpu, reference) the host reads the scale for free and folds it into
+  // the weight, the bits of any scale as before.
+  const bool scale_on_device = options_.scaler && (graphs_ || !model_.params().backend().host_accessible());
+  const double scale = options_.scaler && !scale_on_device ? options_.scaler->scale() : 1.0;
   Tensor dpred = arena_.tensor(pred.shape);
-  const double scale = options_.scaler ? options_.scaler->scale() : 1.0;
   const double per_target = reference_ > 0 ? scale / reference_ : 0.0;
   objective_->backward(pred, batch, dpred, per_target, /*targets_checked=*/true);
+  if (scale_on_device) options_.scaler->scale_grad(dpred.f32(), static_cast<size_t>(dpred.numel()));
   ctx.output_grad = dpred;
-  ctx.aux_weight = per_target * static_cast<double>(count);
+  // A regulariser is a host value (host-accessible backends only): its weight reads the scale.
+  const double aux_scale = scale_on_device && ctx.aux_loss != 0 ? options_.scaler->scale() : scale;
+  ctx.aux_weight = (reference_ > 0 ? aux_scale / reference_ : 0.0) * static_cast<double>(count);
   // The accumulation's last micro-batch: its backward starts the gradient buckets' sums.
   if (micro_ + 1 == options_.grad_accum && overlap()) begin_buckets();
   {
@@ -288,9 +335,12 @@ StepResult TrainStep::finish_micro_batch(Queue queue) {
     return r;
   }
   if (options_.comm && !overlap()) options_.comm->all_reduce_sum(ps.grads(), ps.size());
-  if (options_.scaler) {
-    const bool finite = options_.scaler->unscale(ps.backend(), ps.grads(), ps.size());
-    options_.scaler->update(!finite);
+  // fp16: an optimizer that skips on the device reads the overflow flag there, as clipping does;
+  // another reads it back and the host skips.
+  if (options_.scaler && queue != Queue::none) options_.scaler->unscale(ps.grads(), ps.size());
+  if (options_.scaler && !device_skip()) {
+    const bool finite = !options_.scaler->overflowed();
+    options_.scaler->update();
     if (!finite) {
       r.skipped = true;
       r.grad_norm = std::numeric_limits<double>::quiet_NaN();
@@ -305,18 +355,20 @@ StepResult TrainStep::finish_micro_batch(Queue queue) {
            options_.grad_clip);
   {
     ST_TRACE("step.clip", "step");
-    if (queue != Queue::none) ps.backend().clip_grad_norm_into(ps.grads(), ps.size(), options_.grad_clip, sums() + 2);
+    const float* skip = device_skip() ? options_.scaler->found_inf() : nullptr;
+    if (queue != Queue::none) ps.backend().clip_grad_norm_into(ps.grads(), ps.size(), options_.grad_clip, sums() + 2, skip);
   }
   norm_valid_ = true;
-  r.grad_norm = ps.backend().host_accessible() ? sums()[2] : std::numeric_limits<double>::quiet_NaN();
   {
     ST_TRACE("step.optimizer", "step");
     if (queue == Queue::step) optimizer_.step(ps.params(), ps.grads(), ps.size(), r.lr);
     else if (queue == Queue::apply) optimizer_.apply();
   }
+  if (device_skip() && queue != Queue::none) options_.scaler->update();
   if (queue != Queue::none) ps.zero_grad();
   ++updates_;
   r.updated = true;
+  read_free(r);
   return r;
 }
 
@@ -328,7 +380,7 @@ bool TrainStep::update_shard(StepResult& r) {
   float* g = ps.grads() + s.begin;
   if (options_.scaler) {
     // Skipped on every rank or on none: the ranks agree on the overflow of any slice.
-    double overflow = options_.scaler->unscale(be, g, s.size()) ? 0.0 : 1.0;
+    double overflow = options_.scaler->unscale_finite(g, s.size()) ? 0.0 : 1.0;
     comm.all_reduce_sum(&overflow, 1);
     options_.scaler->update(overflow > 0);
     if (overflow > 0) {

@@ -10,7 +10,9 @@
 // norm stay in the model's backend memory (sums_) and are read once per log interval
 // (take_loss(), grad_norm()); the targets are counted, and checked, on the host before the
 // batch's upload (Objective::count); the batch goes up with Backend::upload. Under fp16 the
-// LossScaler still reads one finiteness flag per optimizer step (its skip decision).
+// skip is decided on the device too: clipping and AdamW read the scaler's found-inf flag there
+// (Optimizer::set_skip_flag); only an optimizer that cannot (SGD) and train.zero's ranks read
+// it back, once per optimizer step.
 // StepResult::grad_norm is filled where reading it costs nothing (a host-accessible backend).
 // With several ranks the gradients are summed over them at the boundary (StepOptions::comm): in
 // buckets that the last micro-batch's backward starts (the overlap, train/grad_buckets.h); under
@@ -79,8 +81,13 @@ struct StepOptions {
 
 struct StepResult {
   bool updated = false;      // this micro-batch completed an optimizer step (skipped ones included)
-  bool skipped = false;      // ... whose gradients overflowed: nothing was updated (fp16 only)
-  double grad_norm = 0.0;    // pre-clip norm of the unscaled gradients (when updated; NaN when skipped)
+  // ... whose gradients overflowed: nothing was updated (fp16 only). Where the device decides
+  // the skip, known only where reading it costs nothing (a host-accessible backend); false on a
+  // device, whose skips the loop reads at log intervals (LossScaler::take_skipped_since_report).
+  bool skipped = false;
+  // The pre-clip norm of the unscaled gradients (when updated, read where it costs nothing; NaN
+  // when skipped or on a device).
+  double grad_norm = 0.0;
   double lr = 0.0;           // learning rate used (when updated)
 };
 
@@ -123,11 +130,13 @@ class TrainStep {
   // One micro-batch's forward, loss and backward into the gradients: stage, then pass.
   void compute(const Batch& host_batch, uint64_t seed);
   // The batch into the step's arena (reset first): copied where the device needs it, and always
-  // when steps are captured (the addresses a replay reads).
-  Batch stage(const Batch& host_batch);
+  // when steps are captured (the addresses a replay reads), as is then the masks' seed; sets
+  // mask_seed_.
+  Batch stage(const Batch& host_batch, uint64_t seed);
+  DropoutSeed mask_seed_;  // the staged pass's dropout seed: the value, or its slot in the arena
   // The forward, loss and backward of a staged batch; returns the prediction. *host_values: the
   // pass added a host value to the loss (a model regulariser), which a capture cannot hold.
-  Tensor pass(const Batch& batch, const Batch& host_batch, uint64_t seed, bool* host_values = nullptr);
+  Tensor pass(const Batch& batch, const Batch& host_batch, bool* host_values = nullptr);
   // A micro-batch's count of targets into the loss count and the accumulation.
   void count_in(int64_t count);
   // How the boundary queues its device work: the optimizer's step(), or apply() after the step's
@@ -137,6 +146,10 @@ class TrainStep {
   StepResult finish_micro_batch(Queue queue = Queue::step);
   // runtime.cuda_graphs: why no step of this run can be captured ("" when they can).
   std::string uncapturable() const;
+  // fp16 with an optimizer that skips an overflowed step on the device (Optimizer::set_skip_flag).
+  bool device_skip() const;
+  // StepResult's skip and norm where the host reads them for free.
+  void read_free(StepResult& r);
   // The step of a batch whose shape has an entry: first seen (uncaptured), captured, or replayed.
   StepResult run_graph(StepGraphs::Entry& e, const Batch& host_batch, uint64_t seed);
   StepResult capture(StepGraphs::Entry& e, const Batch& host_batch, uint64_t seed);

@@ -9,10 +9,13 @@
 //
 // What varies per step reaches a replay through memory, never through the capture's host
 // values: the batch is staged into the step's arena (the same addresses each step of a shape,
-// device_batch.h's staged_batch) and AdamW's learning rate and bias corrections are uploaded
-// before the launch (Optimizer::prepare). What cannot, makes TrainStep refuse: for the whole run
-// (train.grad_accum > 1, fp16's loss scaling, several ranks, an optimizer with host scalars,
-// dropout's per-step seed, a host-loop objective), or per shape (variable-length batches, a
+// device_batch.h's staged_batch), AdamW's learning rate and host update counts are uploaded
+// before the launch (Optimizer::prepare), and fp16's loss scale, overflow flag and skip count
+// live in the backend's memory, where the captured unscale, clipping, AdamW and scale update
+// read and write them (optim/loss_scaler.h), and dropout's per-step seed is staged with the batch
+// (the masks mix it as they run: backend/dropout_seed.h). What cannot, makes TrainStep refuse:
+// for the whole run (train.grad_accum > 1, several ranks, an optimizer with host scalars, a
+// host-loop objective), or per shape (variable-length batches, a
 // target count that changes between batches of one shape, a model regulariser, a failed
 // capture). A capture is redone when the optimizer's updates change (parameter groups) or the
 // backend moved memory it reads.

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <thread>
 
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/isa.h"
 #include "backend/registry.h"

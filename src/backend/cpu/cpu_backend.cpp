@@ -112,6 +112,7 @@ std::unique_ptr<RecurrentLayers> CpuBackend::make_recurrent(const RecurrentSpec&
 // meets a float32 tensor; the per-element arithmetic (the per-ISA kernel) follows torch's
 // operation order so the two agree to the last bit or close to it.
 void CpuBackend::adamw(const AdamWUpdate& u) {
+  if (u.skip && *u.skip != 0.f) return;  // the host's memory: an overflowed fp16 step
   // The decay runs as the kernel takes them: it walks them all in one parallel region (a few
   // dozen runs for a GPT: one call each cost a fork and join apiece, and left the small ones on
   // one thread).
@@ -120,7 +121,7 @@ void CpuBackend::adamw(const AdamWUpdate& u) {
   for (const DecayRange& r : *u.runs)
     runs.push_back({static_cast<int64_t>(r.begin), static_cast<int64_t>(r.end), r.decay});
   AdamWKernelArgs k;
-  k.s = u.scalars ? *u.scalars : adamw_scalars(u);  // the host's memory either way
+  k.s = u.device ? u.device->s : adamw_scalars(u);  // the host's memory either way
   k.params = u.params;
   k.grads = u.grads;
   k.m = u.m;

@@ -16,7 +16,7 @@ class CpuBackend final : public HostMemoryBackend {
   SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS
   void activation_forward_half(ActKind k, const float* x, DType to, void* y, int64_t n) override;
   void layer_norm_forward_half(const LayerNormArgs& a, DType to, void* y) override;
-  void dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) override;
+  void dropout_at(const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first) override;
   // bf16: the bias added by oneDNN's matmul itself (no seeding pass, no read of C).
   void gemm_bias(DType in, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
                  const void* B, int64_t ldb, const float* bias, float* C, int64_t ldc) override;

@@ -104,16 +104,16 @@ void CpuBackend::embedding_backward(const EmbeddingArgs& a, const float* dy, flo
   cpu_kernels().embedding_backward(embedding_kernel_args(a, dy, dtable));
 }
 
-void CpuBackend::dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) {
-  dropout_map(x, y, n, p, seed);
+void CpuBackend::dropout_forward(const float* x, float* y, int64_t n, float p, DropoutSeed seed) {
+  dropout_map(x, y, n, p, resolve_seed(seed));  // the host's memory
 }
 
-void CpuBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) {
-  dropout_map(dy, dx, n, p, seed);
+void CpuBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, DropoutSeed seed) {
+  dropout_map(dy, dx, n, p, resolve_seed(seed));
 }
 
-void CpuBackend::dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) {
-  dropout_map(x, y, n, p, seed, first);
+void CpuBackend::dropout_at(const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first) {
+  dropout_map(x, y, n, p, resolve_seed(seed), first);
 }
 
 }  // namespace seqtrain

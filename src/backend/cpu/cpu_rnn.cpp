@@ -17,8 +17,16 @@ constexpr int kGruGates[3] = {1, 0, 2};
 const int* gate_from(RnnCell c) { return c == RnnCell::lstm ? kLstmGates : kGruGates; }
 }  // namespace
 
+RnnImpl parse_rnn_impl(const std::string& name) {
+  if (name == "fused") return RnnImpl::fused;
+  if (name == "onednn") return RnnImpl::onednn;
+  fail("RNN implementation '{}' is not known: use fused or onednn", name);
+}
+
+const char* rnn_impl_name(RnnImpl impl) { return impl == RnnImpl::fused ? "fused" : "onednn"; }
+
 CpuRecurrentLayers::CpuRecurrentLayers(const RecurrentSpec& spec)
-    : cell_(spec.cell), impl_(spec.options.impl), hidden_(spec.hidden), dirs_(spec.dirs),
+    : cell_(spec.cell), impl_(parse_rnn_impl(spec.options.impl)), hidden_(spec.hidden), dirs_(spec.dirs),
       precision_(spec.options.precision), half_(spec.options.precision.mixed()),
       half_type_(spec.options.precision.compute == DType::f16 ? HalfType::fp16 : HalfType::bf16),
       packed_f32_(active_isa() >= Isa::avx512 || spec.cell == RnnCell::gru), ckpt_(spec.options.grad_checkpoint),

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/recurrent_gemm.h"
 #include "backend/cpu/rnn_fused.h"
@@ -19,14 +19,19 @@
 
 namespace seqtrain {
 
+// Which kernels a layer runs: seqtrain's fused kernels on PyTorch's layout (the default) or
+// oneDNN's RNN primitives (RnnOptions::impl's words).
+enum class RnnImpl { fused, onednn };
+RnnImpl parse_rnn_impl(const std::string& name);
+const char* rnn_impl_name(RnnImpl impl);
+
 class CpuRecurrentLayers : public RecurrentLayers {
  public:
   explicit CpuRecurrentLayers(const RecurrentSpec& spec);
 
   SEQTRAIN_RECURRENT_LAYERS_PASSES
   size_t scratch_bytes() const override { return ckpt_arena_.high_water(); }
-  Autotuner* autotuner() override { return tuner_.get(); }
-  RnnImpl layer_impl(size_t k) const override { return layers_.at(k).impl; }
+  std::string layer_impl(size_t k) const override { return rnn_impl_name(layers_.at(k).impl); }
   // The ISA level of layer k's fused gate passes (after autotuning, the chosen one).
   Isa layer_isa(size_t k) const;
 

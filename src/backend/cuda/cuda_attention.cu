@@ -159,7 +159,7 @@ __global__ void attention_forward_kernel(AttentionLaunch a) {
   for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
     t.m[r] = -INFINITY;
     t.l[r] = 0.f;
-    if (a.dropout) t.row_key[r] = attention_row_key(a.seed, hd.b + a.batch_offset, hd.h, q0 + r);
+    if (a.dropout) t.row_key[r] = attention_row_key(resolve_seed(a.seed), hd.b + a.batch_offset, hd.h, q0 + r);
   }
   // Causal: key tiles up to the tile's last query; the ones above the diagonal are never read.
   const int64_t kend = a.causal && q0 + kTile < hd.T ? q0 + kTile : hd.T;
@@ -222,7 +222,7 @@ __device__ void load_row_values(const AttentionLaunch& a, const Head& hd, const 
     const int64_t i = q0 + r;
     t.lse[r] = i < hd.T ? a.lse[bh * hd.T + i] : 0.f;
     t.Di[r] = i < hd.T ? Di[bh * hd.T + i] : 0.f;
-    if (a.dropout) t.row_key[r] = attention_row_key(a.seed, hd.b + a.batch_offset, hd.h, i);
+    if (a.dropout) t.row_key[r] = attention_row_key(resolve_seed(a.seed), hd.b + a.batch_offset, hd.h, i);
   }
 }
 

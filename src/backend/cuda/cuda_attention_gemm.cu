@@ -115,7 +115,7 @@ __global__ void softmax_kernel(AttentionCall a, AttentionGemmBuffers g) {
     l = warp_sum(l);
     const float lse = l > 0.f ? m + logf(l) : -INFINITY;
     if (lane == 0) a.lse[n] = lse;
-    const uint64_t key = a.dropout ? attention_row_key(a.seed, r.b + a.batch_offset, r.h, r.i) : 0;
+    const uint64_t key = a.dropout ? attention_row_key(resolve_seed(a.seed), r.b + a.batch_offset, r.h, r.i) : 0;
     E* p = static_cast<E*>(g.p) + n * g.Tp;
     for (int64_t j = lane; j < a.T; j += 32) {
       float v = 0.f;
@@ -169,7 +169,7 @@ __global__ void score_grads_kernel(AttentionCall a, AttentionGemmBuffers g) {
        n += static_cast<int64_t>(gridDim.x) * kWarps) {
     const Row r = row_of(a, n);
     const float lse = a.lse[n], di = g.di[n];
-    const uint64_t key = a.dropout ? attention_row_key(a.seed, r.b + a.batch_offset, r.h, r.i) : 0;
+    const uint64_t key = a.dropout ? attention_row_key(resolve_seed(a.seed), r.b + a.batch_offset, r.h, r.i) : 0;
     const float *s = g.s + n * g.Tp, *dp_row = g.dp + n * g.Tp;
     E* p_out = static_cast<E*>(g.p) + n * g.Tp;
     E* ds_out = static_cast<E*>(g.ds) + n * g.Tp;

@@ -58,11 +58,15 @@ class CudaBackend final : public Backend {
   // clipping are kernels on the stream.
   void upload(const void* host_src, void* device_dst, size_t bytes) override;
   // Dropout keyed by a shard's offset in the global mask (a data-parallel rank's rows).
-  void dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) override;
+  void dropout_at(const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first) override;
   void regression_loss_accumulate(RegressionLoss kind, const float* pred, const float* target, int64_t n,
                                   float delta, double* acc) override;
   void cross_entropy_accumulate(const CrossEntropyArgs& a, double* acc) override;
-  void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) override;
+  void clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm, const float* skip) override;
+  void scale_by(float* x, size_t n, const float* s) override;
+  void unscale_grads(float* g, size_t n, LossScaleState* st) override;
+  void update_loss_scale(LossScaleState* st, const LossScaleRule& rule) override;
+  void adamw_prepare(AdamWDeviceStep* steps, size_t count, const float* skip, double* skips) override;
   void token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;
   // Capture (cuda_capture.cpp): the stream captured into a CUDA graph, instantiated and kept by
   // handle. Thread-local capture mode, so an unsafe call of this thread (cudaMalloc, a

@@ -51,9 +51,10 @@ cudaError_t launch_activation_backward(ActKind k, const float* x, const float* y
 cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, int64_t n, const AdamWScalars& a,
                          cudaStream_t s);
 // The same with the scalars read from device memory as the kernel runs (a captured step's update:
-// AdamWUpdate::scalars); decay false takes their decay as 1.
+// AdamWUpdate::device); decay false takes their decay as 1; nothing when skip (device memory, may
+// be null) is nonzero.
 cudaError_t launch_adamw_from(float* params, const float* grads, float* m, float* v, int64_t n,
-                              const AdamWScalars* a, bool decay, cudaStream_t s);
+                              const AdamWScalars* a, bool decay, const float* skip, cudaStream_t s);
 
 // SGD over one run: weight_decay is the run's (0 for a non-decaying run); buf null without
 // momentum.

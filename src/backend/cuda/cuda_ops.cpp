@@ -55,9 +55,10 @@ void CudaBackend::adamw(const AdamWUpdate& u) {
   for (const DecayRange& r : *u.runs) {
     const auto n = static_cast<int64_t>(r.end - r.begin);
     if (n == 0) continue;
-    if (u.scalars) {  // read as the kernel runs (a captured step's update)
-      ST_CUDA(launch_adamw_from(u.params + r.begin, u.grads + r.begin, u.m + r.begin, u.v + r.begin, n, u.scalars,
-                                r.decay, stream_));
+    if (u.device || u.skip) {  // read as the kernel runs (a captured or loss-scaled step's update)
+      ST_CHECK(u.device, "internal error: an AdamW update with a skip flag and no device step (Optimizer::prepare)");
+      ST_CUDA(launch_adamw_from(u.params + r.begin, u.grads + r.begin, u.m + r.begin, u.v + r.begin, n,
+                                &u.device->s, r.decay, u.skip, stream_));
       continue;
     }
     s.decay = r.decay ? scalars.decay : 1.f;  // a non-decaying run: torch's weight_decay-0 group

@@ -39,9 +39,11 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
   adamw_body(params, grads, m, v, n, s, s.decay);
 }
 
-// The scalars as they are when the kernel runs (a replayed graph reads each step's).
+// The scalars as they are when the kernel runs (a replayed graph reads each step's); nothing
+// when the skip flag is set (an overflowed fp16 step).
 __global__ void adamw_from_kernel(float* params, const float* grads, float* m, float* v, int64_t n,
-                                  const AdamWScalars* scalars, bool decay) {
+                                  const AdamWScalars* scalars, bool decay, const float* skip) {
+  if (skip && *skip != 0.f) return;
   const AdamWScalars s = *scalars;
   adamw_body(params, grads, m, v, n, s, decay ? s.decay : 1.f);
 }
@@ -71,8 +73,8 @@ cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, 
 }
 
 cudaError_t launch_adamw_from(float* params, const float* grads, float* m, float* v, int64_t n,
-                              const AdamWScalars* a, bool decay, cudaStream_t s) {
-  adamw_from_kernel<<<blocks_for(n), kThreads, 0, s>>>(params, grads, m, v, n, a, decay);
+                              const AdamWScalars* a, bool decay, const float* skip, cudaStream_t s) {
+  adamw_from_kernel<<<blocks_for(n), kThreads, 0, s>>>(params, grads, m, v, n, a, decay, skip);
   return cudaGetLastError();
 }
 

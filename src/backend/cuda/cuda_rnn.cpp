@@ -76,7 +76,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_rnn.h"
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 #include "core/error.h"
 
 namespace seqtrain::cuda {

@@ -73,7 +73,7 @@ LayerNormLaunch launch_args(const LayerNormArgs& a) {
 }
 EmbeddingLaunch launch_args(const EmbeddingArgs& a) { return {a.rows, a.dim, a.count, a.ids}; }
 
-void run_dropout(CudaBackend& be, const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first = 0) {
+void run_dropout(CudaBackend& be, const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first = 0) {
   check_dropout_args(x, y, n, p);
   if (n == 0) return;
   // The threshold and scale once on the host, exactly as dropout_keep / the CPU kernel take them.
@@ -152,15 +152,15 @@ void CudaBackend::embedding_backward(const EmbeddingArgs& a, const float* dy, fl
   if (!a.ids_checked) throw_if_bad_id(*this, read_flag(*this, static_cast<unsigned long long*>(s)), a);
 }
 
-void CudaBackend::dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) {
+void CudaBackend::dropout_forward(const float* x, float* y, int64_t n, float p, DropoutSeed seed) {
   run_dropout(*this, x, y, n, p, seed);
 }
 
-void CudaBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) {
+void CudaBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, DropoutSeed seed) {
   run_dropout(*this, dy, dx, n, p, seed);
 }
 
-void CudaBackend::dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) {
+void CudaBackend::dropout_at(const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first) {
   run_dropout(*this, x, y, n, p, seed, first);
 }
 

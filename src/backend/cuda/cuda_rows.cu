@@ -314,8 +314,9 @@ bool uses_lists(const EmbeddingLaunch& a) {
 // Dropout: the mask of backend/dropout_mask.h, the keep threshold and scale computed once on the
 // host as the CPU kernel does.
 
-__global__ void dropout_map(const float* x, float* y, int64_t n, uint64_t seed, int64_t first, uint32_t threshold,
-                            float scale) {
+__global__ void dropout_map(const float* x, float* y, int64_t n, DropoutSeed mask_seed, int64_t first,
+                            uint32_t threshold, float scale) {
+  const uint64_t seed = resolve_seed(mask_seed);  // a captured step's: read as the kernel runs
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t g = first + i;  // the element's index in the mask (a shard's global position)
@@ -410,7 +411,7 @@ cudaError_t launch_embedding_backward(const EmbeddingLaunch& a, const float* dy,
   return cudaGetLastError();
 }
 
-cudaError_t launch_dropout(const float* x, float* y, int64_t n, uint64_t seed, int64_t first, uint32_t threshold,
+cudaError_t launch_dropout(const float* x, float* y, int64_t n, DropoutSeed seed, int64_t first, uint32_t threshold,
                            float scale, cudaStream_t s) {
   dropout_map<<<grid_for(n, 256), 256, 0, s>>>(x, y, n, seed, first, threshold, scale);
   return cudaGetLastError();

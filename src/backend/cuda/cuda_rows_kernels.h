@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/dropout_seed.h"
+
 namespace seqtrain::cuda {
 
 // A first-bad-row flag's "none" value (kernels lower it with atomicMin to the first bad row).
@@ -68,7 +70,7 @@ cudaError_t launch_embedding_backward(const EmbeddingLaunch& a, const float* dy,
 
 // y[i] = keep(seed, first + i) ? x[i] * scale : 0, keep as dropout_mask.h's dropout_keep at
 // threshold (first: Backend::dropout_at's offset of a shard in the global mask).
-cudaError_t launch_dropout(const float* x, float* y, int64_t n, uint64_t seed, int64_t first, uint32_t threshold,
+cudaError_t launch_dropout(const float* x, float* y, int64_t n, DropoutSeed seed, int64_t first, uint32_t threshold,
                            float scale, cudaStream_t s);
 
 }  // namespace seqtrain::cuda

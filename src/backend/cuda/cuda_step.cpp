@@ -39,16 +39,35 @@ void CudaBackend::regression_loss_accumulate(RegressionLoss kind, const float* p
   ST_CUDA(launch_add_doubles(acc, partials, 1, stream()));
 }
 
-void CudaBackend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm) {
+void CudaBackend::clip_grad_norm_into(float* g, size_t n, double max_norm, double* norm, const float* skip) {
   const auto len = static_cast<int64_t>(n);
   if (n == 0) {
+    ST_CHECK(!skip, "internal error: clipping an empty gradient buffer under a skip flag");
     const double zero = 0;
     copy_from_host(&zero, norm, sizeof zero);
     return;
   }
   void* partials = scratch(sum_squares_scratch_bytes(len));
   ST_CUDA(launch_sum_squares(g, len, partials, stream_));
-  ST_CUDA(launch_clip_by_norm(sum_squares_result(partials, len), norm, g, len, max_norm, stream_));
+  ST_CUDA(launch_clip_by_norm(sum_squares_result(partials, len), norm, g, len, max_norm, skip, stream_));
+}
+
+void CudaBackend::scale_by(float* x, size_t n, const float* s) {
+  if (n == 0) return;
+  ST_CUDA(launch_scale_by(x, static_cast<int64_t>(n), s, stream_));
+}
+
+void CudaBackend::unscale_grads(float* g, size_t n, LossScaleState* st) {
+  ST_CUDA(launch_unscale_grads(g, static_cast<int64_t>(n), st, stream_));
+}
+
+void CudaBackend::update_loss_scale(LossScaleState* st, const LossScaleRule& rule) {
+  ST_CUDA(launch_update_loss_scale(st, rule, stream_));
+}
+
+void CudaBackend::adamw_prepare(AdamWDeviceStep* steps, size_t count, const float* skip, double* skips) {
+  if (count == 0 && !(skip && skips)) return;
+  ST_CUDA(launch_adamw_prepare(steps, static_cast<int64_t>(count), skip, skips, stream_));
 }
 
 // The flag the kernel lowers goes to scratch and is not read: the host checked every id.

@@ -45,6 +45,7 @@ void probabilities(const AttentionArgs& a, const HeadView& hv, int64_t b, int64_
   const int64_t T = hv.T;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hv.D));
   const double keep_scale = a.dropout < 1.f ? 1.0 / (1.0 - a.dropout) : 0.0;
+  const uint64_t seed = resolve_seed(a.seed);  // the host's memory
   p.assign(T * T, 0.0);
   kf.assign(T * T, 0.0);
   for (int64_t i = 0; i < T; ++i) {
@@ -55,7 +56,7 @@ void probabilities(const AttentionArgs& a, const HeadView& hv, int64_t b, int64_
       if (visible(a, b, i, j)) l += p[i * T + j] = std::exp(p[i * T + j] - m);
     for (int64_t j = 0; j < T; ++j) {
       if (l > 0) p[i * T + j] /= l;
-      kf[i * T + j] = a.dropout == 0.f ? 1.0 : attention_keep(a.seed, b + a.batch_offset, h, i, j, a.dropout) ? keep_scale : 0.0;
+      kf[i * T + j] = a.dropout == 0.f ? 1.0 : attention_keep(seed, b + a.batch_offset, h, i, j, a.dropout) ? keep_scale : 0.0;
     }
     if (lse) (*lse)[i] = l > 0 ? m + std::log(l) : -INFINITY;
   }

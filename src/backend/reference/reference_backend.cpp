@@ -80,19 +80,24 @@ std::unique_ptr<RecurrentLayers> ReferenceBackend::make_recurrent(const Recurren
   return std::make_unique<ReferenceRecurrentLayers>(spec);
 }
 
-// torch.optim.AdamW's per-element formula, every intermediate in double, stored as float.
+// torch.optim.AdamW's per-element formula, every intermediate in double, stored as float. The
+// hyperparameters and t from the device step when there is one (its memory is the host's).
 void ReferenceBackend::adamw(const AdamWUpdate& u) {
-  const double t = static_cast<double>(u.step);
-  const double bc1 = 1.0 - std::pow(u.beta1, t), bc2 = 1.0 - std::pow(u.beta2, t);
+  if (u.skip && *u.skip != 0.f) return;  // an overflowed fp16 step
+  const AdamWDeviceStep* d = u.device;
+  const double lr = d ? d->lr : u.lr, beta1 = d ? d->beta1 : u.beta1, beta2 = d ? d->beta2 : u.beta2;
+  const double eps = d ? d->eps : u.eps, wd = d ? d->weight_decay : u.weight_decay;
+  const double t = d ? d->t : static_cast<double>(u.step);
+  const double bc1 = 1.0 - std::pow(beta1, t), bc2 = 1.0 - std::pow(beta2, t);
   for (const DecayRange& r : *u.runs)
     for (size_t i = r.begin; i < r.end; ++i) {
       const double g = u.grads[i];
       double p = u.params[i];
-      if (r.decay) p *= 1.0 - u.lr * u.weight_decay;
-      const double m = u.beta1 * u.m[i] + (1.0 - u.beta1) * g;
-      const double v = u.beta2 * u.v[i] + (1.0 - u.beta2) * g * g;
-      const double denom = std::sqrt(v) / std::sqrt(bc2) + u.eps;
-      p -= u.lr / bc1 * m / denom;
+      if (r.decay) p *= 1.0 - lr * wd;
+      const double m = beta1 * u.m[i] + (1.0 - beta1) * g;
+      const double v = beta2 * u.v[i] + (1.0 - beta2) * g * g;
+      const double denom = std::sqrt(v) / std::sqrt(bc2) + eps;
+      p -= lr / bc1 * m / denom;
       u.m[i] = static_cast<float>(m);
       u.v[i] = static_cast<float>(v);
       u.params[i] = static_cast<float>(p);

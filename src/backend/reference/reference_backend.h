@@ -20,7 +20,7 @@ class ReferenceBackend final : public HostMemoryBackend {
  public:
   std::string_view name() const override { return "reference"; }
   SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS
-  void dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) override;
+  void dropout_at(const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first) override;
 };
 
 }  // namespace seqtrain

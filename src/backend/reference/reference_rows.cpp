@@ -136,19 +136,19 @@ void ReferenceBackend::embedding_backward(const EmbeddingArgs& a, const float* d
     for (int64_t j = 0; j < a.dim; ++j) dtable[a.ids[i] * a.dim + j] += dy[i * a.dim + j];
 }
 
-void ReferenceBackend::dropout_forward(const float* x, float* y, int64_t n, float p, uint64_t seed) {
+void ReferenceBackend::dropout_forward(const float* x, float* y, int64_t n, float p, DropoutSeed seed) {
   check_dropout_args(x, y, n, p);
-  dropout_map(x, y, n, p, seed);
+  dropout_map(x, y, n, p, resolve_seed(seed));  // the host's memory
 }
 
-void ReferenceBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, uint64_t seed) {
+void ReferenceBackend::dropout_backward(const float* dy, float* dx, int64_t n, float p, DropoutSeed seed) {
   check_dropout_args(dy, dx, n, p);
-  dropout_map(dy, dx, n, p, seed);
+  dropout_map(dy, dx, n, p, resolve_seed(seed));
 }
 
-void ReferenceBackend::dropout_at(const float* x, float* y, int64_t n, float p, uint64_t seed, int64_t first) {
+void ReferenceBackend::dropout_at(const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first) {
   check_dropout_args(x, y, n, p);
-  dropout_map(x, y, n, p, seed, first);
+  dropout_map(x, y, n, p, resolve_seed(seed), first);
 }
 
 }  // namespace seqtrain

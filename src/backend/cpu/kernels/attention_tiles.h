@@ -138,7 +138,7 @@ inline void copy_rows(const float* src, int64_t ld, int64_t rows, int64_t cols, 
 // attention_bits() of backend/attention_dropout.h on this level's vectors (vec.h's hash_bits);
 // the flash-vs-reference tests with dropout hold the two to the same mask.
 inline void keep_row(const AttentionKernelArgs& a, int64_t b, int64_t h, int64_t i, int64_t j0, float* kf) {
-  const uint64_t key = attention_row_key(a.seed, b + a.batch_offset, h, i);
+  const uint64_t key = attention_row_key(resolve_seed(a.seed), b + a.batch_offset, h, i);
   vu j = __builtin_convertvector(lane_index(), vu) + static_cast<uint32_t>(j0);
   for (int64_t v = 0; v < kTile; v += kLanes, j += static_cast<uint32_t>(kLanes))
     vstore(kf + v, hash_bits(j, key) >= a.keep_threshold ? splat(a.keep_scale) : splat(0.f));

@@ -1,5 +1,5 @@
 // Autotuner: see autotune.h.
-#include "backend/cpu/autotune.h"
+#include "backend/autotune.h"
 
 #include <algorithm>
 #include <chrono>
