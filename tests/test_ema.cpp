@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "optim/ema.h"
 #include "optim/optimizer.h"
+#include "stop_at.h"
 #include "test_trainer_util.h"
 #include "train/checkpoint.h"
 #include "train/data_plan.h"
@@ -191,17 +192,6 @@ TEST(Ema, ARunValidatesCheckpointsAndTestsTheAverage) {
   EXPECT_TRUE(none.empty());
   EXPECT_FALSE(read_checkpoint_state(dir / "off/checkpoints/last").contains("raw_weights"));
 }
-
-struct StopAt : TrainObserver {
-  StopToken* stop = nullptr;
-  int64_t update = -1, epoch = -1;
-  void on_step(const StepEvent& e) override {
-    if (e.updates == update) stop->request();
-  }
-  void on_epoch(const EpochEvent& e) override {
-    if (e.epoch == epoch) stop->request();
-  }
-};
 
 // Stops mid-epoch and at an epoch's end (inside a gradient accumulation): the resumed run ends
 // with the uninterrupted run's average, trained weights, moments and records, bit for bit.

@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "model_pass.h"
+#include "stop_at.h"
 #include "test_trainer_util.h"
 #include "train/checkpoint.h"
 #include "train/data_plan.h"
@@ -91,17 +92,6 @@ TEST(FineTune, FrozenEpochsKeepTheEncoderThenItLearnsAtTheScaledLr) {
   EXPECT_GT(at_lr, head * 9 / 10) << "the encoder's first step is lr * encoder_lr_scale";
   EXPECT_EQ(st.param_steps, (std::vector<StepCount>{{0, head, 1}, {head, ps.size(), 2 * per_epoch + 1}}));
 }
-
-struct StopAt : TrainObserver {
-  StopToken* stop = nullptr;
-  int64_t update = -1, epoch = -1;
-  void on_step(const StepEvent& e) override {
-    if (e.updates == update) stop->request();
-  }
-  void on_epoch(const EpochEvent& e) override {
-    if (e.epoch == epoch) stop->request();
-  }
-};
 
 // Stops inside the frozen epoch, at its end (the checkpoint falls inside a gradient
 // accumulation: the resume replays a micro-batch of the frozen epoch) and after the unfreeze.
