@@ -49,5 +49,46 @@ TEST(CudaGraphs, CapturedLstmForecasterStepsMatchUncapturedBitwise) {
   expect_captured_like_uncaptured(s);
 }
 
+// Dropout inside the capture: every layer's masks take the step's seed from device memory staged
+// with the batch (backend/dropout_seed.h), so replays draw new masks as the uncaptured steps do.
+TEST(CudaGraphs, CapturedGptWithDropoutMatchesUncapturedBitwise) {
+  ModelSpec s;
+  s.type = "gpt";
+  s.vocab_size = 65;
+  s.lookback = s.output_size = 32;
+  s.layers = 2;
+  s.heads = 4;
+  s.hidden = 64;
+  s.dropout = 0.2f;
+  expect_captured_like_uncaptured(s);
+}
+
+// fp16's loss scaling decided on the GPU inside the capture (unscale and the overflow flag, the
+// scale's update, AdamW skipping and taking its t from the device's skip count): an initial
+// scale of 2^127 overflows at once and a growth interval of 2 climbs back into overflow, so
+// replayed steps skip too; scales, skips and step counts must be the uncaptured run's.
+TEST(CudaGraphs, LossScaledStepsSkipInsideTheCaptureLikeUncaptured) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  ModelSpec s;
+  s.type = "mlp";
+  s.input_size = 3;
+  s.lookback = 6;
+  s.hidden = 8;
+  s.layers = 2;
+  s.output_size = 2;
+  const LossScalerOptions scaling{.init = 0x1p127, .growth_interval = 2};
+  GraphRun captured = graph_run(gpu, {.spec = s, .loss_scale = scaling, .target_scale = 100.f});
+  GraphRun plain = graph_run(gpu, {.spec = s, .graphs = false, .loss_scale = scaling, .target_scale = 100.f});
+  graph_epochs(captured, 3, 4);
+  graph_epochs(plain, 3, 4);
+  expect_same_run(captured, plain);
+  EXPECT_EQ(captured.scaler->to_json(), plain.scaler->to_json());
+  EXPECT_GT(plain.scaler->skipped_total(), 3);
+  EXPECT_EQ(plain.opt->step_count(), 15 - plain.scaler->skipped_total());
+  ASSERT_NE(captured.step->graphs(), nullptr) << graph_notes(captured);
+  EXPECT_EQ(captured.step->graphs()->captures(), 2) << graph_notes(captured);
+  EXPECT_EQ(captured.step->graphs()->replays(), 11) << graph_notes(captured);
+}
+
 }  // namespace
 }  // namespace seqtrain::testing
