@@ -3,9 +3,11 @@
 // it stopped and compare it with the uninterrupted one.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "train/observer.h"
 #include "train/stop_token.h"
+#include "train/trainer.h"
 
 namespace seqtrain::testing {
 
@@ -19,5 +21,19 @@ struct StopAt : TrainObserver {
     if (e.epoch == epoch) stop->request();
   }
 };
+
+// Trains `config` quietly into `run` and stops it at optimizer update `update` or at the end of
+// epoch `epoch` (-1: never), as a stop request there would; `last` is then where a resume starts.
+inline TrainSummary train_stopped_at(const Config& config, const std::string& run, int64_t update, int64_t epoch) {
+  StopToken stop;
+  StopAt obs;
+  obs.stop = &stop;
+  obs.update = update;
+  obs.epoch = epoch;
+  TrainOptions opt(run, false, false, true);
+  opt.stop = &stop;
+  opt.observers = {&obs};
+  return train(config, opt);
+}
 
 }  // namespace seqtrain::testing

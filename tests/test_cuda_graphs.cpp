@@ -25,7 +25,8 @@ void expect_captured_like_uncaptured(const ModelSpec& spec) {
   expect_same_run(captured, plain);
 }
 
-TEST(CudaGraphs, CapturedGptStepsMatchUncapturedBitwise) {
+// A char GPT of nanoGPT's shape, scaled down.
+ModelSpec gpt() {
   ModelSpec s;
   s.type = "gpt";
   s.vocab_size = 65;
@@ -33,6 +34,11 @@ TEST(CudaGraphs, CapturedGptStepsMatchUncapturedBitwise) {
   s.layers = 2;
   s.heads = 4;
   s.hidden = 64;
+  return s;
+}
+
+TEST(CudaGraphs, CapturedGptStepsMatchUncapturedBitwise) {
+  ModelSpec s = gpt();
   s.bias = false;
   expect_captured_like_uncaptured(s);
 }
@@ -52,13 +58,7 @@ TEST(CudaGraphs, CapturedLstmForecasterStepsMatchUncapturedBitwise) {
 // Dropout inside the capture: every layer's masks take the step's seed from device memory staged
 // with the batch (backend/dropout_seed.h), so replays draw new masks as the uncaptured steps do.
 TEST(CudaGraphs, CapturedGptWithDropoutMatchesUncapturedBitwise) {
-  ModelSpec s;
-  s.type = "gpt";
-  s.vocab_size = 65;
-  s.lookback = s.output_size = 32;
-  s.layers = 2;
-  s.heads = 4;
-  s.hidden = 64;
+  ModelSpec s = gpt();
   s.dropout = 0.2f;
   expect_captured_like_uncaptured(s);
 }

@@ -202,15 +202,7 @@ TEST(Ema, ResumeIsBitIdentical) {
   struct Cut { int64_t update, epoch; };
   for (const Cut cut : {Cut{3, -1}, Cut{-1, 0}, Cut{12, -1}}) {
     const std::string run = dir / ("cut" + std::to_string(cut.update) + "_" + std::to_string(cut.epoch));
-    StopToken stop;
-    StopAt obs;
-    obs.stop = &stop;
-    obs.update = cut.update;
-    obs.epoch = cut.epoch;
-    TrainOptions opt(run, false, false, true);
-    opt.stop = &stop;
-    opt.observers = {&obs};
-    ASSERT_EQ(train(c, opt).stopped_by, "stop_token");
+    ASSERT_EQ(train_stopped_at(c, run, cut.update, cut.epoch).stopped_by, "stop_token");
     const TrainSummary resumed = train(c, TrainOptions(run, true, false, true));
     EXPECT_EQ(resumed.steps, full.steps);
     EXPECT_EQ(resumed.best_val, full.best_val);

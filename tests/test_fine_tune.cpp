@@ -104,15 +104,7 @@ TEST(FineTune, ResumeAcrossTheUnfreezeIsBitIdentical) {
   struct Cut { int64_t update, epoch; };
   for (const Cut cut : {Cut{3, -1}, Cut{-1, 0}, Cut{10, -1}}) {
     const std::string run = dir / ("cut" + std::to_string(cut.update) + "_" + std::to_string(cut.epoch));
-    StopToken stop;
-    StopAt obs;
-    obs.stop = &stop;
-    obs.update = cut.update;
-    obs.epoch = cut.epoch;
-    TrainOptions opt(run, false, false, true);
-    opt.stop = &stop;
-    opt.observers = {&obs};
-    ASSERT_EQ(train(c, opt).stopped_by, "stop_token");
+    ASSERT_EQ(train_stopped_at(c, run, cut.update, cut.epoch).stopped_by, "stop_token");
     const nlohmann::json st = read_checkpoint_state(run + "/checkpoints/last");
     if (cut.epoch == 0) {
       ASSERT_EQ(st.at("micro_steps").get<int64_t>() % 2, 1) << "the checkpoint must fall inside an accumulation";
