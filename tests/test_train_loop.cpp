@@ -114,6 +114,23 @@ TEST(TrainLoop, NonPrimaryRankWritesNothing) {
   EXPECT_EQ(comm.float_reductions, std::vector<size_t>(s.steps, parameter_count(c)));
 }
 
+// `c` trained on two thread ranks: rank 0 writes its run to dir/two, rank 1 to nowhere (it asks
+// for dir/never, which must not appear).
+std::vector<TrainSummary> train_on_two_ranks(const Config& c, const fs::path& dir) {
+  ThreadGroup group(2);
+  std::vector<TrainSummary> out(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      ThreadComm comm(group, r);
+      TrainOptions opt((dir / (r == 0 ? "two" : "never")).string(), false, false, true);
+      opt.comm = &comm;
+      out[r] = train(c, opt);
+    });
+  for (auto& t : ranks) t.join();
+  return out;
+}
+
 // Two ranks, each training on its shard of every global batch (the last one short and split
 // unevenly), follow the one-process run: the count of targets and the gradients are summed
 // over ranks before the update. Only rank 0 writes.
@@ -121,17 +138,7 @@ TEST(TrainLoop, TwoRanksTrainLikeOneProcess) {
   TempDir dir;
   const Config c = tiny({"train.batch_size=61", "train.grad_accum=2"});
   const TrainSummary one = train(c, TrainOptions(dir / "one", false, false, true));
-  ThreadGroup group(2);
-  std::vector<TrainSummary> out(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.emplace_back([&, r] {
-      ThreadComm comm(group, r);
-      TrainOptions opt(dir / (r == 0 ? "two" : "never"), false, false, true);
-      opt.comm = &comm;
-      out[r] = train(c, opt);
-    });
-  for (auto& t : ranks) t.join();
+  const std::vector<TrainSummary> out = train_on_two_ranks(c, dir.path);
   EXPECT_FALSE(fs::exists(dir / "never"));
   EXPECT_EQ(out[0].steps, one.steps);
   EXPECT_EQ(out[1].steps, one.steps);
@@ -152,17 +159,7 @@ TEST(TrainLoop, TwoRanksWithZeroTrainLikeOneProcess) {
   TempDir dir;
   const Config c = tiny({"train.batch_size=61", "train.zero=1"});
   const TrainSummary one = train(c, TrainOptions(dir / "one", false, false, true));
-  ThreadGroup group(2);
-  std::vector<TrainSummary> out(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.emplace_back([&, r] {
-      ThreadComm comm(group, r);
-      TrainOptions opt(dir / (r == 0 ? "two" : "never"), false, false, true);
-      opt.comm = &comm;
-      out[r] = train(c, opt);
-    });
-  for (auto& t : ranks) t.join();
+  const std::vector<TrainSummary> out = train_on_two_ranks(c, dir.path);
   EXPECT_FALSE(fs::exists(dir / "never"));
   EXPECT_EQ(out[0].steps, one.steps);
   ASSERT_TRUE(out[0].test_loss && one.test_loss);

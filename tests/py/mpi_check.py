@@ -65,8 +65,30 @@ def lstm_config(src, steps=50, extra=()):
 # arithmetic, and AdamW turns the rounding noise there into lr-sized steps of either sign, which
 # no two summation orders reproduce. lr 5e-4: at nanoGPT's 1e-3 this tiny GPT's training is chaotic
 # enough that float-rounding differences grow past 1e-5 within 50 steps in any two orders.
+# The GPT's text, written by write_text() into the test's directory: a GPT this small is chaotic
+# enough (above) that which text it reads decides whether two summation orders stay within 1e-5,
+# so the text is the test's own, never a file of the tree that edits change.
+GPT_TEXT = None
+
+
+def write_text(tmp, chars=60000):
+    global GPT_TEXT
+    rng = np.random.RandomState(7)
+    words = ("the a model step loss rank batch weight gradient shard reduce train token layer of to and "
+             "in is every one two four equal sum order").split()
+    out, n = [], 0
+    while n < chars:
+        s = " ".join(words[i] for i in rng.randint(0, len(words), size=rng.randint(4, 12)))
+        s = s[0].upper() + s[1:] + rng.choice([".", ",", ";", "?"]) + ("\n" if rng.rand() < 0.2 else " ")
+        out.append(s)
+        n += len(s)
+    GPT_TEXT = os.path.join(tmp, "gpt_text.txt")
+    with open(GPT_TEXT, "w") as f:
+        f.write("".join(out))
+
+
 def gpt_config(src, steps=50, extra=()):
-    return [os.path.join(src, "examples/char_lm.yaml"),
+    return [os.path.join(src, "examples/char_lm.yaml"), "--set", f"data.path={GPT_TEXT}",
             "--set", "model.type=gpt", "--set", "model.layers=2", "--set", "model.heads=2", "--set", "model.hidden=32",
             "--set", "model.dropout=0.1", "--set", "model.bias=false", "--set", "data.block_size=32", "--set", "data.stride=16",
             "--set", "train.batch_size=10", "--set", "train.log_every=1", "--set", f"train.max_steps={steps}",
@@ -405,6 +427,7 @@ def main():
         return 77
     binary = os.path.abspath(a.binary)
     with tempfile.TemporaryDirectory() as tmp:
+        write_text(tmp)
         if a.case.startswith("equal_"):
             _, model, ranks = a.case.split("_")
             equal_case(binary, a.source, tmp, model, int(ranks))
