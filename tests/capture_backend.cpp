@@ -2,15 +2,104 @@
 
 #include "core/error.h"
 
+#include <algorithm>
+
 namespace seqtrain::testing {
 
+namespace {
+
+// The "page-locked" memory of a backend without pages to lock: the heap.
+struct HeapAllocator final : HostAllocator {
+  float* allocate(size_t n) override { return new float[n == 0 ? 1 : n]; }
+  void deallocate(float* p, size_t) override { delete[] p; }
+};
+
+}  // namespace
+
+CaptureBackend::CaptureBackend(Backend& inner, bool copy_lane) : inner_(inner), copy_lane_(copy_lane) {}
+
+CaptureBackend::~CaptureBackend() = default;
+
 void CaptureBackend::run(std::function<void()> f) {
+  if (!capturing_) log({.kind = LaneEvent::op});
   if (capturing_) recording_.push_back(std::move(f));
   else f();
 }
 
 void CaptureBackend::refuse(const char* what) const {
   ST_CHECK(!capturing_, "capture backend: {} while a step is being captured", what);
+  log({.kind = LaneEvent::host});
+}
+
+void CaptureBackend::log(LaneEvent e) const {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  log_.push_back(e);
+}
+
+std::vector<CaptureBackend::LaneEvent> CaptureBackend::lane_log() const {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  return log_;
+}
+
+void CaptureBackend::clear_lane_log() {
+  std::lock_guard<std::mutex> lock(log_mu_);
+  log_.clear();
+}
+
+// ---- the copy lane: run at once, logged ----
+
+HostAllocator* CaptureBackend::pinned_allocator() {
+  if (!copy_lane_) return nullptr;
+  if (!pinned_) {
+    heap_ = std::make_unique<HeapAllocator>();
+    pinned_ = std::make_unique<PinnedBuffers>(*heap_, *this);
+  }
+  return pinned_.get();
+}
+
+void CaptureBackend::upload_async(const void* host_src, void* device_dst, size_t bytes) {
+  ST_CHECK(!capturing_, "capture backend: an upload while a step is being captured");
+  inner_.upload(host_src, device_dst, bytes);
+  const bool direct = pinned_ && pinned_->holds(host_src, bytes);
+  log({.kind = LaneEvent::upload, .lane = Lane::copy, .src = host_src, .dst = device_dst, .bytes = bytes,
+       .direct = direct});
+  if (direct) pinned_->read_until(host_src, mark(Lane::copy));
+}
+
+Backend::LaneMark CaptureBackend::mark(Lane lane) {
+  ST_CHECK(!capturing_, "capture backend: a lane mark while a step is being captured");
+  const LaneMark m{lane, ++marks_[static_cast<int>(lane)]};
+  log({.kind = LaneEvent::mark, .lane = lane, .m = m});
+  return m;
+}
+
+void CaptureBackend::wait(Lane waiter, LaneMark m) {
+  ST_CHECK(!capturing_, "capture backend: a wait between lanes while a step is being captured");
+  log({.kind = LaneEvent::wait, .lane = waiter, .m = m});
+}
+
+void CaptureBackend::host_wait(LaneMark m) {
+  log({.kind = LaneEvent::host_wait, .lane = m.lane, .m = m});
+  std::lock_guard<std::mutex> lock(log_mu_);
+  uint64_t& w = host_waited_[static_cast<int>(m.lane)];
+  w = std::max(w, m.seq);
+}
+
+bool CaptureBackend::reads_pending(const void* p, size_t bytes) const {
+  const auto* lo = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lock(log_mu_);
+  uint64_t last_copy = 0;  // the copy mark after each direct upload is the next one logged
+  bool reading = false;
+  for (const LaneEvent& e : log_) {
+    if (e.kind == LaneEvent::upload) {
+      const auto* src = static_cast<const char*>(e.src);
+      reading = e.direct && !(src + e.bytes <= lo || lo + bytes <= src);
+    } else if (e.kind == LaneEvent::mark && e.lane == Lane::copy && reading) {
+      last_copy = std::max(last_copy, e.m.seq);
+      reading = false;
+    }
+  }
+  return last_copy > host_waited_[static_cast<int>(Lane::copy)];
 }
 
 void CaptureBackend::begin_capture() {
@@ -39,6 +128,7 @@ void CaptureBackend::abort_capture() {
 bool CaptureBackend::replay(uint64_t capture) {
   const Capture& c = captures_.at(capture);
   if (c.releases != releases_) return false;
+  log({.kind = LaneEvent::op});
   for (const auto& f : c.calls) f();
   ++counts_.replays;
   return true;
@@ -70,7 +160,8 @@ void CaptureBackend::copy_from_host(const void* host_src, void* device_dst, size
 }
 
 void CaptureBackend::upload(const void* host_src, void* device_dst, size_t bytes) {
-  refuse("an upload");
+  ST_CHECK(!capturing_, "capture backend: an upload while a step is being captured");
+  log({.kind = LaneEvent::op});  // queued on the compute lane: the host does not wait
   inner_.upload(host_src, device_dst, bytes);
 }
 

@@ -8,14 +8,23 @@
 // As on a GPU, what cannot be captured is an Error while capturing: an operation that returns a
 // host value, a copy, an allocation or a release, and (here) the recurrent layers, whose kernels
 // the CPU backend calls behind the seam; a capture is stale once memory has been released.
+// Constructed with a copy lane it is a GPU's two streams as well (backend.h, "The batch's copy
+// lane"), for the tests of backend/batch_landing.h: upload_async, marks and waits run at once
+// on the inner backend, and each is logged with every operation (lane_log()), so a test reads
+// their order; pinned_allocator() hands out buffers that upload_async reads directly
+// (backend/pinned_buffers.h), as a GPU reads the loader's page-locked slots, and reads_pending()
+// says whether such a read has not been host_wait()ed for yet.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/pinned_buffers.h"
 
 namespace seqtrain::testing {
 
@@ -28,9 +37,34 @@ class CaptureBackend final : public Backend {
     size_t recorded = 0;  // calls recorded by the last capture
   };
 
-  explicit CaptureBackend(Backend& inner) : inner_(inner) {}
+  // One logged event: a queued operation (op: on the compute lane), a host-side one (host: an
+  // allocation, a copy to the host, a value read back), an upload_async (direct: it read a pinned
+  // buffer itself), a lane mark, a lane waiting for a mark, or the host waiting for one.
+  struct LaneEvent {
+    enum Kind { op, host, upload, mark, wait, host_wait } kind = op;
+    Lane lane = Lane::compute;  // mark: the lane marked; wait: the lane that waits
+    LaneMark m{};               // mark, wait, host_wait: the mark
+    const void* src = nullptr;  // upload
+    const void* dst = nullptr;
+    size_t bytes = 0;
+    bool direct = false;
+  };
+
+  explicit CaptureBackend(Backend& inner, bool copy_lane = false);
+  ~CaptureBackend() override;
   std::string_view name() const override { return "capture"; }
   bool host_accessible() const override { return true; }
+  bool has_copy_lane() const override { return copy_lane_; }
+  void upload_async(const void* host_src, void* device_dst, size_t bytes) override;
+  LaneMark mark(Lane lane) override;
+  void wait(Lane waiter, LaneMark m) override;
+  void host_wait(LaneMark m) override;  // any thread
+  HostAllocator* pinned_allocator() override;
+  // The events so far (a copy), and forgetting them.
+  std::vector<LaneEvent> lane_log() const;
+  void clear_lane_log();
+  // Whether a direct upload_async read from [p, p + bytes) has a copy mark the host has not waited for.
+  bool reads_pending(const void* p, size_t bytes) const;
   SEQTRAIN_BACKEND_OPERATIONS
   SEQTRAIN_BACKEND_MEMORY
   void upload(const void* host_src, void* device_dst, size_t bytes) override;
@@ -66,10 +100,18 @@ class CaptureBackend final : public Backend {
   friend class CaptureRecurrentLayers;
   // Runs f now, or records it while capturing.
   void run(std::function<void()> f);
-  // An Error naming `what` while capturing (what a GPU could not capture either).
+  // An Error naming `what` while capturing (what a GPU could not capture either); logs a host event.
   void refuse(const char* what) const;
+  void log(LaneEvent e) const;
 
   Backend& inner_;
+  bool copy_lane_ = false;
+  mutable std::mutex log_mu_;  // loader workers host_wait while the step logs
+  mutable std::vector<LaneEvent> log_;
+  uint64_t marks_[2] = {0, 0};      // by lane: the last mark's seq
+  uint64_t host_waited_[2] = {0, 0};  // by lane: the highest seq the host waited for
+  std::unique_ptr<HostAllocator> heap_;
+  std::unique_ptr<PinnedBuffers> pinned_;
   bool capturing_ = false;
   std::vector<std::function<void()>> recording_;
   struct Capture {

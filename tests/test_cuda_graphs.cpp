@@ -44,16 +44,7 @@ TEST(CudaGraphs, CapturedGptStepsMatchUncapturedBitwise) {
 }
 
 // cuDNN's RNN API inside the capture: a forecaster of two LSTM layers.
-TEST(CudaGraphs, CapturedLstmForecasterStepsMatchUncapturedBitwise) {
-  ModelSpec s;
-  s.type = "lstm";
-  s.input_size = 4;
-  s.lookback = 24;
-  s.hidden = 32;
-  s.layers = 2;
-  s.output_size = 2;
-  expect_captured_like_uncaptured(s);
-}
+TEST(CudaGraphs, CapturedLstmForecasterStepsMatchUncapturedBitwise) { expect_captured_like_uncaptured(graph_lstm()); }
 
 // Dropout inside the capture: every layer's masks take the step's seed from device memory staged
 // with the batch (backend/dropout_seed.h), so replays draw new masks as the uncaptured steps do.
@@ -69,13 +60,7 @@ TEST(CudaGraphs, CapturedGptWithDropoutMatchesUncapturedBitwise) {
 // replayed steps skip too; scales, skips and step counts must be the uncaptured run's.
 TEST(CudaGraphs, LossScaledStepsSkipInsideTheCaptureLikeUncaptured) {
   SEQTRAIN_CUDA_OR_SKIP(gpu);
-  ModelSpec s;
-  s.type = "mlp";
-  s.input_size = 3;
-  s.lookback = 6;
-  s.hidden = 8;
-  s.layers = 2;
-  s.output_size = 2;
+  const ModelSpec s = graph_mlp();
   const LossScalerOptions scaling{.init = 0x1p127, .growth_interval = 2};
   GraphRun captured = graph_run(gpu, {.spec = s, .loss_scale = scaling, .target_scale = 100.f});
   GraphRun plain = graph_run(gpu, {.spec = s, .graphs = false, .loss_scale = scaling, .target_scale = 100.f});
@@ -88,6 +73,30 @@ TEST(CudaGraphs, LossScaledStepsSkipInsideTheCaptureLikeUncaptured) {
   ASSERT_NE(captured.step->graphs(), nullptr) << graph_notes(captured);
   EXPECT_EQ(captured.step->graphs()->captures(), 2) << graph_notes(captured);
   EXPECT_EQ(captured.step->graphs()->replays(), 11) << graph_notes(captured);
+}
+
+// The batch's copy lane (backend/batch_landing.h): a forecaster fed by a loader whose page-locked
+// slots the second stream copies from directly while the previous step computes, two workers
+// refilling each slot once its copy has run, the loss read every 5 steps only (so the host runs
+// ahead and the copies overlap). Every loss and norm, the weights and AdamW's moments must be
+// those of the same run with each batch copied on the compute stream, captured and not: a batch
+// read before its copy landed, a landing buffer overwritten while a step read it, or a slot
+// refilled under its copy would train on other numbers.
+TEST(CudaGraphs, CopyLaneStepsMatchOneStreamBitwise) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  const ModelSpec s = graph_lstm();
+  const NoiseSource source(16 * 64 + 63, 24 * 4, 2);  // 16 batches of 64 and one of 63
+  for (const bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "captured" : "uncaptured");
+    GraphRun lane = graph_run(gpu, {.spec = s, .graphs = graphs});
+    GraphRun one = graph_run(gpu, {.spec = s, .graphs = graphs, .copy_lane = false});
+    loader_epochs(lane, source, 3, 64, 2, 5);
+    loader_epochs(one, source, 3, 64, 2, 5);
+    if (graphs) {
+      EXPECT_GT(lane.step->graphs()->replays(), 0) << graph_notes(lane);
+    }
+    expect_same_run(lane, one);
+  }
 }
 
 }  // namespace

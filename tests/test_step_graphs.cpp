@@ -30,16 +30,7 @@ ModelSpec gpt() {
   return s;
 }
 
-ModelSpec mlp() {
-  ModelSpec s;
-  s.type = "mlp";
-  s.input_size = 3;
-  s.lookback = 6;
-  s.hidden = 8;
-  s.layers = 2;
-  s.output_size = 2;
-  return s;
-}
+ModelSpec mlp() { return graph_mlp(); }
 
 // A run on its own CaptureBackend over the CPU backend.
 GraphRun run_on_capture(const GraphSetup& s) {

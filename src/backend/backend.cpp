@@ -173,6 +173,10 @@ void Backend::upload(const void* host_src, void* device_dst, size_t bytes) {
   copy_from_host(host_src, device_dst, bytes);
 }
 
+void Backend::upload_async(const void* host_src, void* device_dst, size_t bytes) {
+  upload(host_src, device_dst, bytes);
+}
+
 void Backend::token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {
   (void)token_ids(from, x, ids, n, vocab);
 }

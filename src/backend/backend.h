@@ -340,6 +340,28 @@ class Backend : public DeviceMemory {
   // slots), from which copies to the device can run asynchronously; nullptr when the backend
   // reads host memory directly (cpu, reference) and ordinary memory is best. Owned by the backend.
   virtual HostAllocator* pinned_allocator() { return nullptr; }
+
+  // ---- The batch's copy lane (backend/batch_landing.h) ----
+  // A GPU copies the next batch while the current step computes: uploads go on a second lane (a
+  // stream beside the compute stream), and marks order the two lanes and the host. A mark is the
+  // work queued on one lane so far; waiting for it on the other lane orders that lane's later
+  // work after it without the host waiting, and host_wait blocks the calling thread (any thread:
+  // the loader's workers wait for the copies reading their slots). Mark seq 0 is passed already.
+  // The defaults (cpu, reference, and any backend that says has_copy_lane() false): upload_async
+  // is upload() and every mark has passed, so a step's copies and order are today's.
+  enum class Lane : uint8_t { compute, copy };
+  struct LaneMark {
+    Lane lane = Lane::compute;
+    uint64_t seq = 0;
+  };
+  virtual bool has_copy_lane() const { return false; }
+  // upload() on the copy lane. Host memory of pinned_allocator() is read directly, by the copy
+  // itself: that buffer is not rewritten until the copy has run (HostAllocator::await_readers
+  // waits for it); other host memory is staged, reusable at once.
+  virtual void upload_async(const void* host_src, void* device_dst, size_t bytes);
+  virtual LaneMark mark(Lane lane) { return {lane, 0}; }
+  virtual void wait(Lane waiter, LaneMark m) { (void)waiter, (void)m; }
+  virtual void host_wait(LaneMark m) { (void)m; }
   // Bytes of this backend's device memory free now (train.batch_size: auto sizes the batch to
   // them); 0 when the memory is the host's, which the caller measures itself (MemAvailable).
   virtual size_t device_free_bytes() { return 0; }

@@ -8,9 +8,7 @@ namespace {
 
 // host into the arena by one upload (queued: the step does not wait for it); an empty tensor stays empty.
 Tensor copied(const Tensor& host, Arena& arena, Backend& backend) {
-  if (host.ptr == nullptr || host.numel() == 0) return host;
-  ST_CHECK(host.contiguous(), "a batch tensor {} must be contiguous to be copied to the {} backend",
-           shape_str(host.shape), backend.name());
+  if (!needs_copy(host, backend)) return host;
   Tensor dev = arena.tensor(host.shape, host.dtype);
   dev.device = host.device;
   backend.upload(host.ptr, dev.ptr, host.nbytes());
@@ -19,15 +17,18 @@ Tensor copied(const Tensor& host, Arena& arena, Backend& backend) {
 
 Batch copied(const Batch& host, Arena& arena, Backend& backend) {
   Batch b = host;
-  b.inputs = copied(host.inputs, arena, backend);
-  b.targets = copied(host.targets, arena, backend);
-  b.lengths = copied(host.lengths, arena, backend);
-  b.key_padding_mask = copied(host.key_padding_mask, arena, backend);
-  b.loss_mask = copied(host.loss_mask, arena, backend);
+  for (Tensor* t : batch_tensors(b)) *t = copied(*t, arena, backend);
   return b;
 }
 
 }  // namespace
+
+bool needs_copy(const Tensor& host, const Backend& backend) {
+  if (host.ptr == nullptr || host.numel() == 0) return false;
+  ST_CHECK(host.contiguous(), "a batch tensor {} must be contiguous to be copied to the {} backend",
+           shape_str(host.shape), backend.name());
+  return true;
+}
 
 Tensor device_tensor(const Tensor& host, Arena& arena, Backend& backend) {
   return backend.host_accessible() ? host : copied(host, arena, backend);

@@ -19,6 +19,9 @@ Batch staged_batch(const Batch& host, Arena& arena, Backend& backend);
 // Model outputs to the host for what only the host does with them (denormalizing and writing
 // predictions, sampling a token): `host` receives t's contiguous f32 elements.
 void read_floats(Backend& backend, const Tensor& t, float* host);
+// Whether a batch tensor has bytes to copy (an empty one stays empty); an Error when it is not
+// contiguous, which one copy cannot move.
+bool needs_copy(const Tensor& host, const Backend& backend);
 // One host tensor into the arena (the same when the backend is host-accessible); an empty tensor
 // stays empty.
 Tensor device_tensor(const Tensor& host, Arena& arena, Backend& backend);

@@ -5,6 +5,7 @@
 // source has none). It lives in core/ because every layer passes it: data/ fills it
 // (data/batch_layout.h, data/loader.h), train/ steps on it, models/ read it.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <span>
 
@@ -35,6 +36,11 @@ struct Batch {
   Tensor key_padding_mask;  // optional [count, T] u8: 1 where a step is padding
   Tensor loss_mask;         // optional, shaped like targets, f32: 1 where a target counts
 };
+
+// The tensors a step reads from a batch, the ones a device copies, in one order.
+inline std::array<Tensor*, 5> batch_tensors(Batch& b) {
+  return {&b.inputs, &b.targets, &b.lengths, &b.key_padding_mask, &b.loss_mask};
+}
 
 // A batch of inputs alone (evaluation, predict, tests): targets and masks empty.
 inline Batch batch_of(const Tensor& inputs) {

@@ -27,6 +27,14 @@ void FallbackHostAllocator::deallocate(float* p, size_t n) {
   primary_.deallocate(p, n);
 }
 
+void FallbackHostAllocator::await_readers(const float* p) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (heap_.count(const_cast<float*>(p))) return;
+  }
+  primary_.await_readers(p);
+}
+
 size_t FallbackHostAllocator::fallbacks() const {
   std::lock_guard<std::mutex> lock(mu_);
   return fallbacks_;

@@ -5,6 +5,9 @@
 // the driver may refuse (limits, a container's locked-memory cap), and a refusal must cost
 // speed, never the run: the buffer then comes from the heap, and the fallback is counted and
 // explained once.
+// A device may read such a buffer after the host has handed it on (an asynchronous copy queued
+// from it, backend/pinned_buffers.h): await_readers is what the buffer's owner calls before
+// writing it again, and blocks until those reads have run.
 #pragma once
 #include <cstddef>
 #include <mutex>
@@ -17,6 +20,9 @@ struct HostAllocator {
   virtual ~HostAllocator() = default;
   virtual float* allocate(size_t n) = 0;          // n floats; never null (throw on failure)
   virtual void deallocate(float* p, size_t n) = 0;
+  // Blocks until nothing still reads buffer p (an allocate() result); the default: nothing reads
+  // a buffer behind its owner's back.
+  virtual void await_readers(const float* p) { (void)p; }
 };
 
 class FallbackHostAllocator final : public HostAllocator {
@@ -27,6 +33,8 @@ class FallbackHostAllocator final : public HostAllocator {
   float* allocate(size_t n) override;
   // Back to whichever allocator the buffer came from.
   void deallocate(float* p, size_t n) override;
+  // The primary's, for its buffers (a heap buffer has no readers but its owner).
+  void await_readers(const float* p) override;
 
   size_t fallbacks() const;        // buffers that came from the heap instead of the primary
   std::string first_failure() const;  // the primary's first refusal, empty if none

@@ -120,6 +120,12 @@ void Loader::claim(Slot& s) {
 void Loader::fill_slot(Slot& s) {
   ST_TRACE("loader.fill_batch", "data", [&] { return "{\"samples\":" + std::to_string(s.idx.size()) + "}"; });
   try {
+    // A device copy of the slot's last batch may still read it (backend/pinned_buffers.h): the
+    // refill waits for that copy here, on the filling thread, not the step.
+    if (opt_.allocator) {
+      opt_.allocator->await_readers(s.buf.x);
+      opt_.allocator->await_readers(s.buf.y);
+    }
     fill_batch(src_, opt_.layout, s.idx, s.batch.epoch, s.buf, s.batch);
   } catch (...) {
     s.error = std::current_exception();

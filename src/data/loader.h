@@ -71,7 +71,9 @@ class Loader {
   // Rethrows (as Error) a failure raised by the source while filling this batch.
   const Batch* next();
   // Hands the batch's buffers back for refilling. Every batch from next() must be released;
-  // holding every slot at once and calling next() again is an error, not a deadlock.
+  // holding every slot at once and calling next() again is an error, not a deadlock. A device
+  // may still be copying from the buffers (an asynchronous upload of pinned memory): the refill
+  // waits for it first (HostAllocator::await_readers), so release() itself never waits.
   void release(const Batch* b);
 
   int64_t batches_per_epoch() const;

@@ -35,6 +35,9 @@ TrainStep::TrainStep(Model& model, Optimizer& optimizer, LrSchedule& schedule, S
   }
   // Activations live where the parameters do (a device backend's memory on a GPU).
   arena_.set_backend(model_.params().backend());
+  // A GPU's batches copy on its second stream, beside the previous step (backend/batch_landing.h).
+  if (options_.copy_lane && model_.params().backend().has_copy_lane())
+    landing_ = std::make_unique<BatchLanding>(model_.params().backend());
   // Three doubles (six floats; the backend aligns every buffer past a double's alignment).
   sums_ = DeviceBuffer(model_.params().backend(), 6, /*zero=*/true);
   // No norm before the first update (a first step skipped on overflow leaves it so), written
@@ -142,6 +145,9 @@ StepResult TrainStep::run(const Tensor& inputs, const Tensor& targets, uint64_t 
 }
 
 StepResult TrainStep::run(const Batch& host_batch, uint64_t seed) {
+  // The batch goes up first, beside the previous step's work, before this step queues or waits
+  // for anything (backend/batch_landing.h).
+  if (landing_ && host_batch.count > 0) landing_->land(host_batch);
   if (graphs_ && host_batch.count > 0)
     if (StepGraphs::Entry* e = graphs_->entry(host_batch)) return run_graph(*e, host_batch, seed);
   // A data-parallel rank whose shard of a short last batch is empty computes nothing and still
@@ -239,9 +245,9 @@ Batch TrainStep::stage(const Batch& host_batch, uint64_t seed) {
   Backend& be = model_.params().backend();
   if (!graphs_) {
     mask_seed_ = DropoutSeed(seed);
-    return device_batch(host_batch, arena_, be);
+    return landing_ ? landing_->landed() : device_batch(host_batch, arena_, be);
   }
-  Batch staged = staged_batch(host_batch, arena_, be);
+  Batch staged = landing_ ? landing_->staged(arena_) : staged_batch(host_batch, arena_, be);
   // The masks' seed goes up with the batch, at the same address each step of a shape: a replay's
   // masks mix it as they run (backend/dropout_seed.h), the same bits as the host's mix.
   auto* slot = static_cast<uint64_t*>(arena_.alloc(sizeof seed));

@@ -9,7 +9,9 @@
 // idles the device while the host queues the next work): the loss sum and the clipped gradient
 // norm stay in the model's backend memory (sums_) and are read once per log interval
 // (take_loss(), grad_norm()); the targets are counted, and checked, on the host before the
-// batch's upload (Objective::count); the batch goes up with Backend::upload. Under fp16 the
+// batch's upload (Objective::count); the batch goes up with Backend::upload, or, where the
+// backend has a copy lane (a GPU's second stream), on that lane into BatchLanding's two buffers,
+// overlapping the previous step (backend/batch_landing.h). Under fp16 the
 // skip is decided on the device too: clipping and AdamW read the scaler's found-inf flag there
 // (Optimizer::set_skip_flag); only an optimizer that cannot (SGD) and train.zero's ranks read
 // it back, once per optimizer step.
@@ -39,6 +41,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/batch_landing.h"
 #include "backend/device_buffer.h"
 #include "core/arena.h"
 #include "models/model.h"
@@ -75,6 +78,10 @@ struct StepOptions {
   // runtime.cuda_graphs auto: capture and replay the step where the backend and the step allow
   // it (train/step_graphs.h); false (off): never.
   bool graphs = false;
+  // Where the backend has a copy lane (a GPU's second stream): the batch goes up on it, beside the
+  // previous step (backend/batch_landing.h); false: on the compute lane behind it, with upload()
+  // (the one-stream path, which the tests hold the copy lane to).
+  bool copy_lane = true;
   // Where the step's log lines go (why its steps run uncaptured); null: nowhere.
   std::function<void(const std::string&)> note{};
 };
@@ -131,8 +138,10 @@ class TrainStep {
   void compute(const Batch& host_batch, uint64_t seed);
   // The batch into the step's arena (reset first): copied where the device needs it, and always
   // when steps are captured (the addresses a replay reads), as is then the masks' seed; sets
-  // mask_seed_.
+  // mask_seed_. With a copy lane the batch is landing_'s, landed by run() (and copied from there
+  // into the arena when captured).
   Batch stage(const Batch& host_batch, uint64_t seed);
+  std::unique_ptr<BatchLanding> landing_;  // a backend with a copy lane; null otherwise
   DropoutSeed mask_seed_;  // the staged pass's dropout seed: the value, or its slot in the arena
   // The forward, loss and backward of a staged batch; returns the prediction. *host_values: the
   // pass added a host value to the loss (a model regulariser), which a capture cannot hold.

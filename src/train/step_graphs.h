@@ -9,7 +9,8 @@
 //
 // What varies per step reaches a replay through memory, never through the capture's host
 // values: the batch is staged into the step's arena (the same addresses each step of a shape,
-// device_batch.h's staged_batch), AdamW's learning rate and host update counts are uploaded
+// device_batch.h's staged_batch; on a GPU one device copy from the landing buffer its copy lane
+// filled, backend/batch_landing.h), AdamW's learning rate and host update counts are uploaded
 // before the launch (Optimizer::prepare), and fp16's loss scale, overflow flag and skip count
 // live in the backend's memory, where the captured unscale, clipping, AdamW and scale update
 // read and write them (optim/loss_scaler.h), and dropout's per-step seed is staged with the batch

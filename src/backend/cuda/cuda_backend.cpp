@@ -30,6 +30,7 @@ CudaBackend::CudaBackend(int device) : device_(device), name_(fmt::format("cuda:
     // Non-blocking: the legacy default stream (which other libraries may use) does not
     // serialize against this one.
     ST_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    ST_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));  // the batch's copy lane
     ST_CUBLAS(cublasLtCreate(&lt_));
     ST_CUDNN(cudnnCreate(&dnn_));
     ST_CUDNN(cudnnSetStream(dnn_, stream_));
@@ -61,6 +62,13 @@ void CudaBackend::destroy() noexcept {
   if (gemm_workspace_) (void)cudaFree(gemm_workspace_);
   if (dnn_) (void)cudnnDestroy(dnn_);
   if (lt_) (void)cublasLtDestroy(lt_);
+  for (LaneEvents& l : lanes_)
+    for (cudaEvent_t& ev : l.events) {
+      if (ev) (void)cudaEventDestroy(ev);
+      ev = nullptr;
+    }
+  if (copy_stream_) (void)cudaStreamDestroy(copy_stream_);
+  copy_stream_ = nullptr;
   if (stream_) (void)cudaStreamDestroy(stream_);
   pinned_ = scratch_ = gemm_workspace_ = nullptr;
   pinned_bytes_ = scratch_bytes_ = gemm_workspace_bytes_ = 0;

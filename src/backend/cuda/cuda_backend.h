@@ -1,7 +1,8 @@
 // CudaBackend: the Backend seam on one NVIDIA GPU (backend.h states every operation's contract;
 // the reference backend is the oracle the tests hold it to). Device memory from cudaMalloc
 // (host_accessible() false: host code reaches parameters only through the copies, nn/params.h),
-// every operation queued on the backend's one stream in call order; GEMMs on cuBLASLt (fp32 with
+// every operation queued on the backend's compute stream in call order (a training step's batch
+// copies on a second stream, the copy lane, ordered by events); GEMMs on cuBLASLt (fp32 with
 // TF32 when the precision policy allows it, bf16 and fp16 operands with fp32 accumulation),
 // recurrent layers on cuDNN's RNN API (cuda_rnn.cu), attention as cuBLASLt batched GEMMs around
 // seqtrain's row kernels (cuda_attention_gemm.cu) or, where that path's scratch would be too
@@ -14,8 +15,8 @@
 // cuda_elementwise.cu and cuda_optim.cu), cuda_rows.cu (cross-entropy, LayerNorm, embedding,
 // dropout), cuda_attention.cpp (the two attention paths and the choice between them; kernels in
 // cuda_attention.cu and cuda_attention_gemm.cu), cuda_rnn.cu (make_recurrent), cuda_pinned.cpp
-// (the loader's page-locked slots), cuda_capture.cpp (a step as a CUDA graph), plugin_entry.cpp
-// (the plugin's C entry points).
+// (the loader's page-locked slots), cuda_lanes.cpp (the batch's copy lane), cuda_capture.cpp (a
+// step as a CUDA graph), plugin_entry.cpp (the plugin's C entry points).
 //
 // Operations that return a host value (l2_norm, cross_entropy_forward's sums) synchronize the
 // stream to read it; everything else is asynchronous on the stream.
@@ -28,10 +29,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "backend/allocation_table.h"
 #include "backend/backend.h"
+#include "backend/pinned_buffers.h"
 
 namespace seqtrain::cuda {
 
@@ -57,6 +60,13 @@ class CudaBackend final : public Backend {
   // bytes in a ring of page-locked buffers and copies asynchronously; the accumulators and the
   // clipping are kernels on the stream.
   void upload(const void* host_src, void* device_dst, size_t bytes) override;
+  // The batch's copy lane (cuda_lanes.cpp): a second non-blocking stream beside the compute
+  // stream, events as lane marks; a copy from the loader's page-locked slots reads them directly.
+  bool has_copy_lane() const override { return true; }
+  void upload_async(const void* host_src, void* device_dst, size_t bytes) override;
+  LaneMark mark(Lane lane) override;
+  void wait(Lane waiter, LaneMark m) override;
+  void host_wait(LaneMark m) override;
   // Dropout keyed by a shard's offset in the global mask (a data-parallel rank's rows).
   void dropout_at(const float* x, float* y, int64_t n, float p, DropoutSeed seed, int64_t first) override;
   void regression_loss_accumulate(RegressionLoss kind, const float* pred, const float* target, int64_t n,
@@ -117,6 +127,23 @@ class CudaBackend final : public Backend {
   static constexpr int kStagingSlots = 8;
   Staging staging_[kStagingSlots];
   int next_staging_ = 0;
+  // host_src through the next staging slot, copied on `stream` (the compute or the copy lane).
+  void stage_copy(const void* host_src, void* device_dst, size_t bytes, cudaStream_t stream);
+  // The copy lane. Mark seq s of a lane is recorded into its events[s % kLaneEvents]; before an
+  // event is recorded again the host waits for its last record (a mark kLaneEvents marks old,
+  // steps back), so every seq up to `passed` has run and a recycled event never loses one.
+  static constexpr uint64_t kLaneEvents = 32;
+  struct LaneEvents {
+    cudaEvent_t events[kLaneEvents] = {};
+    uint64_t last = 0;    // the last seq marked
+    uint64_t passed = 0;  // every seq up to this one has run
+  };
+  cudaStream_t copy_stream_ = nullptr;
+  LaneEvents lanes_[2];  // by Lane
+  std::mutex lanes_mu_;  // loader workers host_wait while the step marks
+  cudaStream_t lane_stream(Lane lane) const { return lane == Lane::copy ? copy_stream_ : stream_; }
+  // m's event, or null when m has run (lock taken).
+  cudaEvent_t pending(LaneMark m);
   // The instantiated graphs by handle, each with the release count at its capture: device memory
   // freed since (release(), a scratch buffer grown) may be what the graph reads, so replay
   // refuses it. capturing_ turns the calls that cannot be captured into Errors that say so.
@@ -130,7 +157,8 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;
   void refuse_while_capturing(const char* what) const;
   std::unique_ptr<HostAllocator> page_locked_;      // cudaHostAlloc / cudaFreeHost
-  std::unique_ptr<FallbackHostAllocator> loader_slots_;  // page_locked_, or the heap when it refuses
+  std::unique_ptr<PinnedBuffers> pinned_buffers_;   // page_locked_'s buffers and their copies
+  std::unique_ptr<FallbackHostAllocator> loader_slots_;  // pinned_buffers_, or the heap when refused
 
   // The cuBLASLt plans (descriptors, layouts, chosen algorithm) by GEMM shape, so that a
   // steady-state step creates nothing (cuda_gemm.cpp).

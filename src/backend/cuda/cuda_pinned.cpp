@@ -1,7 +1,8 @@
 // CudaBackend::pinned_allocator: page-locked host memory for the loader's slot buffers, so the
-// batch's host-to-device copy is a DMA the stream can overlap with compute (pageable memory is
-// first staged by the driver, synchronously). A refusal (the locked-memory limit of a container,
-// an exhausted pool) falls back to the heap through FallbackHostAllocator: slower copies, same run.
+// batch's host-to-device copy is a DMA the copy lane runs beside compute, reading the slot itself
+// (PinnedBuffers keeps the slot from being refilled before; pageable memory would be staged). A
+// refusal (the locked-memory limit of a container, an exhausted pool) falls back to the heap
+// through FallbackHostAllocator: slower copies, same run.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -30,7 +31,8 @@ class PageLockedAllocator final : public HostAllocator {
 HostAllocator* CudaBackend::pinned_allocator() {
   if (!loader_slots_) {
     page_locked_ = std::make_unique<PageLockedAllocator>(device_);
-    loader_slots_ = std::make_unique<FallbackHostAllocator>(*page_locked_);
+    pinned_buffers_ = std::make_unique<PinnedBuffers>(*page_locked_, *this);
+    loader_slots_ = std::make_unique<FallbackHostAllocator>(*pinned_buffers_);
   }
   return loader_slots_.get();
 }

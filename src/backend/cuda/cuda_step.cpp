@@ -1,4 +1,5 @@
-// CudaBackend's step without synchronization (cuda_backend.h): the batch's staged upload, the
+// CudaBackend's step without synchronization (cuda_backend.h): the staged upload (the batch's on
+// the copy lane, cuda_lanes.cpp, when the step has one; the scalars' on the compute stream), the
 // loss accumulators and clipping on the device. Every call only queues work on the stream.
 #include <cstring>
 
@@ -15,6 +16,10 @@ void CudaBackend::upload(const void* host_src, void* device_dst, size_t bytes) {
   allocations_.check_range(device_dst, bytes, name(), "upload");
   refuse_while_capturing("an upload (a graph would copy from the staging slot of its capture)");
   if (bytes == 0) return;
+  stage_copy(host_src, device_dst, bytes, stream_);
+}
+
+void CudaBackend::stage_copy(const void* host_src, void* device_dst, size_t bytes, cudaStream_t stream) {
   Staging& st = staging_[next_staging_];
   next_staging_ = (next_staging_ + 1) % kStagingSlots;
   if (st.done) ST_CUDA(cudaEventSynchronize(st.done));  // the copy that last read this slot has run
@@ -27,8 +32,8 @@ void CudaBackend::upload(const void* host_src, void* device_dst, size_t bytes) {
     st.bytes = bytes;
   }
   std::memcpy(st.host, host_src, bytes);
-  ST_CUDA(cudaMemcpyAsync(device_dst, st.host, bytes, cudaMemcpyHostToDevice, stream_));
-  ST_CUDA(cudaEventRecord(st.done, stream_));
+  ST_CUDA(cudaMemcpyAsync(device_dst, st.host, bytes, cudaMemcpyHostToDevice, stream));
+  ST_CUDA(cudaEventRecord(st.done, stream));
 }
 
 void CudaBackend::regression_loss_accumulate(RegressionLoss kind, const float* pred, const float* target, int64_t n,

@@ -8,7 +8,7 @@
 namespace seqtrain {
 class Backend;
 class Communicator;
-inline constexpr int kCudaPluginAbi = 2;
+inline constexpr int kCudaPluginAbi = 3;
 }  // namespace seqtrain
 
 extern "C" {
