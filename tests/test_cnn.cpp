@@ -164,6 +164,31 @@ TEST(Conv1dGradients, MatchCentralDifferencesOfADoubleConvolution) {
   }
 }
 
+// The CPU backend's columns (OpenMP over rows) are the reference backend's bit for bit: copies, and
+// col2im's per-element sums in one fixed order (j ascending) on both.
+TEST(Conv1dColumns, CpuMatchesTheReferenceBitForBit) {
+  for (const int64_t k : {1, 4, 5}) {
+    const Conv1dArgs a{.batch = 4, .steps = 150, .channels = 32, .kernel = k, .pad_left = (k - 1) / 2};
+    Rng rng(static_cast<uint64_t>(k));
+    const std::vector<float> x = randn(rng, 4 * 150 * 32), dcols = randn(rng, 4 * 150 * 32 * k);
+    const std::vector<uint8_t> mask = host_mask({150, 90, 1, 149}, 150);
+    for (const uint8_t* m : {static_cast<const uint8_t*>(nullptr), mask.data()}) {
+      Conv1dArgs am = a;
+      am.mask = m;
+      std::vector<float> cols[2], dx[2];
+      Backend* backends[2] = {&backend_named("cpu"), &backend_named("reference")};
+      for (int i = 0; i < 2; ++i) {
+        cols[i].assign(dcols.size(), -1.f);
+        dx[i].assign(x.size(), -1.f);
+        backends[i]->im2col_1d(am, x.data(), cols[i].data());
+        backends[i]->col2im_1d(am, dcols.data(), dx[i].data());
+      }
+      EXPECT_EQ(cols[0], cols[1]) << "k " << k << (m ? " masked" : "");
+      EXPECT_EQ(dx[0], dx[1]) << "k " << k << (m ? " masked" : "");
+    }
+  }
+}
+
 // A frozen weight gets no gradient work: its gradient stays as it was (zero), the bias's still comes.
 TEST(Conv1dGradients, AFrozenWeightIsSkipped) {
   ParamStore ps;

@@ -34,6 +34,7 @@ Exit 77 (skipped) where mpirun is missing.
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import struct
@@ -61,12 +62,31 @@ def lstm_config(src, steps=50, extra=()):
             "--set", "train.schedule.name=constant", "--set", "runtime.threads=1", *extra]
 
 
+# The GPT cases' text, written here once per machine rather than read from a doc: these runs are
+# chaotic enough (below) that any edit of the text moves both trajectories and, with them, how
+# far two summation orders drift apart in 50 steps; a fixed text keeps that a property of the code.
+def gpt_corpus():
+    path = os.path.join(tempfile.gettempdir(), "seqtrain_mpi_gpt_corpus_v1.txt")
+    if not os.path.exists(path):
+        rng = random.Random(1)
+        words = ("the model reads each window of steps and writes one forecast per target while the loader "
+                 "fills the next batch a rank sums its gradients in buckets under the backward and every "
+                 "rank holds the same bits after the step").split()
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 14))).capitalize() + "."
+                 for _ in range(1500)]
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        os.replace(tmp, path)  # atomic: parallel cases may write it at once, with the same bytes
+    return path
+
+
 # No biases (nanoGPT's bias=False): the attention's key bias has a zero gradient in exact
 # arithmetic, and AdamW turns the rounding noise there into lr-sized steps of either sign, which
 # no two summation orders reproduce. lr 5e-4: at nanoGPT's 1e-3 this tiny GPT's training is chaotic
 # enough that float-rounding differences grow past 1e-5 within 50 steps in any two orders.
 def gpt_config(src, steps=50, extra=()):
-    return [os.path.join(src, "examples/char_lm.yaml"),
+    return [os.path.join(src, "examples/char_lm.yaml"), "--set", f"data.path={gpt_corpus()}",
             "--set", "model.type=gpt", "--set", "model.layers=2", "--set", "model.heads=2", "--set", "model.hidden=32",
             "--set", "model.dropout=0.1", "--set", "model.bias=false", "--set", "data.block_size=32", "--set", "data.stride=16",
             "--set", "train.batch_size=10", "--set", "train.log_every=1", "--set", f"train.max_steps={steps}",
