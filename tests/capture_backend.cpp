@@ -337,6 +337,12 @@ int64_t CaptureBackend::token_ids(DType from, const void* x, int64_t* ids, int64
   refuse("token_ids (a host value)");
   return inner_.token_ids(from, x, ids, n, vocab);
 }
+void CaptureBackend::im2col_1d(const Conv1dArgs& a, const float* x, float* cols) {
+  run([=, this] { inner_.im2col_1d(a, x, cols); });
+}
+void CaptureBackend::col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) {
+  run([=, this] { inner_.col2im_1d(a, dcols, dx); });
+}
 void CaptureBackend::token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {
   run([=, this] { inner_.token_ids_checked(from, x, ids, n, vocab); });
 }

@@ -245,6 +245,16 @@ int64_t GuardedBackend::token_ids(DType from, const void* x, int64_t* ids, int64
   return inner_.token_ids(from, x, ids, n, vocab);
 }
 
+void GuardedBackend::im2col_1d(const Conv1dArgs& a, const float* x, float* cols) {
+  Open open(*this);
+  inner_.im2col_1d(a, x, cols);
+}
+
+void GuardedBackend::col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) {
+  Open open(*this);
+  inner_.col2im_1d(a, dcols, dx);
+}
+
 void GuardedBackend::upload(const void* host_src, void* device_dst, size_t bytes) {
   copy_from_host(host_src, device_dst, bytes);
   ++counts_.uploads;

@@ -1,5 +1,5 @@
-// The CUDA backend's row-wise ops (cross-entropy, LayerNorm, embedding, dropout) against the
-// reference backend, on odd shapes (no size a multiple of a warp or a block), ignored rows, the
+// The CUDA backend's row-wise ops (cross-entropy, LayerNorm, embedding, dropout, the 1-D
+// convolution's im2col / col2im columns) against the reference backend, on odd shapes (no size a multiple of a warp or a block), ignored rows, the
 // all-ignored batch, tied maxima, and the refusal of out-of-range targets / ids with the
 // reference's own error text. Every test skips on a machine without a usable GPU.
 //
@@ -9,7 +9,8 @@
 // taken from a saved float lse, as the CPU test argues). LayerNorm runs in float where the
 // reference uses double: 5e-6 of each tensor's scale, 2e-5 for rows whose mean is 100 times
 // their spread. The embedding and dropout do the same float operations in the same order as the
-// reference (repeated ids summed in order of i), so they are compared bit for bit. Each op is
+// reference (repeated ids summed in order of i), so they are compared bit for bit; so are the
+// convolution's columns (copies, and col2im's gather sums its taps in the reference's order). Each op is
 // also run twice and must give the same bits (no atomics in any sum).
 #include <gtest/gtest.h>
 
@@ -378,6 +379,39 @@ TEST(CudaRows, DropoutAtKeysTheShardsGlobalIndex) {
     gpu.dropout_at(in.get(), y.get(), n, 0.3f, 91, first);
     EXPECT_EQ(y.download(), want) << "first=" << first;
   }
+}
+
+// ---- the convolution's columns ---------------------------------------------------------------
+
+// im2col_1d's columns and col2im_1d's dx on `be` (device copies on the GPU), with and without a
+// padding mask.
+std::pair<std::vector<float>, std::vector<float>> run_columns(Backend& be, Conv1dArgs a, const std::vector<float>& x,
+                                                              const std::vector<float>& dcols,
+                                                              const std::vector<uint8_t>& mask) {
+  DeviceArray<float> dx_in(be, x), cols(be, dcols.size()), dc(be, dcols), dx(be, x.size());
+  DeviceArray<uint8_t> m(be, mask.empty() ? std::vector<uint8_t>(1, 0) : mask);
+  a.mask = mask.empty() ? nullptr : m.get();
+  be.im2col_1d(a, dx_in.get(), cols.get());
+  be.col2im_1d(a, dc.get(), dx.get());
+  return {cols.download(), dx.download()};
+}
+
+TEST(CudaRows, Conv1dColumnsMatchTheReferenceBitForBit) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  for (const int64_t k : {1, 2, 3, 8})
+    for (const bool padded : {false, true}) {
+      const Conv1dArgs a{.batch = 3, .steps = 37, .channels = 5, .kernel = k, .pad_left = (k - 1) / 2};
+      Rng rng(static_cast<uint64_t>(k * 2 + padded));
+      const std::vector<float> x = randn(rng, 3 * 37 * 5), dcols = randn(rng, 3 * 37 * 5 * k);
+      std::vector<uint8_t> mask;
+      if (padded) {
+        mask.assign(3 * 37, 0);
+        for (int64_t t = 20; t < 37; ++t) mask[37 + t] = 1;  // sample 1 has 20 steps
+      }
+      const auto got = run_columns(gpu, a, x, dcols, mask), want = run_columns(ref(), a, x, dcols, mask);
+      EXPECT_EQ(got.first, want.first) << "im2col, k " << k << (padded ? " padded" : "");
+      EXPECT_EQ(got.second, want.second) << "col2im, k " << k << (padded ? " padded" : "");
+    }
 }
 
 }  // namespace

@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 
 #include "cli/export.h"
+#include "encoder_checks.h"
 #include "io/safetensors.h"
 #include "models/encoder.h"
 #include "models/registry.h"
+#include "npy_class_set.h"
 #include "test_trainer_util.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
@@ -24,67 +26,25 @@ namespace {
 using cli::Result;
 using cli::run_seqtrain;
 
-constexpr int64_t kT = 8, kF = 3, kClasses = 3;
+constexpr int64_t kT = kSetT, kF = kSetF;
 
-// A variable-length classification set (lengths 3..8, zeros after each; the class shifts the
-// features) as npy train/val/test x, y and len files.
-struct SetData {
-  TempDir dir;
-  SetData() {
-    Rng rng(11);
-    const std::pair<const char*, int64_t> splits[] = {{"train", 48}, {"val", 16}, {"test", 16}};
-    for (const auto& [split, n] : splits) {
-      std::vector<float> x(static_cast<size_t>(n * kT * kF), 0.f);
-      std::vector<int64_t> y, len;
-      for (int64_t i = 0; i < n; ++i) {
-        y.push_back(i % kClasses);
-        len.push_back(3 + i % 6);
-        for (int64_t t = 0; t < len.back(); ++t)
-          for (int64_t f = 0; f < kF; ++f)
-            x[(i * kT + t) * kF + f] = 2.f + rng.normal() + (f == y.back() ? 1.5f : 0.f);
-      }
-      write_npy(dir / (std::string(split) + "_x.npy"), x, {n, kT, kF});
-      write_npy(dir / (std::string(split) + "_y.npy"), y, {n});
-      write_npy(dir / (std::string(split) + "_len.npy"), len, {n});
-    }
-  }
-  std::string operator/(const std::string& name) const { return dir / name; }
-};
-
-const SetData& set_data() {
-  static SetData d;
-  return d;
-}
+const NpyClassSet& set_data() { return npy_class_set(); }
 
 // A config training `model` (yaml lines under model:) on the set for two quick epochs.
 std::string set_config(const TempDir& dir, const std::string& name, const std::string& model) {
-  const SetData& d = set_data();
-  std::string npy;
-  for (const char* split : {"train", "val", "test"})
-    for (const char* part : {"x", "y", "len"})
-      npy += fmt::format("    {}_{}: {}\n", split, part, d / fmt::format("{}_{}.npy", split, part));
   return write_file(dir, name + ".yaml",
-                    "seed: 3\ndata:\n  source: npy\n  workers: 0\n  npy:\n" + npy + "model:\n" + model +
+                    npy_class_set_yaml() + "model:\n" + model +
                         "train:\n  task: classify\n  loss: cross_entropy\n  epochs: 2\n  batch_size: 16\n"
-                        "  optimizer:\n    lr: 0.01\nruntime:\n  threads: 1\n  deterministic: true\n");
+                        "  optimizer:\n    lr: 0.01\n" + "runtime:\n  threads: 1\n  deterministic: true\n");
 }
 
 const std::string kLstm = "  type: lstm\n  hidden: 8\n  pooling: mean\n";
 const std::string kTransformer =
     "  type: transformer\n  hidden: 8\n  heads: 2\n  layers: 1\n  pooling: cls\n  patch_size: 2\n";
 
-struct TrainedRun {
-  TempDir dir;
-  std::string config, run, encoder;
-  TrainedRun(const std::string& name, const std::string& model) {
-    config = set_config(dir, name, model);
-    run = dir / "run";
-    Result r = run_seqtrain("train " + config + " --quiet --out " + run);
-    EXPECT_EQ(r.rc, 0) << r.out;
-    encoder = dir / "encoder.safetensors";
-    Result e = run_seqtrain("export " + run + " --encoder " + encoder);
-    EXPECT_EQ(e.rc, 0) << e.out;
-  }
+struct TrainedRun : ExportedRun {
+  TrainedRun(const std::string& name, const std::string& model)
+      : ExportedRun([&](const TempDir& dir) { return set_config(dir, name, model); }) {}
 };
 
 const TrainedRun& lstm_run() {
@@ -96,71 +56,12 @@ const TrainedRun& transformer_run() {
   return r;
 }
 
-// The exported encoder holds exactly the model's encoder tensors, byte for byte the checkpoint's,
-// says what it is in its metadata, and PyTorch embeds as `seqtrain embed` does.
-void expect_encoder_round_trip(const TrainedRun& r, const std::string& family, const std::string& pooling) {
-  const SafetensorsFile enc = read_safetensors(r.encoder);
-  const SafetensorsFile all = read_safetensors(r.run + "/checkpoints/best/model.safetensors");
-  size_t encoder_tensors = 0;
-  for (const auto& t : all.tensors) {
-    const NamedTensor* e = enc.find(t.name);
-    if (!is_encoder_tensor(t.name)) {
-      EXPECT_EQ(e, nullptr) << t.name << " is no encoder tensor but was exported";
-      continue;
-    }
-    ++encoder_tensors;
-    ASSERT_NE(e, nullptr) << t.name << " missing from the encoder file";
-    EXPECT_EQ(e->shape, t.shape) << t.name;
-    EXPECT_EQ(e->bytes, t.bytes) << t.name;
-  }
-  EXPECT_EQ(enc.tensors.size(), encoder_tensors);
-  EXPECT_EQ(enc.find("head.weight"), nullptr);
-  EXPECT_EQ(enc.metadata.at("format"), "seqtrain.encoder");
-  EXPECT_EQ(enc.metadata.at("family"), family);
-  EXPECT_EQ(enc.metadata.at("pooling"), pooling);
-  EXPECT_EQ(enc.metadata.at("input_size"), std::to_string(kF));
-  EXPECT_EQ(enc.metadata.at("hidden"), "8");
-
-  TempDir io;
-  const std::string out = io / "e.npy";
-  Result e = run_seqtrain("embed " + r.run + " --input " + (set_data() / "test_x.npy") + " --lengths " +
-                          (set_data() / "test_len.npy") + " --output " + out);
-  ASSERT_EQ(e.rc, 0) << e.out;
-  EXPECT_CONTAINS(e.out, "wrote 16 embeddings of 8 values to " + out);
-  std::vector<int64_t> shape;
-  read_npy(out, &shape);
-  EXPECT_EQ(shape, (std::vector<int64_t>{16, 8}));
-  if (!torch_available()) GTEST_SKIP() << "python3-torch is not installed; the PyTorch side is skipped";
-  EXPECT_EQ(run_python("encoder_check.py", r.encoder + " " + r.run + "/checkpoints/best/state.json " +
-                                               (set_data() / "test_x.npy") + " " + out + " " + family + " " +
-                                               (set_data() / "test_len.npy")),
-            0)
-      << family << ": PyTorch's embeddings differ from seqtrain embed's (report above)";
-}
-
 TEST(EncoderExport, LstmClassifiersEncoderLoadsInPyTorchAndEmbedsAsSeqtrainEmbed) {
   expect_encoder_round_trip(lstm_run(), "lstm", "mean");
 }
 
 TEST(EncoderExport, TransformerClassifiersEncoderLoadsInPyTorchAndEmbedsAsSeqtrainEmbed) {
   expect_encoder_round_trip(transformer_run(), "transformer", "cls");
-}
-
-// Each model tensor: an encoder tensor holds the source file's values, any other the fresh
-// initialisation `fresh` has.
-void expect_encoder_and_fresh_head(ParamStore& params, const SafetensorsFile& source, ParamStore& fresh) {
-  std::vector<float> got, want;
-  for (const auto& e : params.entries()) {
-    got.assign(numel_of(e.shape), 0.f);
-    params.read_params(got, e.offset);
-    if (is_encoder_tensor(e.name)) {
-      want = source.at(e.name).to_f32();
-    } else {
-      want.assign(got.size(), 0.f);
-      fresh.read_params(want, fresh.find(e.name)->offset);
-    }
-    EXPECT_EQ(got, want) << e.name;
-  }
 }
 
 // encoder_from, the function the training loop calls after the model's initialisation: from the

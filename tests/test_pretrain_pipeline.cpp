@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "encoder_checks.h"
 #include "io/safetensors.h"
 #include "models/encoder.h"
 #include "models/registry.h"
@@ -61,11 +62,7 @@ TEST(PretrainPipeline, PretrainExportEmbedAndFineTuneFromTheEncoder) {
   EXPECT_CONTAINS(r.out, "best_val_loss");
 
   const std::string enc = dir / "enc.safetensors";
-  r = run_seqtrain("export " + pre + " --encoder " + enc);
-  ASSERT_EQ(r.rc, 0) << r.out;
-  const SafetensorsFile exported = read_safetensors(enc);
-  EXPECT_EQ(exported.find("mask_token"), nullptr);
-  EXPECT_EQ(exported.find("decoder.fc1.weight"), nullptr);
+  const SafetensorsFile exported = export_pretrained_encoder(pre, enc);
   ASSERT_NE(exported.find("rnn.weight_hh_l1_reverse"), nullptr);
 
   const std::string emb = dir / "e.npy";
@@ -91,14 +88,7 @@ TEST(PretrainPipeline, PretrainExportEmbedAndFineTuneFromTheEncoder) {
   fresh->init(a);
   m->init(b);
   encoder_from(pre, *m);
-  for (const ParamEntry& e : m->params().entries()) {
-    std::vector<float> got(static_cast<size_t>(numel_of(e.shape)));
-    m->params().read_params(got, e.offset);
-    std::vector<float> want(got.size());
-    if (is_encoder_tensor(e.name)) want = exported.at(e.name).to_f32();
-    else fresh->params().read_params(want, e.offset);
-    EXPECT_EQ(got, want) << e.name;
-  }
+  expect_encoder_and_fresh_head(m->params(), exported, fresh->params());
 
   // And through the binary: fine-tuning with a frozen first epoch trains and scores.
   r = run_seqtrain("train " + config(dir, "  task: classify\n  loss: cross_entropy\n  freeze_encoder_epochs: 1\n"

@@ -29,6 +29,7 @@
 #include "backend/precision.h"
 #include "config/config.h"
 #include "guarded_backend.h"
+#include "mirror_parity.h"
 #include "io/safetensors.h"
 #include "models/registry.h"
 #include "models/summary.h"
@@ -271,27 +272,11 @@ std::unique_ptr<TransformerEncoder> random_encoder(const ModelSpec& spec, uint64
   return m;
 }
 
-struct ModelResult {
-  std::vector<float> y;
-  std::vector<float> grads;
-};
-
 // One forward and backward of the model on x [B, 8, 3] with `lengths` (empty: none) and dy.
 ModelResult run_model(TransformerEncoder& m, std::vector<float> x, std::vector<int64_t> lengths,
                       const std::vector<float>& dy, bool training = false, uint64_t seed = 0) {
   const int64_t B = static_cast<int64_t>(x.size()) / (8 * 3);
-  Batch batch = batch_of(Tensor(x.data(), {B, 8, 3}));
-  if (!lengths.empty()) batch.lengths = Tensor(lengths.data(), {B}, DType::i64);
-  Arena arena;
-  StepContext ctx(arena, training, seed);
-  ModelResult r;
-  r.y = values(m.forward(batch, ctx));
-  std::vector<float> g = dy;
-  ctx.output_grad = Tensor(g.data(), {B, static_cast<int64_t>(dy.size()) / B});
-  m.params().zero_grad();
-  m.backward(ctx);
-  r.grads.assign(m.params().grads(), m.params().grads() + m.params().size());
-  return r;
+  return run_model_pass(m, std::move(x), {B, 8, 3}, std::move(lengths), dy, training, seed);
 }
 
 struct ModelCase { const char* pooling; const char* positions; int64_t patch; };
@@ -303,21 +288,8 @@ TEST_P(EncoderModel, MatchesThePythonMirrorOnAPaddedBatch) {
   const ModelSpec spec = encoder_spec(c.pooling, c.positions, c.patch);
   auto m = random_encoder(spec, 41);
   Rng rng(42);
-  const std::vector<int64_t> lengths{8, 5, 2, 7};
-  const std::vector<float> x = randn(rng, 4 * 8 * 3), dy = randn(rng, 4 * 2);
-  const ModelResult got = run_model(*m, x, lengths, dy);
-  TempDir dir;
-  save_params(dir / "params.safetensors", m->params());
-  write_npy(dir / "x.npy", x, {4, 8, 3});
-  write_npy(dir / "dy.npy", dy, {4, 2});
-  write_npy(dir / "lengths.npy", lengths, {4});
-  std::ofstream(dir / "spec.json") << spec_to_json(spec).dump();
-  ASSERT_EQ(run_python("transformer_ref.py", "model " + dir.path.string()), 0);
-  EXPECT_LT(rel_err(got.y, read_npy(dir / "y.npy")), 1e-5) << "y";
-  for (const ParamEntry& e : m->params().entries()) {
-    const std::vector<float> g(got.grads.begin() + e.offset, got.grads.begin() + e.offset + numel_of(e.shape));
-    EXPECT_LT(rel_err(g, read_npy(dir / ("grad_" + e.name + ".npy"))), 1e-5) << e.name;
-  }
+  const PaddedBatch p(rng);
+  expect_mirror_parity(spec, m->params(), p.x, {4, 8, 3}, p.lengths, p.dy, run_model(*m, p.x, p.lengths, p.dy));
 }
 
 INSTANTIATE_TEST_SUITE_P(Encoder, EncoderModel,
@@ -337,18 +309,9 @@ TEST(EncoderModelPadding, PaddedStepsChangeNoOutputAndNoGradient) {
   for (const char* pooling : {"last", "mean", "max", "cls"}) {
     auto m = random_encoder(encoder_spec(pooling, "auto", 2), 43);
     Rng rng(44);
-    const std::vector<int64_t> lengths{8, 5, 2, 7};
-    std::vector<float> x = randn(rng, 4 * 8 * 3);
-    const std::vector<float> dy = randn(rng, 4 * 2);
-    const ModelResult a = run_model(*m, x, lengths, dy);
-    for (int64_t b = 0; b < 4; ++b)
-      for (int64_t t = (lengths[b] + 1) / 2 * 2; t < 8; ++t)
-        for (int64_t f = 0; f < 3; ++f) x[(b * 8 + t) * 3 + f] = 100.f * rng.normal();
-    const ModelResult b = run_model(*m, x, lengths, dy);
-    EXPECT_EQ(a.y, b.y) << pooling;
-    EXPECT_EQ(a.grads, b.grads) << pooling;
-    x[(1 * 8 + 5) * 3] += 1.f;  // step 5 of a length-5 sample: padding, but in patch 2, whose step 4 is valid
-    EXPECT_NE(run_model(*m, x, lengths, dy).y, b.y) << pooling;
+    auto [p, b] = expect_unread_steps(*m, rng, [](int64_t len) { return (len + 1) / 2 * 2; }, pooling);
+    p.x[(1 * 8 + 5) * 3] += 1.f;  // step 5 of a length-5 sample: padding, but in patch 2, whose step 4 is valid
+    EXPECT_NE(run_model(*m, p.x, p.lengths, p.dy).y, b.y) << pooling;
   }
 }
 

@@ -6,7 +6,8 @@
   `seqtrain export` directory.
 - gpt: GPT / GPTConfig, nanoGPT's architecture and state_dict names (seqtrain model type gpt).
 - transformer: TransformerEncoder, torch's encoder layers under seqtrain's names (model type transformer).
-- encoder: RNNEncoder / TransformerEncoderBody (an encoder without its head, embed(x, lengths)) and
+- cnn: CNN, the convolutional encoder (FCN with LayerNorm) under seqtrain's names (model type cnn).
+- encoder: RNNEncoder / TransformerEncoderBody / CNNEncoderBody (an encoder without its head, embed(x, lengths)) and
   load_encoder(FILE) for a `seqtrain export RUN --encoder FILE` file.
 
 The model names are imported lazily, so the file I/O works on machines without torch.
@@ -16,14 +17,15 @@ from .safetensors_io import load_file, read_file, save_file
 
 __all__ = ["load_file", "read_file", "save_file",
            "CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_exported", "load_seqtrain", "save_seqtrain",
-           "tied_groups", "GPT", "GPTConfig", "TransformerEncoder", "RNNEncoder", "TransformerEncoderBody",
-           "load_encoder"]
+           "tied_groups", "GPT", "GPTConfig", "TransformerEncoder", "CNN", "RNNEncoder", "TransformerEncoderBody",
+           "CNNEncoderBody", "load_encoder"]
 
 _MODEL_NAMES = {"CharLM", "Forecaster", "MLPForecaster", "from_spec", "load_exported", "load_seqtrain", "save_seqtrain",
                 "tied_groups"}
 _GPT_NAMES = {"GPT", "GPTConfig"}
 _TRANSFORMER_NAMES = {"TransformerEncoder"}
-_ENCODER_NAMES = {"RNNEncoder", "TransformerEncoderBody", "load_encoder"}
+_CNN_NAMES = {"CNN"}
+_ENCODER_NAMES = {"RNNEncoder", "TransformerEncoderBody", "CNNEncoderBody", "load_encoder"}
 
 
 def __getattr__(name):
@@ -36,6 +38,9 @@ def __getattr__(name):
     if name in _TRANSFORMER_NAMES:
         from . import transformer
         return getattr(transformer, name)
+    if name in _CNN_NAMES:
+        from . import cnn
+        return getattr(cnn, name)
     if name in _ENCODER_NAMES:
         from . import encoder
         return getattr(encoder, name)

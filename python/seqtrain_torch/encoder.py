@@ -4,23 +4,26 @@ FILE.safetensors`` writes it, name for name (the classifier's names without ``he
     RNNEncoder (family lstm / gru)          rnn.weight_ih_l{k}[_reverse], rnn.weight_hh_l{k}..., as Forecaster
     TransformerEncoderBody (transformer)    input_proj.*, cls_token, pos_embed.weight, encoder.layers.{i}.*,
                                             encoder.norm.*, as TransformerEncoder
+    CNNEncoderBody (cnn)                    convs.{i}.*, norms.{i}.*, as cnn.py's CNN
 
 ``embed(x, lengths=None)`` (also ``forward``) returns the pooled vector [B, C] exactly as seqtrain's
 Model::embed and ``seqtrain embed`` compute it (model.pooling last | mean | max | cls over each
 sample's valid steps; x z-scored as the run's inputs). ``load_encoder(path)`` builds the module
 from the file's ``__metadata__`` (format "seqtrain.encoder": family, input_size, lookback,
-hidden, layers, bidirectional, heads, patch_size, positions, pooling, bias) and loads the tensors
+hidden, layers, bidirectional, heads, patch_size, positions, pooling, bias; cnn: kernel_sizes as
+"8,5,3") and loads the tensors
 with ``load_state_dict(strict=True)``, in eval mode.
 """
 
 import torch
 from torch import nn
 
+from .cnn import CNNEncoderBody
 from .models import _as_bool, rnn_embed
 from .safetensors_io import read_file
 from .transformer import TransformerEncoder
 
-__all__ = ["RNNEncoder", "TransformerEncoderBody", "encoder_from_metadata", "load_encoder"]
+__all__ = ["RNNEncoder", "TransformerEncoderBody", "CNNEncoderBody", "encoder_from_metadata", "load_encoder"]
 
 ENCODER_FORMAT = "seqtrain.encoder"
 
@@ -73,7 +76,10 @@ def encoder_from_metadata(md):
         return TransformerEncoderBody(lookback=int(md["lookback"]), heads=int(md["heads"]),
                                       positions=md.get("positions", "auto"), patch_size=int(md.get("patch_size", 1)),
                                       bias=_as_bool(md.get("bias", "true")), **common)
-    raise ValueError(f"unknown encoder family {family!r}; expected lstm, gru or transformer")
+    if family == "cnn":
+        return CNNEncoderBody(common["input_size"], common["hidden"], pooling=common["pooling"],
+                              kernel_sizes=[int(k) for k in md["kernel_sizes"].split(",")])
+    raise ValueError(f"unknown encoder family {family!r}; expected lstm, gru, transformer or cnn")
 
 
 def load_encoder(path):

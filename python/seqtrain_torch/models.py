@@ -191,6 +191,18 @@ def rnn_embed(rnn, x, lengths, pooling):
     return out.masked_fill(padding[:, :, None], float("-inf")).max(1).values
 
 
+def pool_steps(h, valid, pooling):
+    """h [B, N, C] pooled over each sample's first valid[b] rows as seqtrain's model.pooling:
+    last (the last valid row), mean or max; the rows after them never enter."""
+    B, N = h.shape[0], h.shape[1]
+    if pooling == "last":
+        return h[torch.arange(B), valid - 1]
+    pad = torch.arange(N)[None, :] >= valid[:, None]
+    if pooling == "mean":
+        return h.masked_fill(pad[:, :, None], 0).sum(1) / valid[:, None].to(h.dtype)
+    return h.masked_fill(pad[:, :, None], float("-inf")).max(dim=1).values
+
+
 class MLPForecaster(nn.Module):
     """Flattened window -> (Linear, ReLU, Dropout) x layers -> linear head."""
 
@@ -248,7 +260,8 @@ def from_spec(spec):
     of a ``seqtrain export`` both work; a key given under both names must agree.
 
     transformer takes input_size, lookback, hidden, layers, heads, dropout, output_size, positions,
-    pooling, patch_size and bias (transformer.py); its forward takes optional lengths."""
+    pooling, patch_size and bias (transformer.py); its forward takes optional lengths. cnn takes
+    input_size, lookback, hidden, kernel_sizes, dropout, output_size and pooling (cnn.py)."""
     kind = spec.get("type", "lstm")
     common = dict(hidden=int(spec.get("hidden", 64)), layers=int(spec.get("layers", 1)),
                   dropout=float(spec.get("dropout", 0.0)), output_size=int(spec.get("output_size", 1)))
@@ -271,6 +284,13 @@ def from_spec(spec):
                              n_layer=_gpt_key(spec, "n_layer", "layers", 1), n_head=_gpt_key(spec, "n_head", "heads", 1),
                              n_embd=_gpt_key(spec, "n_embd", "hidden", 32), dropout=float(spec.get("dropout", 0.0)),
                              bias=_as_bool(spec.get("bias", True))))
+    if kind == "cnn":
+        from .cnn import CNN
+        residual.pop("future_steps")
+        common.pop("layers")
+        return CNN(int(spec.get("input_size", 1)), lookback=int(spec.get("lookback", 1)),
+                   kernel_sizes=[int(k) for k in spec.get("kernel_sizes", [8, 5, 3])],
+                   pooling=spec.get("pooling", "mean"), **residual, **common)
     if kind == "transformer":
         from .transformer import TransformerEncoder
         residual.pop("future_steps")
@@ -278,7 +298,7 @@ def from_spec(spec):
                                   heads=int(spec.get("heads", 4)), positions=spec.get("positions", "auto"),
                                   pooling=spec.get("pooling", "last"), patch_size=int(spec.get("patch_size", 1)),
                                   bias=_as_bool(spec.get("bias", True)), **residual, **common)
-    raise ValueError(f"unknown model type {kind!r}; expected lstm, gru, mlp, char_lstm, char_gru, gpt or transformer")
+    raise ValueError(f"unknown model type {kind!r}; expected lstm, gru, mlp, char_lstm, char_gru, gpt, transformer or cnn")
 
 
 def _gpt_key(spec, nano, seqtrain, default):

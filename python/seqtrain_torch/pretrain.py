@@ -2,7 +2,7 @@
 seqtrain saves, so a pretraining run's model.safetensors loads with load_state_dict(strict=True).
 
 The encoder is the classifier's own (rnn.* for lstm/gru; input_proj, pos_embed, encoder.* for the
-transformer), so its weights move to a classifier unchanged; pretraining adds mask_token [F]
+transformer; convs.*, norms.* for the cnn), so its weights move to a classifier unchanged; pretraining adds mask_token [F]
 (fill "token") and the decoder: LayerNorm -> Linear(C, C) -> GELU -> Linear(C, patch_size * F).
 
   x_in = where(mask, mask_token, x)          (fill "zero": 0)
@@ -17,13 +17,14 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from .encoder import RNNEncoder, TransformerEncoderBody
+from .encoder import CNNEncoderBody, RNNEncoder, TransformerEncoderBody
 from .models import rnn_steps
 
 
 class MaskedPretrainer(nn.Module):
     def __init__(self, type, input_size, hidden, layers=1, bidirectional=False, lookback=1, heads=4, dropout=0.0,
-                 positions="auto", patch_size=1, bias=True, mask_fill="token", std_penalty=0.0, pooling="mean"):
+                 positions="auto", patch_size=1, bias=True, mask_fill="token", std_penalty=0.0, pooling="mean",
+                 kernel_sizes=(8, 5, 3)):
         super().__init__()
         self.type, self.input_size, self.patch_size, self.std_penalty = type, input_size, patch_size, std_penalty
         if type in ("lstm", "gru"):
@@ -33,8 +34,11 @@ class MaskedPretrainer(nn.Module):
             body = TransformerEncoderBody(input_size, lookback, hidden, layers, heads, dropout, positions, pooling,
                                           patch_size, bias)
             width = hidden
+        elif type == "cnn":
+            body = CNNEncoderBody(input_size, hidden, kernel_sizes, dropout, pooling)
+            width = hidden
         else:
-            raise ValueError(f"type must be lstm, gru or transformer, got {type!r}")
+            raise ValueError(f"type must be lstm, gru, transformer or cnn, got {type!r}")
         # The encoder module's layers under its own names (rnn.*; input_proj, pos_embed, encoder.*), as
         # seqtrain keeps them, so they load into the classifier's encoder unchanged.
         self.body = [body]  # a plain list: not a submodule, so no "body." prefix in the state_dict
@@ -55,6 +59,8 @@ class MaskedPretrainer(nn.Module):
         """x [B, T, F] -> h [B, N, C] (padded rows: an RNN's zeros, a transformer's whatever)."""
         if self.type in ("lstm", "gru"):
             return rnn_steps(self.rnn, x, lengths)[0]
+        if self.type == "cnn":
+            return self.body[0].steps(x, lengths)[0]
         return self.body[0].tokens(x, lengths)[0]
 
     def embed(self, x, lengths=None):
@@ -93,4 +99,4 @@ def from_spec(spec):
                             spec.get("bidirectional", False), spec.get("lookback", 1), spec.get("heads", 4),
                             spec.get("dropout", 0.0), spec.get("positions", "auto"), spec.get("patch_size", 1),
                             spec.get("bias", True), spec.get("mask_fill", "token"), spec.get("std_penalty", 0.0),
-                            spec.get("pooling", "mean"))
+                            spec.get("pooling", "mean"), spec.get("kernel_sizes", (8, 5, 3)))

@@ -27,7 +27,7 @@ import math
 import torch
 from torch import nn
 
-from .models import _Residual, monotone_quantiles
+from .models import _Residual, monotone_quantiles, pool_steps
 
 __all__ = ["TransformerEncoder", "sinusoid_table"]
 
@@ -119,14 +119,5 @@ class TransformerEncoder(nn.Module):
 
     def embed(self, x, lengths=None):
         """The pooled final-norm output the head reads: [B, hidden]."""
-        B = x.shape[0]
-        h, valid, pad = self.tokens(x, lengths)
-        if self.pooling == "cls":
-            pooled = h[:, 0]
-        elif self.pooling == "last":
-            pooled = h[torch.arange(B), valid - 1]
-        elif self.pooling == "mean":
-            pooled = h.masked_fill(pad[:, :, None], 0).sum(1) / valid[:, None].to(h.dtype)
-        else:
-            pooled = h.masked_fill(pad[:, :, None], float("-inf")).max(dim=1).values
-        return pooled
+        h, valid, _ = self.tokens(x, lengths)
+        return h[:, 0] if self.pooling == "cls" else pool_steps(h, valid, self.pooling)

@@ -39,6 +39,7 @@ std::string_view backend_op_name(BackendOp op) {
     case BackendOp::transpose: return "transpose";
     case BackendOp::regression_loss: return "regression loss";
     case BackendOp::token_ids: return "token-id check";
+    case BackendOp::conv1d: return "1-D convolution columns (im2col_1d / col2im_1d)";
   }
   return "?";
 }
@@ -118,6 +119,14 @@ void check_embedding_args(const EmbeddingArgs& a) {
     ST_CHECK(a.ids[i] >= 0 && a.ids[i] < a.rows,
              "Embedding: id {} at position {} is out of range for a vocabulary of {} (valid ids are 0..{})",
              a.ids[i], i, a.rows, a.rows - 1);
+}
+
+void check_conv1d_args(const Conv1dArgs& a) {
+  ST_CHECK(a.batch > 0 && a.steps > 0 && a.channels > 0 && a.kernel > 0,
+           "conv1d: batch {}, steps {}, channels {} and kernel {} must all be positive", a.batch, a.steps, a.channels,
+           a.kernel);
+  ST_CHECK(a.pad_left >= 0 && a.pad_left < a.kernel, "conv1d: pad_left {} must be in [0, kernel {})", a.pad_left,
+           a.kernel);
 }
 
 void check_dropout_args(const float* x, const float* y, int64_t n, float p) {

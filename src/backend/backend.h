@@ -60,6 +60,7 @@ enum class BackendOp : uint8_t {
   transpose,                       // [A, B, C] -> [B, A, C] (time-major <-> batch-first)
   regression_loss,                 // regression_loss_forward / _backward (mse, mae, huber)
   token_ids,                       // token_ids: checked f32 / i64 values -> int64 ids
+  conv1d,                          // im2col_1d / col2im_1d (nn/conv1d.h's columns)
 };
 std::string_view backend_op_name(BackendOp op);
 
@@ -286,6 +287,25 @@ void check_embedding_args(const EmbeddingArgs& a);
 // backend/dropout_mask.h, a pure function of (seed, i): backward regenerates the mask instead of
 // storing one, and no implementation's result depends on its thread count.
 void check_dropout_args(const float* x, const float* y, int64_t n, float p);
+
+// The columns of a 1-D convolution over x [B, T, C] (batch-first, channels last; nn/conv1d.h), so
+// the convolution itself is one GEMM with torch's Conv1d weight [C_out, C, k] read as [C_out, C*k]:
+//   im2col_1d  cols[b*T + t, c*k + j] = x[b, t + j - pad_left, c], 0 where that step is outside
+//              [0, T) or padding (mask[b, s] nonzero): padded steps read as zeros, so their values
+//              never reach an output
+//   col2im_1d  dx[b, s, c] = sum over j of dcols[b*T + s - j + pad_left, c*k + j] (the rows inside
+//              [0, T)), overwritten; 0 at padded steps. A gather per dx element: no atomics, and the
+//              sum's order is fixed (j ascending) on every backend
+// mask: null, or [B, T] u8 in the backend's memory (nonzero = padding: nn/sequence_pool.h's
+// padding_mask).
+struct Conv1dArgs {
+  int64_t batch = 0, steps = 0, channels = 0;  // B, T, C
+  int64_t kernel = 1, pad_left = 0;            // k, and the zeros before step 0 (torch's "same": (k-1)/2)
+  const uint8_t* mask = nullptr;
+};
+// Throws a seqtrain::Error for non-positive sizes or a pad_left outside [0, k); every
+// implementation calls it first.
+void check_conv1d_args(const Conv1dArgs& a);
 
 // The regression losses over n (prediction, target) pairs, d = pred - target (nn/loss.h):
 //   mse  sum d^2        gradient 2 k d
@@ -531,6 +551,9 @@ class Backend : public DeviceMemory {
   // token_ids for values the caller has already checked on the host (the training step's
   // batch): the conversion only, nothing read back. The default calls token_ids.
   virtual void token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab);
+  // Conv1dArgs above: cols [B*T, C*k] and dx [B, T, C], both overwritten.
+  virtual void im2col_1d(const Conv1dArgs& a, const float* x, float* cols) = 0;
+  virtual void col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) = 0;
 };
 
 // The overrides of every operation above, for a concrete backend's class body: the list is
@@ -567,7 +590,7 @@ class Backend : public DeviceMemory {
 // Every operation: what a backend with its own memory (CUDA, the tests' guarded one) declares.
 #define SEQTRAIN_BACKEND_OPERATIONS SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS SEQTRAIN_BACKEND_ACTIVATION_OPS
 
-// The activation ops (axpy, transpose, regression losses, token ids) on their own: the backends
+// The activation ops (axpy, transpose, regression losses, token ids, the convolution's columns) on their own: the backends
 // whose memory is the host's share one implementation of them (HostMemoryBackend) and declare
 // the rest with SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS.
 #define SEQTRAIN_BACKEND_ACTIVATION_OPS                                                                         \
@@ -577,7 +600,9 @@ class Backend : public DeviceMemory {
                                  float delta) override;                                                              \
   void regression_loss_backward(RegressionLoss kind, const float* pred, const float* target, int64_t n, float delta, \
                                 float k, float* grad) override;                                                      \
-  int64_t token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;
+  int64_t token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;      \
+  void im2col_1d(const Conv1dArgs& a, const float* x, float* cols) override;                                         \
+  void col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) override;
 
 // The capture calls above, for the class body of a backend that captures (CUDA, the tests'
 // recording one).

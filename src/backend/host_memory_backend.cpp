@@ -59,4 +59,12 @@ int64_t HostMemoryBackend::token_ids(DType from, const void* x, int64_t* ids, in
   return token_ids_loop(from, x, ids, n, vocab);
 }
 
+void HostMemoryBackend::im2col_1d(const Conv1dArgs& a, const float* x, float* cols) {
+  im2col_1d_loop(a, x, cols, threaded_loops());
+}
+
+void HostMemoryBackend::col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) {
+  col2im_1d_loop(a, dcols, dx, threaded_loops());
+}
+
 }  // namespace seqtrain

@@ -75,4 +75,51 @@ int64_t token_ids_loop(DType from, const void* x, int64_t* ids, int64_t n, int64
   return -1;
 }
 
+namespace {
+// fn(b, t, r) for every row r = b*T + t of a convolution's [B*T] rows, over OpenMP threads when
+// `parallel` and the rows' work is large enough to pay for them.
+template <typename Fn>
+void conv_rows(const Conv1dArgs& a, bool parallel, Fn&& fn) {
+  check_conv1d_args(a);
+  const int64_t T = a.steps, rows = a.batch * T;
+#pragma omp parallel for schedule(static) if (parallel && rows * a.channels * a.kernel > 65536)
+  for (int64_t r = 0; r < rows; ++r) fn(r / T, r % T, r);
+}
+}  // namespace
+
+// For each tap j the input row it reads, written across the channels (stride k in cols: torch's
+// [C_out, C, k] weight order), or zeros outside the sequence or at a padded step.
+void im2col_1d_loop(const Conv1dArgs& a, const float* x, float* cols, bool parallel) {
+  const int64_t T = a.steps, C = a.channels, k = a.kernel;
+  conv_rows(a, parallel, [&](int64_t b, int64_t t, int64_t r) {
+    float* out = cols + r * C * k;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t s = t + j - a.pad_left;
+      if (s < 0 || s >= T || (a.mask && a.mask[b * T + s])) {
+        for (int64_t c = 0; c < C; ++c) out[c * k + j] = 0.f;
+        continue;
+      }
+      const float* src = x + (b * T + s) * C;
+      for (int64_t c = 0; c < C; ++c) out[c * k + j] = src[c];
+    }
+  });
+}
+
+// The transpose of im2col as a gather: dx's row (b, s) sums, tap by tap (j ascending), the column
+// entries that read it, so no two threads write one element and the order never changes.
+void col2im_1d_loop(const Conv1dArgs& a, const float* dcols, float* dx, bool parallel) {
+  const int64_t T = a.steps, C = a.channels, k = a.kernel;
+  conv_rows(a, parallel, [&](int64_t b, int64_t s, int64_t r) {
+    float* out = dx + r * C;
+    std::fill(out, out + C, 0.f);
+    if (a.mask && a.mask[r]) return;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t t = s - j + a.pad_left;
+      if (t < 0 || t >= T) continue;
+      const float* src = dcols + (b * T + t) * C * k + j;
+      for (int64_t c = 0; c < C; ++c) out[c] += src[c * k];
+    }
+  });
+}
+
 }  // namespace seqtrain

@@ -1,4 +1,5 @@
-// The activation ops of backend.h (axpy, transpose, regression losses, token ids) as plain host
+// The activation ops of backend.h (axpy, transpose, regression losses, token ids, the 1-D
+// convolution's columns) as plain host
 // loops: the reference backend runs them as they are, the CPU backend too (with OpenMP over the
 // elementwise ones), so the two agree bit for bit and match the model code they replaced.
 #pragma once
@@ -20,5 +21,8 @@ void regression_grad_loop(RegressionLoss kind, const float* pred, const float* t
 // The first index whose value is no token id (a whole number in [0, vocab)), or -1; writes the
 // ids as it goes unless ids is null (the check alone: the training step's host batch).
 int64_t token_ids_loop(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab);
+// Backend::im2col_1d / col2im_1d (Conv1dArgs), rows of the output in parallel when `parallel`.
+void im2col_1d_loop(const Conv1dArgs& a, const float* x, float* cols, bool parallel);
+void col2im_1d_loop(const Conv1dArgs& a, const float* dcols, float* dx, bool parallel);
 
 }  // namespace seqtrain

@@ -109,7 +109,7 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string type = "lstm";   // lstm | gru | mlp | char_lstm | char_gru | gpt (models/registry.h)
+  std::string type = "lstm";   // lstm | gru | mlp | char_lstm | char_gru | gpt | transformer | cnn (models/registry.h)
   int64_t hidden = 64;         // >= 1
   int64_t layers = 1;          // >= 1
   bool bidirectional = false;
@@ -128,12 +128,13 @@ struct ModelConfig {
   // none | last_value | seasonal_naive (data.seasons' longest period): lstm/gru/mlp forecasters
   // predict the correction to that baseline's forecast, so training starts from the baseline.
   std::string residual_to = "none";
-  // Encoders (the transformer family; pooling also lstm/gru): how positions enter (auto |
-  // learned | sinusoidal | none; none for sets; auto = the family's own), how a sample's steps become one vector (last | mean | max |
-  // cls; last = the last valid step), and steps per token (transformer: a patch of P steps).
+  // Encoders (the transformer family; pooling also lstm/gru/cnn): how positions enter (auto |
+  // learned | sinusoidal | none; none for sets; auto = the family's own), how a sample's steps become one vector (auto | last | mean | max |
+  // cls; last = the last valid step; auto = the family's own: mean for cnn, last elsewhere), and steps per token (transformer: a patch of P steps).
   std::string positions = "auto";
-  std::string pooling = "last";
+  std::string pooling = "auto";
   int64_t patch_size = 1;      // >= 1
+  std::vector<int64_t> kernel_sizes = {8, 5, 3};  // cnn: one conv layer per kernel size, each >= 1
   bool operator==(const ModelConfig&) const = default;
 };
 

@@ -59,6 +59,7 @@ class Emit {
     for (size_t i = 0; i < x.size(); ++i) v += (i ? ", " : "") + std::to_string(x[i]);
     line(key, v + "]");
   }
+  void field(const char* key, const std::vector<int64_t>& x, SizeList) { field(key, x, Range{}); }
   void field(const char* key, const std::vector<double>& x, Range) {
     std::string v = "[";
     for (size_t i = 0; i < x.size(); ++i) v += (i ? ", " : "") + fmt::format("{}", x[i]);

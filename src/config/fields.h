@@ -57,6 +57,7 @@ using Choices = std::vector<std::string>;
 //   field(key, std::string&, EndTag)       empty, a non-zero integer, or a date / date-time
 //   field(key, std::vector<std::string>&)  list of column names
 //   field(key, std::vector<int64_t>&, Range)  list of distinct integers, each in the range
+//   field(key, std::vector<int64_t>&, SizeList)  non-empty list of integers >= 1, repeats allowed
 //   field(key, std::vector<double>&, Range)   list of increasing numbers, each in the range
 //   field(key, std::array<double, 3>&)     split fractions
 //   field(key, std::vector<std::string>&, PrefixMap)  "from=to" prefix pairs
@@ -84,6 +85,8 @@ struct FrequencyTag {};
 struct PrefixMap {};
 // A list of tensor names or name prefixes (model.init_from_skip).
 struct NameList {};
+// A non-empty list of sizes, each an integer >= 1, repeats allowed (model.kernel_sizes).
+struct SizeList {};
 
 template <typename C, typename V>
 void visit_fields(C& c, V&& v) {
@@ -156,8 +159,9 @@ void visit_fields(C& c, V&& v) {
   v.field("model.encoder_from", m.encoder_from, PathTag{});
   v.field("model.residual_to", m.residual_to, Choices{"none", "last_value", "seasonal_naive"});
   v.field("model.positions", m.positions, Choices{"auto", "learned", "sinusoidal", "none"});
-  v.field("model.pooling", m.pooling, Choices{"last", "mean", "max", "cls"});
+  v.field("model.pooling", m.pooling, Choices{"auto", "last", "mean", "max", "cls"});
   v.field("model.patch_size", m.patch_size, at_least(1));
+  v.field("model.kernel_sizes", m.kernel_sizes, SizeList{});
 
   auto& t = c.train;
   v.field("train.epochs", t.epochs, at_least(1));

@@ -276,6 +276,18 @@ class Assign {
     }
     x = std::move(out);
   }
+  void field(const char* key, std::vector<int64_t>& x, SizeList) {
+    if (!match(key)) return;
+    const char* expected = "a non-empty list of integers, each >= 1, like [8, 5, 3]";
+    std::vector<int64_t> out;
+    for (const auto& [text, node] : scalar_items(expected)) {
+      const auto v = parse_int64(text);
+      if (!v || *v < 1) fail("{}: config key '{}' expects {}; got '{}'", item_where(node), key_, expected, text);
+      out.push_back(*v);
+    }
+    if (out.empty()) fail("{}: config key '{}' is empty; it expects {}", where_, key_, expected);
+    x = std::move(out);
+  }
   void field(const char* key, std::vector<double>& x, Range r) {
     if (!match(key)) return;
     const std::string expected = "an increasing list of numbers, each " + describe_range(r, false) + ", like [0.1, 0.5, 0.9]";
@@ -676,9 +688,9 @@ class Loader {
     const std::string& r = c.model.residual_to;
     if (r != "none") {
       if (!windowed || (c.model.type != "lstm" && c.model.type != "gru" && c.model.type != "mlp" &&
-                        c.model.type != "transformer"))
+                        c.model.type != "transformer" && c.model.type != "cnn"))
         fail("{}: config key 'model.residual_to' is {}, a forecast baseline over the window's own targets: it needs "
-             "data.source csv or synthetic and model.type lstm, gru, mlp or transformer (got {} and {}); set model.residual_to: "
+             "data.source csv or synthetic and model.type lstm, gru, mlp, transformer or cnn (got {} and {}); set model.residual_to: "
              "none", origin("model.residual_to"), r, d.source, c.model.type);
       for (const auto& t : d.targets)
         if (!d.features.empty() && std::find(d.features.begin(), d.features.end(), t) == d.features.end())

@@ -9,18 +9,37 @@
 #include "data/sources.h"
 
 namespace seqtrain {
+namespace {
+// model.pooling with auto resolved to the family's own (mean for cnn, last elsewhere).
+std::string pooling_of(const Config& c) {
+  return c.model.pooling == "auto" ? family(c.model.type).default_pooling : c.model.pooling;
+}
+
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+}  // namespace
 
 std::optional<ConfigProblem> check_model_config(const Config& c) {
   const ModelFamily& f = family(c.model.type);
+  if (!f.convolutional && c.model.kernel_sizes != ModelConfig{}.kernel_sizes)
+    return ConfigProblem{"model.kernel_sizes",
+                         fmt::format("config key 'model.kernel_sizes' is {}, but model.type {} has no convolutions "
+                                     "(only {} does): remove model.kernel_sizes, or set model.type cnn",
+                                     list_text(c.model.kernel_sizes), c.model.type,
+                                     family_names_where([](const ModelFamily& m) { return m.convolutional; }))};
   if (f.check_settings) {
     ModelSpec settings;
     settings.hidden = c.model.hidden;
     settings.heads = c.model.heads;
     settings.layers = c.model.layers;
     settings.positions = c.model.positions;
-    settings.pooling = c.model.pooling;
+    settings.pooling = pooling_of(c);
     settings.patch_size = c.model.patch_size;
     settings.bidirectional = c.model.bidirectional;
+    settings.kernel_sizes = c.model.kernel_sizes;
     if (auto p = f.check_settings(settings)) return ConfigProblem{p->first, p->second};
   }
   if (c.train.task == "masked_pretrain") {
@@ -62,8 +81,9 @@ ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
   if (s.residual_to != "none") s.residual_inputs = shape.target_inputs;
   s.quantile_levels = quantile_levels(c.train);
   s.positions = c.model.positions;
-  s.pooling = c.model.pooling;
+  s.pooling = pooling_of(c);
   s.patch_size = c.model.patch_size;
+  s.kernel_sizes = c.model.kernel_sizes;
   s.reconstruct = c.train.task == "masked_pretrain";
   s.mask_fill = c.train.masking.fill;
   s.std_penalty = static_cast<float>(c.train.masking.std_penalty);

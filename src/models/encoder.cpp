@@ -14,6 +14,7 @@ bool is_encoder_tensor(const std::string& name) {
 std::string encoder_family(const WeightShapes& w) {
   if (w.count("embed.weight")) return "";  // a char LM: its RNN reads token embeddings, not windows
   if (w.count("input_proj.weight")) return "transformer";
+  if (w.count("convs.0.weight")) return "cnn";
   auto hh = w.find("rnn.weight_hh_l0");
   if (hh == w.end() || hh->second.size() != 2 || hh->second[1] <= 0) return "";
   const int64_t gates = hh->second[0] / hh->second[1];
@@ -50,6 +51,10 @@ Metadata encoder_metadata(const ModelSpec& s, const std::string& family, int64_t
     m["patch_size"] = std::to_string(s.patch_size);
     m["positions"] = s.positions == "auto" ? "learned" : s.positions;
     m["bias"] = b(s.bias);
+  } else if (family == "cnn") {
+    std::string k;
+    for (size_t i = 0; i < s.kernel_sizes.size(); ++i) k += (i ? "," : "") + std::to_string(s.kernel_sizes[i]);
+    m["kernel_sizes"] = k;
   } else {
     m["bidirectional"] = b(s.bidirectional);
   }

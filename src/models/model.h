@@ -23,7 +23,7 @@
 namespace seqtrain {
 
 struct ModelSpec {
-  std::string type = "lstm";  // lstm | gru | mlp | char_lstm | char_gru | gpt | transformer (models/registry.h)
+  std::string type = "lstm";  // lstm | gru | mlp | char_lstm | char_gru | gpt | transformer | cnn (models/registry.h)
   int64_t input_size = 1;     // features per time step
   int64_t lookback = 1;       // time steps per window (the MLP flattens them)
   int64_t hidden = 64;
@@ -70,6 +70,9 @@ struct ModelSpec {
   std::string positions = "auto";
   std::string pooling = "last";
   int64_t patch_size = 1;
+  // cnn only (model.kernel_sizes): one "same"-padded Conv1d of this kernel per layer
+  // (models/cnn_encoder.h); the other families ignore it.
+  std::vector<int64_t> kernel_sizes = {8, 5, 3};
   // train.task masked_pretrain (lstm, gru, transformer): a reconstruction decoder replaces the head
   // (models/reconstruction_head.h); mask_fill and std_penalty are train.masking's fill and std_penalty.
   bool reconstruct = false;

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "models/char_lm.h"
+#include "models/cnn_encoder.h"
 #include "models/forecaster.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
@@ -89,6 +90,24 @@ auto encoder_keys(std::string type, std::vector<std::string> poolings) {
   };
 }
 
+// The cnn: its layers are model.kernel_sizes' (model.layers left alone, or agreeing), and it has
+// no positions or patches.
+SettingsProblem cnn_settings(const ModelSpec& s) {
+  const int64_t n = static_cast<int64_t>(s.kernel_sizes.size());
+  if (s.layers != 1 && s.layers != n)
+    return std::make_pair(std::string("model.layers"),
+                          fmt::format("config key 'model.layers' is {}, but model.type cnn has one conv layer per entry "
+                                      "of model.kernel_sizes ({} now): leave model.layers out and list {} kernel sizes "
+                                      "in model.kernel_sizes instead", s.layers, n, s.layers));
+  return encoder_keys_problem(s, "cnn", {"last", "mean", "max"});
+}
+
+// The cnn's depth is its kernel list's length.
+void fit_cnn(ModelSpec& s, const DataShape& d) {
+  fit_windows(s, d);
+  s.layers = static_cast<int64_t>(s.kernel_sizes.size());
+}
+
 SettingsProblem gpt_settings(const ModelSpec& s) {
   if (auto p = heads_problem(s)) return p;
   return encoder_keys_problem(s, "gpt", {"last"});
@@ -146,6 +165,15 @@ std::vector<ModelFamily> make_families() {
                .build = make<TransformerEncoder>,
                .check_settings = heads_problem,
                .layers = transformer_layers});
+  f.push_back({.title = "convolutional encoder (FCN: forecaster / classifier)",
+               .names = {"cnn"},
+               .pretrains = true,
+               .default_pooling = "mean",
+               .convolutional = true,
+               .fit_shape = fit_cnn,
+               .build = make<CnnEncoder>,
+               .check_settings = cnn_settings,
+               .layers = cnn_layers});
   return f;
 }
 }  // namespace
@@ -250,6 +278,7 @@ void visit_spec(M& s, V&& v) {
   v("positions", s.positions);
   v("pooling", s.pooling);
   v("patch_size", s.patch_size);
+  v("kernel_sizes", s.kernel_sizes);
   v("reconstruct", s.reconstruct);
   v("mask_fill", s.mask_fill);
   v("std_penalty", s.std_penalty);

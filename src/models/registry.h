@@ -46,6 +46,10 @@ struct ModelFamily {
   // Whether train.task masked_pretrain can build it with a reconstruction head
   // (models/reconstruction_head.h): an encoder of float sequences.
   bool pretrains = false;
+  // What model.pooling auto means for it: how its steps become the one vector a head reads.
+  std::string default_pooling = "last";
+  // Whether it reads model.kernel_sizes (config/model_config.cpp refuses the key elsewhere).
+  bool convolutional = false;
   // Which of its layers follow the run's precision policy (ModelEnv::precision), for the log; empty:
   // it always runs in fp32.
   std::string precision_covers{};

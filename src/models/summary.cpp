@@ -141,6 +141,25 @@ std::vector<LayerRow> transformer_layers(const ModelSpec& s) {
   return rows;
 }
 
+std::vector<LayerRow> cnn_layers(const ModelSpec& s) {
+  const int64_t T = s.lookback, C = s.hidden;
+  std::vector<LayerRow> rows{{"input", "window", {B, T, s.input_size}}};
+  for (size_t i = 0; i < s.kernel_sizes.size(); ++i) {
+    const std::string conv = fmt::format("convs.{}", i), norm = fmt::format("norms.{}", i);
+    rows.push_back({conv, fmt::format("Conv1d {} -> {}, kernel {}, same padding", i == 0 ? s.input_size : C, C,
+                                      s.kernel_sizes[i]),
+                    {B, T, C}, conv});
+    rows.push_back({norm, "LayerNorm over channels, ReLU", {B, T, C}, norm});
+  }
+  if (s.reconstruct) {
+    reconstruction_rows(s, T, C, rows);
+    return rows;
+  }
+  rows.push_back({"pool", s.pooling + " over the valid steps", {B, C}});
+  rows.push_back({"head", fmt::format("Linear {} -> {}", C, s.output_size), {B, s.output_size}, "head"});
+  return rows;
+}
+
 std::vector<SummaryRow> summarize(const ModelSpec& spec, const ParamStore& params) {
   const std::vector<LayerRow> layers = family(spec.type).layers(spec);
   std::vector<SummaryRow> rows;

@@ -29,6 +29,7 @@ std::vector<LayerRow> mlp_layers(const ModelSpec& s);
 std::vector<LayerRow> char_lm_layers(const ModelSpec& s);
 std::vector<LayerRow> gpt_layers(const ModelSpec& s);
 std::vector<LayerRow> transformer_layers(const ModelSpec& s);
+std::vector<LayerRow> cnn_layers(const ModelSpec& s);
 
 struct SummaryRow {
   std::string name, kind, output;

@@ -47,14 +47,10 @@ TransformerEncoder::TransformerEncoder(const ModelSpec& spec, const ModelEnv& en
       blocks_(make_blocks(params_, "encoder.layers", spec.layers, block_options(spec, env.precision))),
       ln_f_(params_, "encoder.norm", spec.hidden, spec.bias),
       pool_(params_.backend(), pool_kind(spec.pooling)),
-      residual_(spec, params_.backend()),
-      quantiles_(spec, params_.backend()) {
+      top_(params_, spec, spec.hidden, spec.patch_size * spec.input_size) {
   if (spec.reconstruct) {
     ST_CHECK(!cls_, "config key 'model.pooling' is cls, which masked pretraining does not train: use mean or last");
-    recon_.emplace(params_, spec, spec.hidden, spec.patch_size * spec.input_size);
     pack_ = false;  // the decoder reads every token in place
-  } else {
-    head_.emplace(params_, "head", spec.hidden, spec.output_size);
   }
   scratch_.set_backend(params_.backend());
   finish_params();
@@ -72,8 +68,7 @@ void TransformerEncoder::init_params(Rng& rng) {
   }
   for (auto& b : blocks_) b->init(rng);
   ln_f_.init();
-  if (head_) head_->init(rng);
-  if (recon_) recon_->init(rng);
+  top_.init(rng);
 }
 
 const uint8_t* TransformerEncoder::token_mask(const Batch& batch, const StepContext& ctx, int64_t T) {
@@ -107,7 +102,7 @@ Tensor TransformerEncoder::encode(const Batch& batch, StepContext& ctx, bool tra
   ST_CHECK(T % patch_ == 0, "config key 'model.patch_size' is {}, which does not divide the batch's {} steps: pick a "
            "divisor of {}", patch_, T, T);
   const uint8_t* mask = token_mask(batch, ctx, T);
-  const Tensor xin = recon_ ? recon_->mask_inputs(batch, arena) : x;
+  const Tensor xin = top_.recon() ? top_.recon()->mask_inputs(batch, arena) : x;
   Tensor h = input_proj_.forward(xin.reshape({B, T / patch_, patch_ * spec_.input_size}), arena);
   if (cls_) h = prepend_cls(h, arena);
   positions_.add(h, arena);
@@ -126,29 +121,19 @@ Tensor TransformerEncoder::encode(const Batch& batch, StepContext& ctx, bool tra
 }
 
 Tensor TransformerEncoder::forward(const Batch& batch, StepContext& ctx) {
-  if (recon_) {
-    const Tensor h = encode(batch, ctx, ctx.training, /*pooled=*/false);  // fills valid_ first
-    return recon_->forward(h, batch.inputs.shape, valid_, ctx);
-  }
-  Tensor out = head_->forward(encode(batch, ctx, ctx.training), ctx.arena);
-  residual_.add_to(batch.inputs, out);
-  return quantiles_.forward(out, ctx.arena);
+  return top_.forward(batch, ctx, [&](bool pooled) { return encode(batch, ctx, ctx.training, pooled); }, valid_);
 }
 
 Tensor TransformerEncoder::embed(const Batch& batch, StepContext& ctx) { return encode(batch, ctx, false); }
 
 void TransformerEncoder::backward(StepContext& ctx) {
   Arena& arena = ctx.arena;
-  Tensor dtop;
-  if (recon_) {
-    dtop = recon_->backward(ctx);
-  } else {
-    const Tensor dpooled = head_->backward(quantiles_.backward(ctx.output_grad, arena), arena);
-    // With the whole encoder frozen (fine-tuning's first epochs) nothing below the head needs a
-    // gradient: the pooling, final norm and blocks' backward are skipped.
-    if (encoder_frozen()) return;
-    dtop = pool_.backward(dpooled, arena);
-  }
+  ReconstructionHead* recon = top_.recon();
+  Tensor dtop = top_.backward(ctx);
+  // With the whole encoder frozen (fine-tuning's first epochs) nothing below the head needs a
+  // gradient: the pooling, final norm and blocks' backward are skipped.
+  if (dtop.ptr == nullptr) return;
+  if (!recon) dtop = pool_.backward(dtop, arena);
   Tensor dh = ln_f_.backward(dtop, arena);
   for (size_t l = blocks_.size(); l-- > 0;) dh = blocks_[l]->backward(dh, arena, scratch_);
   if (packing_) dh = packing_->scatter(params_.backend(), dh, arena);
@@ -156,14 +141,8 @@ void TransformerEncoder::backward(StepContext& ctx) {
   positions_.backward(dh, arena);
   if (cls_) dh = cls_backward(dh, arena);
   const Tensor dx = input_proj_.backward(dh, arena);  // the input is data, but a mask token learns from it
-  if (recon_) recon_->input_backward(dx);
+  if (recon) recon->input_backward(dx);
   ctx.note_scratch(spec_.grad_checkpoint ? scratch_.high_water() : 0);
-}
-
-bool TransformerEncoder::encoder_frozen() const {
-  for (const ParamEntry& e : params_.entries())
-    if (!e.frozen && e.name.compare(0, 5, "head.") != 0) return false;
-  return true;
 }
 
 Tensor TransformerEncoder::prepend_cls(const Tensor& h, Arena& arena) {

@@ -39,10 +39,8 @@
 #include <optional>
 #include <vector>
 
+#include "models/encoder_top.h"
 #include "models/model.h"
-#include "models/quantile_output.h"
-#include "models/reconstruction_head.h"
-#include "models/residual_baseline.h"
 #include "nn/dropout.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
@@ -73,7 +71,6 @@ class TransformerEncoder : public Model {
   const uint8_t* token_mask(const Batch& batch, const StepContext& ctx, int64_t T);
   Tensor prepend_cls(const Tensor& h, Arena& arena);      // [B, N, C] -> [B, N + 1, C]
   Tensor cls_backward(const Tensor& dh, Arena& arena);    // adds into cls_token's gradient; -> [B, N, C]
-  bool encoder_frozen() const;  // every tensor below the head frozen (ParamStore frozen flags)
 
   int64_t patch_;          // steps per token
   bool cls_;               // pooling cls: a token prepended
@@ -84,10 +81,7 @@ class TransformerEncoder : public Model {
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;
   LayerNorm ln_f_;
   SequencePool pool_;
-  std::optional<Linear> head_;               // none under masked pretraining
-  std::optional<ReconstructionHead> recon_;  // masked pretraining's decoder instead of pool + head
-  ResidualBaseline residual_;
-  QuantileOutput quantiles_;
+  EncoderTop top_;          // head (+ residual, quantiles), or masked pretraining's decoder
   Arena scratch_;          // gradient checkpointing's per-block recompute arena
   std::vector<int64_t> valid_;  // valid tokens per sample of the last forward (empty: all)
   bool pack_ = true;

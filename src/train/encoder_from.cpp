@@ -75,15 +75,15 @@ EncoderFromReport encoder_from(const std::string& source, Model& model) {
     if (is_encoder_tensor(t.name)) source_encoder.push_back(t.name);
   ST_CHECK(!have.empty() && !source_encoder.empty(),
            "model.encoder_from: {} holds no encoder tensors (an lstm or gru's rnn.*, a transformer's input_proj.* and "
-           "encoder.*); its tensors are: {}. Give a run (or an `export --encoder` file) of an lstm, gru or transformer "
-           "model, or a masked pretraining run", s.what, names_of([&] {
+           "encoder.*, a cnn's convs.* and norms.*); its tensors are: {}. Give a run (or an `export --encoder` file) "
+           "of an lstm, gru, transformer or cnn model, or a masked pretraining run", s.what, names_of([&] {
              std::vector<std::string> n;
              for (const auto& t : s.file.tensors) n.push_back(t.name);
              return n;
            }()));
   const std::string want = encoder_family(weight_shapes(params));
   ST_CHECK(!want.empty(), "model.encoder_from is set but model.type '{}' has no encoder to start from one: use "
-           "model.type lstm, gru or transformer, or remove model.encoder_from", model.spec().type);
+           "model.type lstm, gru, transformer or cnn, or remove model.encoder_from", model.spec().type);
   ST_CHECK(have == want, "model.encoder_from: {} holds an encoder of family {} but this model's is of family {} "
            "(model.type {}); set model.type {} (with the source's sizes) or start from a {} run", s.what, have, want,
            model.spec().type, have, want);
@@ -100,8 +100,8 @@ EncoderFromReport encoder_from(const std::string& source, Model& model) {
              "bidirectional, pooling or positions?); its encoder tensors are: {}", s.what, e.name,
              names_of(source_encoder));
     ST_CHECK(t->shape == e.shape, "model.encoder_from: tensor '{}' of {} has shape {} but this model's has shape {}; "
-             "the encoders differ in size: give this model the source's model.hidden, model.layers and input "
-             "features", e.name, s.what, shape_str(t->shape), shape_str(e.shape));
+             "the encoders differ in size: give this model the source's model.hidden, model.layers (cnn: "
+             "model.kernel_sizes) and input features", e.name, s.what, shape_str(t->shape), shape_str(e.shape));
   }
   for (const auto& name : source_encoder)
     ST_CHECK(params.find(name), "model.encoder_from: {} has encoder tensor '{}' that this model lacks (a different "

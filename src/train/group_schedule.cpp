@@ -21,7 +21,7 @@ GroupSchedule::GroupSchedule(const TrainConfig& t, const ParamStore& params)
   ST_CHECK(split || (freeze_epochs_ == 0 && encoder_scale_ == 1.0),
            "config key '{}' is set, but this model has no encoder/head split to fine-tune: {} (its tensors start "
            "with: {}); the encoder is every tensor outside head.*, future_head.*, decoder.* and mask_token. Use it "
-           "with a classifier or forecaster (lstm, gru, transformer), or set train.freeze_encoder_epochs: 0 and "
+           "with a classifier or forecaster (lstm, gru, transformer, cnn), or set train.freeze_encoder_epochs: 0 and "
            "train.encoder_lr_scale: 1", key,
            encoder == 0 ? "it has no encoder tensors" : "it has nothing outside its encoder",
            tensor_name_prefixes(params));

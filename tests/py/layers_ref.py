@@ -5,6 +5,10 @@ usage: layers_ref.py linear DIR       x, weight, bias, dy       -> y_ref, dx_ref
        layers_ref.py embedding DIR    ids, weight, dy           -> y_ref, dweight_ref
        layers_ref.py act DIR          x, dy -> y_KIND_ref, dx_KIND_ref for every KIND in
                                       relu tanh sigmoid gelu (exact erf) gelu_tanh
+       layers_ref.py conv1d DIR       x [B, T, C_in], weight [C_out, C_in, k], bias, dy [B, T, C_out],
+                                      lengths (optional: each sample's valid steps)
+                                      -> y_ref, dx_ref, dweight_ref, dbias_ref: nn.Conv1d(padding="same")
+                                      over the steps, its input zeroed at padded steps (seqtrain's mask)
 The layers are real torch.nn modules loaded through load_state_dict(strict=True) from the
 names seqtrain registered, so a parameter-name or shape mismatch fails here too.
 """
@@ -67,6 +71,21 @@ def act(d):
         save(d, "dx_" + kind, x.grad)
 
 
+def conv1d(d):
+    x = load(d, "x").requires_grad_(True)
+    w, b, dy = load(d, "weight"), load(d, "bias"), load(d, "dy")
+    layer = torch.nn.Conv1d(w.shape[1], w.shape[0], w.shape[2], padding="same").double()
+    layer.load_state_dict({"weight": w, "bias": b}, strict=True)
+    xin = x
+    if os.path.exists(os.path.join(d, "lengths.npy")):
+        pad = torch.arange(x.shape[1])[None, :] >= load(d, "lengths", torch.int64)[:, None]
+        xin = x.masked_fill(pad[:, :, None], 0)
+    y = layer(xin.transpose(1, 2)).transpose(1, 2)  # channels last outside, as seqtrain's layers
+    y.backward(dy)
+    for name, t in (("y", y), ("dx", x.grad), ("dweight", layer.weight.grad), ("dbias", layer.bias.grad)):
+        save(d, name, t)
+
+
 def main(argv):
     torch.set_num_threads(1)
     if argv[0] == "linear":
@@ -75,6 +94,8 @@ def main(argv):
         embedding(argv[1])
     elif argv[0] == "act":
         act(argv[1])
+    elif argv[0] == "conv1d":
+        conv1d(argv[1])
     else:
         sys.exit("unknown case " + argv[0])
 

@@ -1,4 +1,5 @@
-"""PyTorch (float64) reference for tests/test_transformer_encoder.cpp.
+"""PyTorch (float64) reference for tests/test_transformer_encoder.cpp (and, mode model, for any
+family from_spec builds: tests/test_cnn.cpp's cnn, through tests/mirror_parity.h).
 
 Modes, each reading DIR/params.safetensors (seqtrain's parameters under their names), DIR/x.npy,
 DIR/dy.npy and, when present, DIR/lengths.npy (each sample's valid steps; the rest is padding),

@@ -89,7 +89,7 @@ bool CudaBackend::supports(BackendOp op) const {
     case BackendOp::attention_f32: case BackendOp::attention_bf16:
     case BackendOp::cross_entropy: case BackendOp::layer_norm: case BackendOp::embedding:
     case BackendOp::dropout: case BackendOp::axpy: case BackendOp::transpose:
-    case BackendOp::regression_loss: case BackendOp::token_ids:
+    case BackendOp::regression_loss: case BackendOp::token_ids: case BackendOp::conv1d:
       return true;
   }
   return false;

@@ -25,4 +25,11 @@ cudaError_t launch_regression_grad(int kind, const float* p, const float* y, int
 cudaError_t launch_token_ids(bool from_f32, const void* x, int64_t* ids, int64_t n, int64_t vocab,
                              unsigned long long* first_bad, cudaStream_t s);
 
+// Backend::im2col_1d / col2im_1d (backend.h's Conv1dArgs, spelled out): cols [B*T, C*k], dx
+// [B, T, C]; mask null or [B, T] u8, nonzero = padding.
+cudaError_t launch_im2col_1d(const float* x, const unsigned char* mask, float* cols, int64_t B, int64_t T, int64_t C,
+                             int64_t k, int64_t pad_left, cudaStream_t s);
+cudaError_t launch_col2im_1d(const float* dcols, const unsigned char* mask, float* dx, int64_t B, int64_t T,
+                             int64_t C, int64_t k, int64_t pad_left, cudaStream_t s);
+
 }  // namespace seqtrain::cuda

@@ -1,4 +1,5 @@
-// CudaBackend's activation ops (backend.h: axpy, transpose, the regression losses, token ids) on
+// CudaBackend's activation ops (backend.h: axpy, transpose, the regression losses, token ids, the
+// 1-D convolution's columns) on
 // the kernels of cuda_seam_ops.cu. The two that return a value to the host (the regression loss
 // sum, the first bad token id) reduce on the device into scratch and read one scalar back
 // through pinned memory, as the other host-returning ops do.
@@ -52,6 +53,16 @@ int64_t CudaBackend::token_ids(DType from, const void* x, int64_t* ids, int64_t 
   ST_CUDA(cudaMemcpyAsync(host, bad, sizeof(*host), cudaMemcpyDeviceToHost, stream()));
   synchronize();
   return *host == none ? -1 : static_cast<int64_t>(*host);
+}
+
+void CudaBackend::im2col_1d(const Conv1dArgs& a, const float* x, float* cols) {
+  check_conv1d_args(a);
+  ST_CUDA(launch_im2col_1d(x, a.mask, cols, a.batch, a.steps, a.channels, a.kernel, a.pad_left, stream()));
+}
+
+void CudaBackend::col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) {
+  check_conv1d_args(a);
+  ST_CUDA(launch_col2im_1d(dcols, a.mask, dx, a.batch, a.steps, a.channels, a.kernel, a.pad_left, stream()));
 }
 
 }  // namespace seqtrain::cuda

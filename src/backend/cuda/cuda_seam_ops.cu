@@ -1,5 +1,5 @@
 // The kernels of CudaBackend's activation ops (cuda_seam_ops.cpp): axpy, transpose, the
-// regression losses and token ids, as simple grid-stride kernels, and their launchers.
+// regression losses, token ids and the 1-D convolution's columns, as simple grid-stride kernels, and their launchers.
 #include <cmath>
 
 #include "backend/cuda/cuda_seam_kernels.h"
@@ -25,6 +25,35 @@ __global__ void transpose_kernel(const float* x, float* y, int64_t A, int64_t B,
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = i % C, a = (i / C) % A, b = i / (C * A);
     y[i] = x[(a * B + b) * C + c];
+  }
+}
+
+// cols[r, c*k + j] = x[b, t + j - pad, c] (0 outside [0, T) or at a padded step), one thread per
+// element of cols, r = b*T + t.
+__global__ void im2col_1d_kernel(const float* x, const unsigned char* mask, float* cols, int64_t B, int64_t T,
+                                 int64_t C, int64_t k, int64_t pad) {
+  const int64_t n = B * T * C * k;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = i % k, c = (i / k) % C, r = i / (C * k), b = r / T, t = r % T, s = t + j - pad;
+    const bool in = s >= 0 && s < T && !(mask && mask[b * T + s]);
+    cols[i] = in ? x[(b * T + s) * C + c] : 0.f;
+  }
+}
+
+// dx[b, s, c] = sum over j ascending of dcols[b*T + s - j + pad, c*k + j] (rows inside [0, T)); 0
+// at a padded step. One thread per element of dx: a gather, no atomics.
+__global__ void col2im_1d_kernel(const float* dcols, const unsigned char* mask, float* dx, int64_t B, int64_t T,
+                                 int64_t C, int64_t k, int64_t pad) {
+  const int64_t n = B * T * C;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = i % C, r = i / C, b = r / T, s = r % T;
+    float acc = 0.f;
+    if (!(mask && mask[r]))
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t t = s - j + pad;
+        if (t >= 0 && t < T) acc += dcols[(b * T + t) * C * k + c * k + j];
+      }
+    dx[i] = acc;
   }
 }
 
@@ -94,6 +123,18 @@ cudaError_t launch_axpy(float alpha, const float* x, float* y, int64_t n, cudaSt
 
 cudaError_t launch_transpose(const float* x, float* y, int64_t A, int64_t B, int64_t C, cudaStream_t s) {
   transpose_kernel<<<blocks_for(A * B * C), kThreads, 0, s>>>(x, y, A, B, C);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_im2col_1d(const float* x, const unsigned char* mask, float* cols, int64_t B, int64_t T, int64_t C,
+                             int64_t k, int64_t pad_left, cudaStream_t s) {
+  im2col_1d_kernel<<<blocks_for(B * T * C * k), kThreads, 0, s>>>(x, mask, cols, B, T, C, k, pad_left);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_col2im_1d(const float* dcols, const unsigned char* mask, float* dx, int64_t B, int64_t T,
+                             int64_t C, int64_t k, int64_t pad_left, cudaStream_t s) {
+  col2im_1d_kernel<<<blocks_for(B * T * C), kThreads, 0, s>>>(dcols, mask, dx, B, T, C, k, pad_left);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,109 @@
+// CnnEncoder forward/backward and initialisation. See cnn_encoder.h.
+#include "models/cnn_encoder.h"
+
+#include <fmt/format.h>
+
+#include "nn/grad_ready.h"
+
+namespace seqtrain {
+namespace {
+// The checks only a spec (not a config) can fail: what make_blocks needs.
+const ModelSpec& checked(const ModelSpec& s) {
+  ST_CHECK(!s.kernel_sizes.empty(), "config key 'model.kernel_sizes' is empty: list one kernel size per conv layer, "
+           "like [8, 5, 3]");
+  for (int64_t k : s.kernel_sizes)
+    ST_CHECK(k >= 1, "config key 'model.kernel_sizes' holds {}: each kernel size must be >= 1, like [8, 5, 3]", k);
+  ST_CHECK(s.future_steps == 0, "data.future_features cannot be used with model.type cnn (it reads the window only): "
+           "use model.type lstm, gru or mlp, or drop data.future_features");
+  return s;
+}
+}  // namespace
+
+CnnEncoder::CnnEncoder(const ModelSpec& spec, const ModelEnv& env)
+    : Model(checked(spec), env),
+      pool_(params_.backend(), pool_kind(spec.pooling)) {
+  Backend* be = &params_.backend();
+  blocks_.reserve(spec.kernel_sizes.size());  // the layers keep references into their ParamStore only
+  for (size_t i = 0; i < spec.kernel_sizes.size(); ++i)
+    blocks_.push_back(Block{Conv1d(params_, fmt::format("convs.{}", i), i == 0 ? spec.input_size : spec.hidden,
+                                   spec.hidden, spec.kernel_sizes[i]),
+                            LayerNorm(params_, fmt::format("norms.{}", i), spec.hidden),
+                            Activation(ActKind::relu, be), Dropout(spec.dropout, be)});
+  top_.emplace(params_, spec, spec.hidden, spec.input_size);  // the buffer's tail
+  finish_params();
+}
+
+// torch's defaults: Conv1d and Linear uniform in +-1/sqrt(fan_in), LayerNorm weight 1, bias 0.
+void CnnEncoder::init_params(Rng& rng) {
+  for (Block& b : blocks_) {
+    b.conv.init(rng);
+    b.norm.init();
+  }
+  top_->init(rng);
+}
+
+Tensor CnnEncoder::encode(const Batch& batch, StepContext& ctx, bool training, bool pooled) {
+  Arena& arena = ctx.arena;
+  const Tensor& x = batch.inputs;
+  ST_CHECK(x.shape.size() == 3 && x.dim(2) == spec_.input_size && x.dim(1) >= 1 && x.dim(1) <= spec_.lookback &&
+               x.contiguous(),
+           "cnn input must be a contiguous [batch, 1 to {} steps, {}], got {}", spec_.lookback, spec_.input_size,
+           shape_str(x.shape));
+  const int64_t B = x.dim(0), T = x.dim(1);
+  const std::span<const int64_t> lengths = host_lengths(batch, ctx);
+  valid_.clear();
+  mask_ = nullptr;
+  if (!lengths.empty()) {
+    ST_CHECK(static_cast<int64_t>(lengths.size()) == B, "cnn: {} lengths for a batch of {}", lengths.size(), B);
+    bool padded = false;
+    for (int64_t len : lengths) {
+      ST_CHECK(len >= 1 && len <= T, "cnn: a sample has length {}; each needs 1 to {} steps", len, T);
+      padded |= len < T;
+    }
+    if (padded) {
+      valid_.assign(lengths.begin(), lengths.end());
+      mask_ = padding_mask(valid_, T, arena, params_.backend());
+    }
+  }
+  Tensor h = top_->recon() ? top_->recon()->mask_inputs(batch, arena) : x;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    Block& b = blocks_[i];
+    h = b.relu.forward(b.norm.forward(b.conv.forward(h, mask_, arena), arena), arena);
+    h = b.drop.forward(h, arena, training, mix_seed(ctx.dropout_seed, i));
+  }
+  if (!pooled) return h;
+  return pool_.forward(h, valid_, mask_, arena);
+}
+
+Tensor CnnEncoder::forward(const Batch& batch, StepContext& ctx) {
+  return top_->forward(batch, ctx, [&](bool pooled) { return encode(batch, ctx, ctx.training, pooled); }, valid_);
+}
+
+Tensor CnnEncoder::embed(const Batch& batch, StepContext& ctx) { return encode(batch, ctx, false); }
+
+void CnnEncoder::backward(StepContext& ctx) {
+  Arena& arena = ctx.arena;
+  ReconstructionHead* recon = top_->recon();
+  Tensor dh = top_->backward(ctx);
+  grads_final_from(params_, recon ? "decoder." : "head.");  // the buffer's tail, final now
+  // With the whole encoder frozen (fine-tuning's first epochs) nothing below the head needs a
+  // gradient: the pooling and every block's backward are skipped.
+  if (dh.ptr == nullptr) return;
+  if (!recon) dh = pool_.backward(dh, arena);
+  // The input is data: its gradient only feeds a mask token, when there is one.
+  const bool token_grad = recon && recon->wants_input_grad();
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    Block& b = blocks_[i];
+    dh = b.norm.backward(b.relu.backward(b.drop.backward(dh, arena), arena), arena);
+    dh = b.conv.backward(dh, arena, i > 0 || token_grad);
+    // This block's tensors and all after them are final — but for a mask token (registered after
+    // the blocks), whose gradient comes from the input's, last.
+    if (!token_grad) grads_final_from(params_, fmt::format("convs.{}.", i));
+  }
+  if (token_grad) {
+    recon->input_backward(dh);
+    grads_final_from(0);
+  }
+}
+
+}  // namespace seqtrain
