@@ -50,21 +50,7 @@ Tensor CnnEncoder::encode(const Batch& batch, StepContext& ctx, bool training, b
            "cnn input must be a contiguous [batch, 1 to {} steps, {}], got {}", spec_.lookback, spec_.input_size,
            shape_str(x.shape));
   const int64_t B = x.dim(0), T = x.dim(1);
-  const std::span<const int64_t> lengths = host_lengths(batch, ctx);
-  valid_.clear();
-  mask_ = nullptr;
-  if (!lengths.empty()) {
-    ST_CHECK(static_cast<int64_t>(lengths.size()) == B, "cnn: {} lengths for a batch of {}", lengths.size(), B);
-    bool padded = false;
-    for (int64_t len : lengths) {
-      ST_CHECK(len >= 1 && len <= T, "cnn: a sample has length {}; each needs 1 to {} steps", len, T);
-      padded |= len < T;
-    }
-    if (padded) {
-      valid_.assign(lengths.begin(), lengths.end());
-      mask_ = padding_mask(valid_, T, arena, params_.backend());
-    }
-  }
+  mask_ = row_padding(host_lengths(batch, ctx), B, T, 1, 0, "cnn", valid_, arena, params_.backend());
   Tensor h = top_->recon() ? top_->recon()->mask_inputs(batch, arena) : x;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Block& b = blocks_[i];

@@ -72,23 +72,8 @@ void TransformerEncoder::init_params(Rng& rng) {
 }
 
 const uint8_t* TransformerEncoder::token_mask(const Batch& batch, const StepContext& ctx, int64_t T) {
-  const std::span<const int64_t> lengths = host_lengths(batch, ctx);
-  const int64_t B = batch.inputs.dim(0), N = T / patch_ + (cls_ ? 1 : 0);
-  valid_.clear();
-  if (lengths.empty()) return nullptr;
-  ST_CHECK(static_cast<int64_t>(lengths.size()) == B, "transformer: {} lengths for a batch of {}", lengths.size(), B);
-  bool padded = false;
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t len = lengths[static_cast<size_t>(b)];
-    ST_CHECK(len >= 1 && len <= T, "transformer: sample {} has length {}; each needs 1 to {} steps", b, len, T);
-    valid_.push_back((len + patch_ - 1) / patch_ + (cls_ ? 1 : 0));  // a patch is padding only when all its steps are
-    padded |= valid_.back() < N;
-  }
-  if (!padded) {
-    valid_.clear();
-    return nullptr;
-  }
-  return padding_mask(valid_, N, ctx.arena, params_.backend());
+  return row_padding(host_lengths(batch, ctx), batch.inputs.dim(0), T, patch_, cls_ ? 1 : 0, "transformer", valid_,
+                     ctx.arena, params_.backend());
 }
 
 // Patches -> blocks -> final norm -> pooling over the valid tokens: what the head reads.

@@ -31,6 +31,26 @@ const uint8_t* padding_mask(std::span<const int64_t> valid, int64_t T, Arena& ar
   return static_cast<const uint8_t*>(dev.ptr);
 }
 
+const uint8_t* row_padding(std::span<const int64_t> lengths, int64_t B, int64_t T, int64_t per_row, int64_t lead,
+                           std::string_view model, std::vector<int64_t>& valid, Arena& arena, Backend& backend) {
+  valid.clear();
+  if (lengths.empty()) return nullptr;
+  ST_CHECK(static_cast<int64_t>(lengths.size()) == B, "{}: {} lengths for a batch of {}", model, lengths.size(), B);
+  const int64_t N = T / per_row + lead;
+  bool padded = false;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = lengths[static_cast<size_t>(b)];
+    ST_CHECK(len >= 1 && len <= T, "{}: sample {} has length {}; each needs 1 to {} steps", model, b, len, T);
+    valid.push_back((len + per_row - 1) / per_row + lead);
+    padded |= valid.back() < N;
+  }
+  if (!padded) {
+    valid.clear();
+    return nullptr;
+  }
+  return padding_mask(valid, N, arena, backend);
+}
+
 Tensor SequencePool::forward(const Tensor& x, std::span<const int64_t> valid, const uint8_t* mask, Arena& arena) {
   ST_TRACE("pool.forward", "layer", [&] { return trace::shape_args(x.shape); });
   ST_CHECK(x.shape.size() == 3 && x.contiguous(), "SequencePool: input {} must be a contiguous [B, T, C]",

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -32,6 +33,12 @@ PoolKind pool_kind(const std::string& word);
 // arena, in the backend's memory: what the max pooling and the attention op read. Null when
 // `valid` is empty.
 const uint8_t* padding_mask(std::span<const int64_t> valid, int64_t T, Arena& arena, Backend& backend);
+// A batch's step lengths ([B], each 1..T; empty: none given) as rows of `per_row` steps each (a
+// row is padding only when all its steps are) behind `lead` rows that are always valid (a cls
+// token): each sample's valid rows into `valid` and their padding_mask. When no row of any sample
+// is padding, `valid` is left empty and the mask is null. `model` names the family in the errors.
+const uint8_t* row_padding(std::span<const int64_t> lengths, int64_t B, int64_t T, int64_t per_row, int64_t lead,
+                           std::string_view model, std::vector<int64_t>& valid, Arena& arena, Backend& backend);
 
 class SequencePool {
  public:
