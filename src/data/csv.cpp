@@ -230,15 +230,17 @@ std::vector<std::string> read_csv_header(const std::string& path) {
   fail("{}: the file is empty; a CSV needs a header row naming the columns, then one row per time step", path);
 }
 
-Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy,
-                const std::string& time_column, const std::string& series_column) {
-  ST_CHECK(nan_policy == "error" || nan_policy == "drop" || nan_policy == "ffill",
-           "read_csv: nan_policy must be error, drop or ffill, got '{}'", nan_policy);
-  const std::string text = read_text(path);
-  std::string_view line;
+namespace {
+
+// The non-blank lines of a CSV's text, numbered from 1 as an editor numbers them; a trailing
+// '\r' (a Windows file) is dropped.
+struct CsvLines {
+  const std::string& text;
   size_t at = 0;
   int64_t line_no = 0;
-  auto next_line = [&]() -> bool {
+  std::string_view line;
+
+  bool next() {
     while (at < text.size()) {
       size_t end = text.find('\n', at);
       if (end == std::string::npos) end = text.size();
@@ -249,30 +251,54 @@ Series read_csv(const std::string& path, const std::vector<std::string>& columns
       if (line.find_first_not_of(" \t") != std::string_view::npos) return true;  // blank lines are skipped
     }
     return false;
-  };
-  if (!next_line())
-    fail("{}: the file is empty; a CSV needs a header row naming the columns, then one row per time step", path);
-  const std::vector<Cell> header = split_line(line, path, line_no);
-  Series s;
-  // Every column when none are named, except the time and series columns, which are no features.
+  }
+};
+
+// Where the header puts the features, the time column and the series column (header.size():
+// none); the feature columns are every column but those two when none are named.
+struct CsvLayout {
+  std::vector<size_t> picks;
+  size_t time_at = 0, series_at = 0;
+};
+
+CsvLayout csv_layout(const std::vector<Cell>& header, const std::vector<std::string>& columns,
+                     const std::string& time_column, const std::string& series_column, const std::string& path,
+                     int64_t line_no) {
+  CsvLayout out;
   std::vector<std::string> wanted = columns;
-  size_t time_at = header.size(), series_at = header.size();
+  out.time_at = out.series_at = header.size();
   for (size_t k = 0; k < header.size(); ++k) {
-    if (!time_column.empty() && header[k].text == time_column) time_at = k;
-    else if (!series_column.empty() && header[k].text == series_column) series_at = k;
+    if (!time_column.empty() && header[k].text == time_column) out.time_at = k;
+    else if (!series_column.empty() && header[k].text == series_column) out.series_at = k;
     else if (columns.empty()) wanted.push_back(header[k].text);
   }
   for (const auto& [name, at, key] :
-       {std::tuple{time_column, time_at, "data.time_column"}, {series_column, series_at, "data.series_id"}})
+       {std::tuple{time_column, out.time_at, "data.time_column"}, {series_column, out.series_at, "data.series_id"}})
     if (!name.empty() && at == header.size()) {
       std::vector<std::string> names;
       for (const auto& c : header) names.push_back(c.text);
       fail("{}: no column named '{}' (config key {}){}; the header has {}. Fix {} or the header", path, name, key,
            did_you_mean(name, names), quoted_list(names), key);
     }
-  const std::vector<size_t> picks = pick_columns(header, wanted, path, line_no);
-  for (size_t k : picks) s.columns.push_back(header[k].text);
-  std::vector<float> row(picks.size());
+  out.picks = pick_columns(header, wanted, path, line_no);
+  return out;
+}
+
+}  // namespace
+
+Series read_csv(const std::string& path, const std::vector<std::string>& columns, const std::string& nan_policy,
+                const std::string& time_column, const std::string& series_column) {
+  ST_CHECK(nan_policy == "error" || nan_policy == "drop" || nan_policy == "ffill",
+           "read_csv: nan_policy must be error, drop or ffill, got '{}'", nan_policy);
+  const std::string text = read_text(path);
+  CsvLines lines{text, 0, 0, {}};
+  if (!lines.next())
+    fail("{}: the file is empty; a CSV needs a header row naming the columns, then one row per time step", path);
+  const std::vector<Cell> header = split_line(lines.line, path, lines.line_no);
+  const CsvLayout layout = csv_layout(header, columns, time_column, series_column, path, lines.line_no);
+  Series s;
+  for (size_t k : layout.picks) s.columns.push_back(header[k].text);
+  std::vector<float> row(layout.picks.size());
   // A fleet: each kept row's series, and each series' last kept row (what ffill and the time
   // order compare with).
   std::vector<int32_t> row_series;
@@ -280,14 +306,15 @@ Series read_csv(const std::string& path, const std::vector<std::string>& columns
   std::unordered_map<std::string, int32_t> id_index;
   std::vector<int64_t> last_row;
   std::vector<Cell> cells;
-  while (next_line()) {
-    split_line(line, path, line_no, cells);
+  while (lines.next()) {
+    const int64_t line_no = lines.line_no;
+    split_line(lines.line, path, line_no, cells);
     if (cells.size() != header.size())
       fail("{}:{}: expected {} cells like the header, got {}; every row needs one value per column", path,
            line_no, header.size(), cells.size());
     int32_t series = 0;
     if (!series_column.empty()) {
-      const Cell& id = cells[series_at];
+      const Cell& id = cells[layout.series_at];
       if (id.text.empty())
         fail("{}:{}:{}: the series id column '{}' (data.series_id) is empty; give every row its series' id", path,
              line_no, id.column, series_column);
@@ -300,8 +327,8 @@ Series read_csv(const std::string& path, const std::vector<std::string>& columns
       s.segments.assign(1, ids[series]);  // names the series in the messages below
     }
     const int64_t previous = series_column.empty() ? s.rows - 1 : last_row[series];
-    if (!parse_row(cells, picks, s, nan_policy, path, line_no, previous, row)) continue;
-    if (!time_column.empty()) add_time(cells[time_at], time_column, s, path, line_no, previous);
+    if (!parse_row(cells, layout.picks, s, nan_policy, path, line_no, previous, row)) continue;
+    if (!time_column.empty()) add_time(cells[layout.time_at], time_column, s, path, line_no, previous);
     s.values.insert(s.values.end(), row.begin(), row.end());
     if (!series_column.empty()) {
       row_series.push_back(series);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -280,6 +281,73 @@ void timing_sections(Collector& c, const StepTiming& t, const Config& config, in
               "raise data.workers (or auto), or set data.cache to build the samples once");
 }
 
+// The model section's memory lines: activations at the configured batch with and without
+// train.grad_checkpoint (measured on small batches and extrapolated), and what the run needs in
+// all, checked against the machine's free memory on a CPU. nullopt: stop (a finding says why).
+struct MemoryPlan {
+  int64_t batch = 1;       // the batch measured: the configured one, at most the training split
+  size_t act_line = 0;     // model.lines' activation line, rewritten once the timed steps ran
+};
+
+std::optional<MemoryPlan> memory_lines(Collector& c, const Config& config, const Config& probe, const DataPlan& plan,
+                                       const Machine& machine, int threads, double state_bytes,
+                                       const DiagnoseOptions& o) {
+  auto& model = c.section("model");
+  std::string workers_reason;
+  const int64_t workers = loader_workers(probe, threads, &workers_reason);
+  // A batch holds at most the whole training split.
+  const int64_t B = std::max<int64_t>(1, std::min(config.train.batch_size, plan.train->size()));
+  // Each worker keeps data.prefetch batches ready, and the step holds one.
+  const double loader_bytes = static_cast<double>(B) * 4.0 *
+                              static_cast<double>(plan.train->x_size() + plan.train->y_size()) *
+                              static_cast<double>(std::max<int64_t>(1, workers) * config.data.prefetch + 1);
+  const double fixed = state_bytes + data_bytes(plan) + loader_bytes;
+  // On a GPU the activations are in its memory, which is not probed: measured at B directly (a
+  // GPU out of memory is an Error with its fix, reported below).
+  const bool on_cpu = backend_for(probe.runtime.backend, probe.runtime.device).rfind("cuda", 0) != 0;
+  // An eighth of the free RAM is what the probes may take (0: unknown, no limit; at least a byte,
+  // so that data too large already keeps every probe at the small batch): a line through batches
+  // that large predicts the configured one well, and the timed steps then measure it whenever
+  // it fits.
+  const double budget = on_cpu && machine.ram_available > 0
+                            ? std::max(1.0, 0.125 * static_cast<double>(machine.ram_available) - fixed)
+                            : 0;
+  const bool ckpt = probe.train.grad_checkpoint;
+  Activations act, other;  // with the config's train.grad_checkpoint, and with the other setting
+  std::string other_note;
+  try {
+    act = activations_at(probe, B, ckpt, o.probe_batch, budget);
+  } catch (const Error& e) {
+    c.error(e.what());
+    model.lines.push_back({"error", "a training step failed; nothing below it was measured"});
+    return std::nullopt;
+  }
+  try {
+    other = activations_at(probe, B, !ckpt, o.probe_batch, budget);
+  } catch (const Error& e) {
+    other_note = e.what();
+  }
+  const size_t act_line = model.lines.size();
+  model.lines.push_back({"activations", ckpt && !other_note.empty() ? "not measured: " + other_note
+                                                                    : activation_text(ckpt ? other : act, B)});
+  model.lines.push_back({"activations with train.grad_checkpoint",
+                         !ckpt && !other_note.empty() ? "not available: " + other_note
+                                                      : activation_text(ckpt ? act : other, B)});
+  const double need = act.bytes + fixed;
+  model.lines.push_back({"memory needed", fmt::format("{} ({}activations; parameters and state, data, loader buffers){}",
+                                                      format_bytes(need), on_cpu ? "" : "on the GPU: ",
+                                                      on_cpu ? "" : "; the GPU's memory is not checked")});
+  if (on_cpu) {
+    if (auto f = check_memory(need, static_cast<double>(machine.ram_available), act.bytes,
+                              ckpt || !other_note.empty() ? 0 : other.bytes, config)) {
+      c.d.findings.push_back(*f);
+      if (f->error) return std::nullopt;  // the measurement itself would not fit
+    }
+  }
+
+  return MemoryPlan{B, act_line};
+}
+
 }  // namespace
 
 Diagnosis diagnose(const std::string& config_path, const std::vector<std::string>& overrides,
@@ -325,57 +393,10 @@ Diagnosis diagnose(const std::string& config_path, const std::vector<std::string
   model.lines.push_back({"parameters", fmt::format("{} ({} with gradients and {} state)", parameters,
                                                    format_bytes(state_bytes), config.train.optimizer.name)});
 
-  std::string workers_reason;
-  const int64_t workers = loader_workers(probe, threads, &workers_reason);
-  // A batch holds at most the whole training split.
-  const int64_t B = std::max<int64_t>(1, std::min(config.train.batch_size, plan.train->size()));
-  // Each worker keeps data.prefetch batches ready, and the step holds one.
-  const double loader_bytes = static_cast<double>(B) * 4.0 *
-                              static_cast<double>(plan.train->x_size() + plan.train->y_size()) *
-                              static_cast<double>(std::max<int64_t>(1, workers) * config.data.prefetch + 1);
-  const double fixed = state_bytes + data_bytes(plan) + loader_bytes;
-  // On a GPU the activations are in its memory, which is not probed: measured at B directly (a
-  // GPU out of memory is an Error with its fix, reported below).
-  const bool on_cpu = backend_for(probe.runtime.backend, probe.runtime.device).rfind("cuda", 0) != 0;
-  // An eighth of the free RAM is what the probes may take (0: unknown, no limit; at least a byte,
-  // so that data too large already keeps every probe at the small batch): a line through batches
-  // that large predicts the configured one well, and the timed steps then measure it whenever
-  // it fits.
-  const double budget = on_cpu && machine.ram_available > 0
-                            ? std::max(1.0, 0.125 * static_cast<double>(machine.ram_available) - fixed)
-                            : 0;
+  const std::optional<MemoryPlan> mem = memory_lines(c, config, probe, plan, machine, threads, state_bytes, o);
+  if (!mem) return c.d;
+  const int64_t B = mem->batch;
   const bool ckpt = probe.train.grad_checkpoint;
-  Activations act, other;  // with the config's train.grad_checkpoint, and with the other setting
-  std::string other_note;
-  try {
-    act = activations_at(probe, B, ckpt, o.probe_batch, budget);
-  } catch (const Error& e) {
-    c.error(e.what());
-    model.lines.push_back({"error", "a training step failed; nothing below it was measured"});
-    return c.d;
-  }
-  try {
-    other = activations_at(probe, B, !ckpt, o.probe_batch, budget);
-  } catch (const Error& e) {
-    other_note = e.what();
-  }
-  const size_t act_line = model.lines.size();
-  model.lines.push_back({"activations", ckpt && !other_note.empty() ? "not measured: " + other_note
-                                                                    : activation_text(ckpt ? other : act, B)});
-  model.lines.push_back({"activations with train.grad_checkpoint",
-                         !ckpt && !other_note.empty() ? "not available: " + other_note
-                                                      : activation_text(ckpt ? act : other, B)});
-  const double need = act.bytes + fixed;
-  model.lines.push_back({"memory needed", fmt::format("{} ({}activations; parameters and state, data, loader buffers){}",
-                                                      format_bytes(need), on_cpu ? "" : "on the GPU: ",
-                                                      on_cpu ? "" : "; the GPU's memory is not checked")});
-  if (on_cpu) {
-    if (auto f = check_memory(need, static_cast<double>(machine.ram_available), act.bytes,
-                              ckpt || !other_note.empty() ? 0 : other.bytes, config)) {
-      c.d.findings.push_back(*f);
-      if (f->error) return c.d;  // the measurement itself would not fit
-    }
-  }
 
   StepTiming t;
   try {
@@ -387,7 +408,7 @@ Diagnosis diagnose(const std::string& config_path, const std::vector<std::string
     return c.d;
   }
   // The configured batch has now run with the run's own kernels (autotune included).
-  model.lines[act_line + (ckpt ? 1 : 0)].second = activation_text({static_cast<double>(t.activation_bytes), B}, B);
+  model.lines[mem->act_line + (ckpt ? 1 : 0)].second = activation_text({static_cast<double>(t.activation_bytes), B}, B);
   timing_sections(c, t, config, B, measured_as);
   return c.d;
 }

@@ -104,10 +104,17 @@ std::vector<double> log_ticks(double lo, double hi) {
   return out;
 }
 
-}  // namespace
-
-std::string line_chart(const ChartOptions& o, const std::vector<PlotSeries>& series) {
+// The box the series land in: log y only when every point can take it, each range widened and
+// stretched to its end ticks, the ticks themselves in xt / yt. drawn counts the usable points.
+struct FittedFrame {
   Frame f;
+  std::vector<double> xt, yt;
+  size_t drawn = 0;
+};
+
+FittedFrame fit_frame(const ChartOptions& o, const std::vector<PlotSeries>& series) {
+  FittedFrame ff;
+  Frame& f = ff.f;
   f.width = o.width;
   f.height = o.height;
   bool any_nonpositive = false;
@@ -117,59 +124,50 @@ std::string line_chart(const ChartOptions& o, const std::vector<PlotSeries>& ser
   f.log_y = o.log_y && !any_nonpositive;
 
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
-  size_t drawn = 0;
+  bool whole_x = true;  // steps and epochs are counts: no tick between two of them
   for (const PlotSeries& s : series)
     for (const PlotPoint& p : s.points)
       if (usable(p, f.log_y)) {
-        ++drawn;
+        ++ff.drawn;
         xmin = std::min(xmin, p.x);
         xmax = std::max(xmax, p.x);
         const double y = f.log_y ? std::log10(p.y) : p.y;
         ymin = std::min(ymin, y);
         ymax = std::max(ymax, y);
+        if (p.x != std::round(p.x)) whole_x = false;
       }
-
-  std::string out = fmt::format(
-      "<svg class=\"chart\" id=\"{0}\" data-chart=\"{0}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {1} {2}\" "
-      "width=\"{1}\" height=\"{2}\" role=\"img\" aria-label=\"{3}\">\n<title>{3}</title>\n"
-      "<text class=\"title\" x=\"{4}\" y=\"18\">{3}</text>\n",
-      escape_html(o.id), o.width, o.height, escape_html(o.title), f.left);
-  if (drawn == 0) {
-    out += fmt::format("<text class=\"empty\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">no data in these runs</text>\n</svg>\n",
-                       o.width / 2, o.height / 2);
-    return out;
-  }
+  if (ff.drawn == 0) return ff;
   // Linear y starts at 0 when the data sits not far above it (a throughput, a share), so that
   // small wobbles do not look like collapses.
   if (!f.log_y && ymin > 0 && ymin < 0.5 * ymax) ymin = 0;
   widen(xmin, xmax);
   widen(ymin, ymax);
-  const std::vector<double> yt = f.log_y ? log_ticks(ymin, ymax) : nice_ticks(ymin, ymax, 5);
-  // Steps and epochs are counts: no tick between two of them.
-  bool whole_x = true;
-  for (const PlotSeries& s : series)
-    for (const PlotPoint& p : s.points)
-      if (usable(p, f.log_y) && p.x != std::round(p.x)) whole_x = false;
-  const std::vector<double> xt = nice_ticks(xmin, xmax, 6, whole_x ? 1.0 : 0.0);
-  if (!f.log_y && !yt.empty()) {  // the axis ends on ticks
-    ymin = std::min(ymin, yt.front());
-    ymax = std::max(ymax, yt.back());
+  ff.yt = f.log_y ? log_ticks(ymin, ymax) : nice_ticks(ymin, ymax, 5);
+  ff.xt = nice_ticks(xmin, xmax, 6, whole_x ? 1.0 : 0.0);
+  if (!f.log_y && !ff.yt.empty()) {  // the axis ends on ticks
+    ymin = std::min(ymin, ff.yt.front());
+    ymax = std::max(ymax, ff.yt.back());
   }
   f.x0 = xmin;
   f.x1 = xmax;
   f.y0 = ymin;
   f.y1 = ymax;
+  return ff;
+}
 
+// The grid with its tick labels, the frame and both axis labels.
+std::string axes_svg(const ChartOptions& o, const FittedFrame& ff) {
+  const Frame& f = ff.f;
   const double bx0 = f.left, bx1 = f.width - f.right, by0 = f.top, by1 = f.height - f.bottom;
-  out += "<g class=\"grid\">\n";
-  for (double t : yt) {
+  std::string out = "<g class=\"grid\">\n";
+  for (double t : ff.yt) {
     const double y = f.py(t);
     if (y < by0 - 0.5 || y > by1 + 0.5) continue;
     out += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>"
                        "<text class=\"tick\" x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
                        bx0, y, bx1, y, bx0 - 6, y + 4, short_number(t));
   }
-  for (double t : xt) {
+  for (double t : ff.xt) {
     const double x = f.px(t);
     if (x < bx0 - 0.5 || x > bx1 + 0.5) continue;
     out += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\"/>"
@@ -183,26 +181,46 @@ std::string line_chart(const ChartOptions& o, const std::vector<PlotSeries>& ser
                      (bx0 + bx1) / 2, f.height - 8.0, escape_html(o.x_label));
   out += fmt::format("<text class=\"axis\" transform=\"translate(14 {:.1f}) rotate(-90)\" text-anchor=\"middle\">{}{}</text>\n",
                      (by0 + by1) / 2, escape_html(o.y_label), f.log_y ? " (log)" : "");
+  return out;
+}
 
-  for (const PlotSeries& s : series) {
-    std::string d, dots;
-    size_t n = 0;
-    for (const PlotPoint& p : s.points) {
-      if (!usable(p, f.log_y)) continue;
-      const double x = f.px(p.x), y = f.py(p.y);
-      d += fmt::format("{}{:.1f} {:.1f}", n == 0 ? "M" : " L", x, y);
-      if (s.markers || s.points.size() == 1) dots += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\"/>", x, y);
-      ++n;
-    }
-    if (n == 0) continue;
-    // data-points counts what was drawn, so a test sees a NaN left out as a missing point.
-    out += fmt::format("<g class=\"series\" data-run=\"{0}\" data-series=\"{1}\" style=\"color:{2}\">"
-                       "<path d=\"{3}\" data-run=\"{0}\" data-series=\"{1}\" data-points=\"{4}\" fill=\"none\" "
-                       "stroke=\"currentColor\" stroke-width=\"1.8\"{5}><title>{6}</title></path>{7}</g>\n",
-                       escape_html(s.run), escape_html(s.series), escape_html(s.color), d, n,
-                       s.dashed ? " stroke-dasharray=\"6 4\"" : "", escape_html(s.label),
-                       dots.empty() ? "" : "<g class=\"dots\" fill=\"currentColor\">" + dots + "</g>");
+// One series' path (and its dots), or nothing when none of its points is usable.
+std::string series_svg(const Frame& f, const PlotSeries& s) {
+  std::string d, dots;
+  size_t n = 0;
+  for (const PlotPoint& p : s.points) {
+    if (!usable(p, f.log_y)) continue;
+    const double x = f.px(p.x), y = f.py(p.y);
+    d += fmt::format("{}{:.1f} {:.1f}", n == 0 ? "M" : " L", x, y);
+    if (s.markers || s.points.size() == 1) dots += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\"/>", x, y);
+    ++n;
   }
+  if (n == 0) return "";
+  // data-points counts what was drawn, so a test sees a NaN left out as a missing point.
+  return fmt::format("<g class=\"series\" data-run=\"{0}\" data-series=\"{1}\" style=\"color:{2}\">"
+                     "<path d=\"{3}\" data-run=\"{0}\" data-series=\"{1}\" data-points=\"{4}\" fill=\"none\" "
+                     "stroke=\"currentColor\" stroke-width=\"1.8\"{5}><title>{6}</title></path>{7}</g>\n",
+                     escape_html(s.run), escape_html(s.series), escape_html(s.color), d, n,
+                     s.dashed ? " stroke-dasharray=\"6 4\"" : "", escape_html(s.label),
+                     dots.empty() ? "" : "<g class=\"dots\" fill=\"currentColor\">" + dots + "</g>");
+}
+
+}  // namespace
+
+std::string line_chart(const ChartOptions& o, const std::vector<PlotSeries>& series) {
+  const FittedFrame ff = fit_frame(o, series);
+  std::string out = fmt::format(
+      "<svg class=\"chart\" id=\"{0}\" data-chart=\"{0}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {1} {2}\" "
+      "width=\"{1}\" height=\"{2}\" role=\"img\" aria-label=\"{3}\">\n<title>{3}</title>\n"
+      "<text class=\"title\" x=\"{4}\" y=\"18\">{3}</text>\n",
+      escape_html(o.id), o.width, o.height, escape_html(o.title), ff.f.left);
+  if (ff.drawn == 0) {
+    out += fmt::format("<text class=\"empty\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">no data in these runs</text>\n</svg>\n",
+                       o.width / 2, o.height / 2);
+    return out;
+  }
+  out += axes_svg(o, ff);
+  for (const PlotSeries& s : series) out += series_svg(ff.f, s);
   out += "</svg>\n";
   return out;
 }

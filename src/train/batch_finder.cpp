@@ -62,10 +62,61 @@ size_t predict_activations(const std::vector<Point>& points, int64_t batch) {
   }
   return last.held + static_cast<size_t>(std::ceil(slope * double(batch - last.batch)));
 }
-
 }  // namespace
 
 size_t BatchMemory::needed() const { return static_cast<size_t>(std::ceil(double(total()) * kBatchMemoryMargin)); }
+
+namespace {
+
+BatchMemory memory_at(const BatchSearch& s, size_t per_sample_buffer, int64_t batch, size_t activations) {
+  return BatchMemory{.weights = s.weights, .optimizer = s.optimizer, .activations = activations,
+                     .loader = static_cast<size_t>(s.loader_buffers) * per_sample_buffer * static_cast<size_t>(batch)};
+}
+
+// One sample, measured first: it always runs (nothing smaller exists to predict it from), and when
+// it does not fit no batch does, which is an Error naming runtime.memory_limit and what it must hold.
+BatchCandidate measure_one_sample(const BatchSearch& s, size_t& per_sample_buffer, std::vector<Point>& points) {
+  const BatchMeasurement m = s.measure(1);
+  per_sample_buffer = m.buffer_bytes;
+  BatchCandidate c;
+  c.batch = 1;
+  c.memory = memory_at(s, per_sample_buffer, 1, m.activations);
+  c.measured = true;
+  c.fits = c.memory.needed() <= static_cast<size_t>(s.budget);
+  const BatchMemory& mem = c.memory;
+  ST_CHECK(c.fits,
+           "runtime.memory_limit: the memory budget {} ({}) is below what training one sample needs: {} with the "
+           "{:.0f}% margin (parameters and gradients {}, optimizer moments {}, activations {}, loader buffers {}). "
+           "Set runtime.memory_limit to at least {} (or auto), or give train.batch_size a number",
+           bytes_text(double(s.budget)), s.budget_why, bytes_text(double(mem.needed())),
+           (kBatchMemoryMargin - 1) * 100, bytes_text(double(mem.weights)), bytes_text(double(mem.optimizer)),
+           bytes_text(double(mem.activations)), bytes_text(double(mem.loader)), limit_text(mem.needed()));
+  c.samples_per_s = m.samples_per_s;
+  points.push_back({1, m.activations, m.used});
+  return c;
+}
+
+// The smallest timed batch within kGain of the best samples/s, and the rule that says why.
+void choose_batch(BatchChoice& out, double best, int64_t max_batch) {
+  for (const BatchCandidate& c : out.candidates)
+    if (c.fits && c.samples_per_s && *c.samples_per_s * kGain >= best) {
+      out.batch = c.batch;
+      break;
+    }
+  int64_t largest = 0, timed = 0, fastest = 0;
+  for (const BatchCandidate& c : out.candidates) {
+    if (c.fits) largest = c.batch;
+    if (!c.samples_per_s) continue;
+    ++timed;
+    if (*c.samples_per_s == best) fastest = c.batch;
+  }
+  out.rule = fmt::format("the best samples/s of the {} timed batches{}; the largest that fits is {} ({})", timed,
+                         out.batch == fastest ? "" : fmt::format(" (the smallest within {:.0f}% of batch {}'s best)",
+                                                                 (kGain - 1) * 100, fastest),
+                         largest, largest == max_batch ? "the training split's largest power of two" : "the budget's");
+}
+
+}  // namespace
 
 BatchChoice search_batch_size(const BatchSearch& s) {
   BatchChoice out;
@@ -73,39 +124,14 @@ BatchChoice search_batch_size(const BatchSearch& s) {
   out.budget_why = s.budget_why;
   std::vector<Point> points;  // the batches measured
   size_t per_sample_buffer = 0;
-  auto memory_at = [&](int64_t batch, size_t activations) {
-    return BatchMemory{.weights = s.weights, .optimizer = s.optimizer, .activations = activations,
-                       .loader = static_cast<size_t>(s.loader_buffers) * per_sample_buffer * static_cast<size_t>(batch)};
-  };
-  // One sample first: it always runs (nothing smaller exists to predict it from), and when it does
-  // not fit no batch does.
-  {
-    const BatchMeasurement m = s.measure(1);
-    per_sample_buffer = m.buffer_bytes;
-    BatchCandidate c;
-    c.batch = 1;
-    c.memory = memory_at(1, m.activations);
-    c.measured = true;
-    c.fits = c.memory.needed() <= static_cast<size_t>(s.budget);
-    const BatchMemory& mem = c.memory;
-    ST_CHECK(c.fits,
-             "runtime.memory_limit: the memory budget {} ({}) is below what training one sample needs: {} with the "
-             "{:.0f}% margin (parameters and gradients {}, optimizer moments {}, activations {}, loader buffers {}). "
-             "Set runtime.memory_limit to at least {} (or auto), or give train.batch_size a number",
-             bytes_text(double(s.budget)), s.budget_why, bytes_text(double(mem.needed())),
-             (kBatchMemoryMargin - 1) * 100, bytes_text(double(mem.weights)), bytes_text(double(mem.optimizer)),
-             bytes_text(double(mem.activations)), bytes_text(double(mem.loader)), limit_text(mem.needed()));
-    c.samples_per_s = m.samples_per_s;
-    points.push_back({1, m.activations, m.used});
-    out.candidates.push_back(c);
-  }
+  out.candidates.push_back(measure_one_sample(s, per_sample_buffer, points));
   double best = *out.candidates[0].samples_per_s;
   int flat = 0;             // larger timed batches in a row that gained less than kGain
   bool timing = true;
   for (int64_t b = 2; b <= s.max_batch; b *= 2) {
     BatchCandidate c;
     c.batch = b;
-    c.memory = memory_at(b, predict_activations(points, b));
+    c.memory = memory_at(s, per_sample_buffer, b, predict_activations(points, b));
     c.fits = c.memory.needed() <= static_cast<size_t>(s.budget);
     if (!c.fits || !timing) {  // refused by the prediction, or fitting but past the throughput's plateau
       out.candidates.push_back(c);
@@ -122,7 +148,7 @@ BatchChoice search_batch_size(const BatchSearch& s) {
       break;
     }
     c.measured = true;
-    c.memory = memory_at(b, m.activations);
+    c.memory = memory_at(s, per_sample_buffer, b, m.activations);
     c.fits = c.memory.needed() <= static_cast<size_t>(s.budget);
     points.push_back({b, m.activations, m.used});
     if (!c.fits) {
@@ -135,23 +161,7 @@ BatchChoice search_batch_size(const BatchSearch& s) {
     if (flat >= 2) timing = false;
     out.candidates.push_back(c);
   }
-  // The smallest timed batch within kGain of the best samples/s.
-  for (const BatchCandidate& c : out.candidates)
-    if (c.fits && c.samples_per_s && *c.samples_per_s * kGain >= best) {
-      out.batch = c.batch;
-      break;
-    }
-  int64_t largest = 0, timed = 0, fastest = 0;
-  for (const BatchCandidate& c : out.candidates) {
-    if (c.fits) largest = c.batch;
-    if (!c.samples_per_s) continue;
-    ++timed;
-    if (*c.samples_per_s == best) fastest = c.batch;
-  }
-  out.rule = fmt::format("the best samples/s of the {} timed batches{}; the largest that fits is {} ({})", timed,
-                         out.batch == fastest ? "" : fmt::format(" (the smallest within {:.0f}% of batch {}'s best)",
-                                                                 (kGain - 1) * 100, fastest),
-                         largest, largest == s.max_batch ? "the training split's largest power of two" : "the budget's");
+  choose_batch(out, best, s.max_batch);
   return out;
 }
 
