@@ -4,7 +4,8 @@
 //   training steps, with and without padding (torch on the valid steps gathered): each step's
 //   output, dx, dweight and dbias, then the running statistics and num_batches_tracked, then the
 //   eval-mode output and dx, within 1e-5;
-// - its gradients against central differences of a double BatchNorm written here, in both modes;
+// - its gradients against central differences of a double BatchNorm written here, in both modes,
+//   and what sits at padded steps changes nothing, bit for bit;
 // - the CPU backend's batch_norm op against the reference backend's, bit for bit (threads on);
 // - a frozen BatchNorm runs on its running statistics and changes none of them;
 // - buffers stay frozen and undecayed whatever groups, unfreezing or the decay policy say, and
@@ -153,6 +154,7 @@ double bn_loss(const std::vector<double>& x, const std::vector<double>& w, const
   return loss;
 }
 
+// (And the padded steps' values change nothing.)
 TEST(BatchNormGradients, MatchCentralDifferencesOfADoubleBatchNorm) {
   for (const bool training : {true, false}) {
     constexpr int64_t B = 2, T = 6, C = 3;
@@ -176,6 +178,16 @@ TEST(BatchNormGradients, MatchCentralDifferencesOfADoubleBatchNorm) {
         EXPECT_EQ(p.dx[static_cast<size_t>((T + t) * C + c)], 0.f) << t;
         EXPECT_EQ(p.y[static_cast<size_t>((T + t) * C + c)], 0.f) << t;
       }
+    // What sits at the padded steps reaches nothing (not the batch statistics either), bit for bit.
+    const std::vector<float> g(l.ps.grads(), l.ps.grads() + l.ps.size());
+    std::vector<float> x2 = x;
+    for (int64_t t = 3; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c) x2[static_cast<size_t>((T + t) * C + c)] = 100.f * rng.normal();
+    for (size_t i : {l.bn.running_mean, l.bn.running_var}) std::memcpy(l.ps.param(i).f32(), (i == l.bn.running_mean ? rm : rv).data(), C * sizeof(float));
+    const Pass p2 = run_bn(l, x2, r, B, T, lengths, training);
+    EXPECT_EQ(p2.y, p.y) << mode;
+    EXPECT_EQ(p2.dx, p.dx) << mode;
+    EXPECT_EQ(std::vector<float>(l.ps.grads(), l.ps.grads() + l.ps.size()), g) << mode;
   }
 }
 

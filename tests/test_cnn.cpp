@@ -465,14 +465,10 @@ const ExportedRun& classifier_run() {
   return r;
 }
 
-// The run's model on the test split's raw windows (with their lengths) against the mirror built
-// from the checkpoint's model_spec and loaded strict from its model.safetensors.
-TEST(CnnRun, ClassifierLogitsMatchTheMirrorOfItsSavedWeights) {
-  SEQTRAIN_REQUIRE_TORCH();
-  const ExportedRun& r = classifier_run();
-  LoadedModel lm = load_model(r.run);
-  EXPECT_EQ(lm.spec.type, "cnn");
-  EXPECT_EQ(lm.spec.pooling, "mean");
+// The run's model (lm, loaded from r.run) on the test split's raw windows (with their lengths), in
+// eval mode, against the mirror built from the checkpoint's model_spec and loaded strict from its
+// model.safetensors.
+void expect_logits_match_the_mirror(const ExportedRun& r, LoadedModel& lm) {
   std::vector<int64_t> xs;
   const std::vector<double> xd = read_npy(set_data() / "test_x.npy", &xs);
   std::vector<float> x(xd.begin(), xd.end());
@@ -489,6 +485,15 @@ TEST(CnnRun, ClassifierLogitsMatchTheMirrorOfItsSavedWeights) {
                                                   (set_data() / "test_len.npy") + " " + (io / "logits.npy")),
             0)
       << "the mirror's logits differ (report above)";
+}
+
+TEST(CnnRun, ClassifierLogitsMatchTheMirrorOfItsSavedWeights) {
+  SEQTRAIN_REQUIRE_TORCH();
+  const ExportedRun& r = classifier_run();
+  LoadedModel lm = load_model(r.run);
+  EXPECT_EQ(lm.spec.type, "cnn");
+  EXPECT_EQ(lm.spec.pooling, "mean");
+  expect_logits_match_the_mirror(r, lm);
 }
 
 // The exported encoder is the checkpoint's encoder tensors byte for byte, with the cnn's metadata,
@@ -606,22 +611,7 @@ TEST(CnnBatchNormRun, CheckpointAndEncoderLoadIntoTheMirror) {
   ASSERT_EQ(nbt.size(), 1u);
   EXPECT_GT(nbt[0], 0.f);
   EXPECT_NE(ckpt.at("norms.0.running_var").to_f32(), std::vector<float>(8, 1.f)) << "statistics never updated";
-  std::vector<int64_t> xs;
-  const std::vector<double> xd = read_npy(set_data() / "test_x.npy", &xs);
-  std::vector<float> x(xd.begin(), xd.end());
-  std::vector<int64_t> lengths;
-  for (int64_t i = 0; i < xs[0]; ++i) lengths.push_back(NpyClassSet::length(i));
-  Batch batch = batch_of(Tensor(x.data(), {xs[0], xs[1], xs[2]}));
-  batch.lengths = Tensor(lengths.data(), {xs[0]}, DType::i64);
-  Arena arena;
-  StepContext ctx(arena);
-  const std::vector<float> logits = values(lm.model->forward(batch, ctx));
-  TempDir io;
-  write_npy(io / "logits.npy", logits, {xs[0], kClasses});
-  ASSERT_EQ(run_python("run_mirror_check.py", r.run + "/checkpoints/best " + (set_data() / "test_x.npy") + " " +
-                                                  (set_data() / "test_len.npy") + " " + (io / "logits.npy")),
-            0)
-      << "the mirror's logits differ (report above)";
+  expect_logits_match_the_mirror(r, lm);
   const SafetensorsFile enc = read_safetensors(r.encoder);
   EXPECT_EQ(enc.metadata.at("norm"), "batch");
   EXPECT_EQ(enc.tensors.size(), 14u);  // convs.{0,1}.{weight,bias}, norms.{0,1}.{weight,bias,3 statistics}
