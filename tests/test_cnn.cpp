@@ -519,6 +519,19 @@ std::vector<double> train_losses(const std::string& run) {
   return out;
 }
 
+// Every encoder tensor of run's last checkpoint holds exported's bytes (a frozen epoch changed
+// none); returns how many there are.
+size_t expect_encoder_kept(const std::string& run, const SafetensorsFile& exported) {
+  const SafetensorsFile tuned = read_safetensors(run + "/checkpoints/last/model.safetensors");
+  size_t encoder_tensors = 0;
+  for (const auto& t : tuned.tensors) {
+    if (!is_encoder_tensor(t.name)) continue;
+    ++encoder_tensors;
+    EXPECT_EQ(t.bytes, exported.at(t.name).bytes) << t.name << " changed in a frozen epoch";
+  }
+  return encoder_tensors;
+}
+
 // Masked pretraining on smooth series (the set's lengths; sines a conv can interpolate), then its
 // encoder under a classifier: filled bit for bit, kept bit for bit through a frozen epoch; an
 // encoder of another shape is refused.
@@ -567,14 +580,7 @@ TEST(CnnRun, MaskedPretrainingThenFineTuningFromItsEncoder) {
                    " --set model.encoder_from=" + enc + " --out " + ft);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_CONTAINS(r.out, "model.encoder_from: 8 cnn encoder tensors");
-  const SafetensorsFile tuned = read_safetensors(ft + "/checkpoints/last/model.safetensors");
-  size_t encoder_tensors = 0;
-  for (const auto& t : tuned.tensors) {
-    if (!is_encoder_tensor(t.name)) continue;
-    ++encoder_tensors;
-    EXPECT_EQ(t.bytes, exported.at(t.name).bytes) << t.name << " changed in a frozen epoch";
-  }
-  EXPECT_EQ(encoder_tensors, 8u);
+  EXPECT_EQ(expect_encoder_kept(ft, exported), 8u);
 
   // Another width: refused naming the tensor and both shapes, and no run directory is left.
   const std::string wide = dir / "wide";
@@ -660,14 +666,7 @@ TEST(CnnBatchNormRun, FrozenEpochsKeepEveryEncoderByteAndTheOtherNormIsRefused) 
                                                        "  freeze_encoder_epochs: 1\n", kBatchNorm) +
                                  " --set model.encoder_from=" + r.encoder + " --quiet --out " + ft);
   ASSERT_EQ(out.rc, 0) << out.out;
-  const SafetensorsFile tuned = read_safetensors(ft + "/checkpoints/last/model.safetensors");
-  size_t encoder_tensors = 0;
-  for (const auto& t : tuned.tensors) {
-    if (!is_encoder_tensor(t.name)) continue;
-    ++encoder_tensors;
-    EXPECT_EQ(t.bytes, exported.at(t.name).bytes) << t.name << " changed in a frozen epoch";
-  }
-  EXPECT_EQ(encoder_tensors, 14u);
+  EXPECT_EQ(expect_encoder_kept(ft, exported), 14u);
   // After the frozen epoch the encoder trains, and its statistics move (buffers never train, but
   // BatchNorm updates them).
   const std::string ft2 = dir / "ft2";

@@ -1,7 +1,7 @@
 // ParamStore: every trainable parameter of a model in one contiguous f32 buffer (and its buffers,
 // ParamEntry::buffer: state that is not trained), and every gradient in a second buffer of the
-// same layout. Layers register named tensors (named and
-// shaped exactly like the equivalent PyTorch state_dict entry) before finalize(); afterwards
+// same layout. Layers register named tensors (named and shaped exactly like the equivalent
+// PyTorch state_dict entry) before finalize(); afterwards
 // the optimizer, clipping, all-reduce and checkpointing each make one pass over one buffer.
 //
 // Memory and the host-access contract. finalize() allocates both buffers from the store's

@@ -521,8 +521,11 @@ void TrainLoop::replay_partial_accumulation() {
 void TrainLoop::announce() {
   observers_.on_note(fmt::format("loader: {} worker(s) ({}); {} compute thread(s){}", workers_, workers_reason_,
                                  threads_, feed_.augment ? "; augmentation on" : ""));
+  size_t parameters = model_->params().size();  // less the buffers (BatchNorm's running statistics)
+  for (const ParamEntry& e : model_->params().entries())
+    if (e.buffer) parameters -= static_cast<size_t>(numel_of(e.shape));
   observers_.on_note(fmt::format("{} model, {} parameters, {} train / {} val / {} test {}, {} threads", spec_.type,
-                                 model_->params().size(), plan_.train->size(), DataPlan::size_of(plan_.val),
+                                 parameters, plan_.train->size(), DataPlan::size_of(plan_.val),
                                  DataPlan::size_of(plan_.test), plan_.unit, threads_));
   for (const std::string& line : format_summary(spec_, model_->params())) observers_.on_note(line);
   if (ema_)
