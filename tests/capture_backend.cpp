@@ -343,6 +343,13 @@ void CaptureBackend::im2col_1d(const Conv1dArgs& a, const float* x, float* cols)
 void CaptureBackend::col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) {
   run([=, this] { inner_.col2im_1d(a, dcols, dx); });
 }
+void CaptureBackend::batch_norm_forward(const BatchNormArgs& a, float* y) {
+  run([=, this] { inner_.batch_norm_forward(a, y); });
+}
+void CaptureBackend::batch_norm_backward(const BatchNormArgs& a, const float* dy, float* dx, float* dweight,
+                                         float* dbias) {
+  run([=, this] { inner_.batch_norm_backward(a, dy, dx, dweight, dbias); });
+}
 void CaptureBackend::token_ids_checked(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) {
   run([=, this] { inner_.token_ids_checked(from, x, ids, n, vocab); });
 }

@@ -255,6 +255,17 @@ void GuardedBackend::col2im_1d(const Conv1dArgs& a, const float* dcols, float* d
   inner_.col2im_1d(a, dcols, dx);
 }
 
+void GuardedBackend::batch_norm_forward(const BatchNormArgs& a, float* y) {
+  Open open(*this);
+  inner_.batch_norm_forward(a, y);
+}
+
+void GuardedBackend::batch_norm_backward(const BatchNormArgs& a, const float* dy, float* dx, float* dweight,
+                                         float* dbias) {
+  Open open(*this);
+  inner_.batch_norm_backward(a, dy, dx, dweight, dbias);
+}
+
 void GuardedBackend::upload(const void* host_src, void* device_dst, size_t bytes) {
   copy_from_host(host_src, device_dst, bytes);
   ++counts_.uploads;

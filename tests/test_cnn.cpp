@@ -13,11 +13,20 @@
 //   masked pretraining's loss falls; its exported encoder fills a classifier (model.encoder_from)
 //   bit for bit, a frozen epoch keeps it bit for bit, and an encoder of another shape is refused
 //   naming the tensor and both shapes;
-// - bad settings (model.kernel_sizes, model.layers, model.pooling, model.patch_size) are errors
-//   naming their key.
+// - bad settings (model.kernel_sizes, model.layers, model.pooling, model.patch_size, model.norm) are
+//   errors naming their key;
+// - model.norm batch (nn/batch_norm.h; the layer itself in test_batch_norm.cpp): outputs, gradients
+//   and the updated running statistics against the mirror in train mode, outputs and gradients in
+//   eval mode; padded steps change nothing in either mode; a frozen encoder keeps its statistics;
+//   through the binary: the checkpoint loads into the mirror strictly and gives its logits, the
+//   exported encoder carries norm batch and embeds as PyTorch does, a run stopped and resumed (with
+//   train.ema_decay) ends bit for bit as the uninterrupted one with whole num_batches_tracked, frozen
+//   fine-tuning epochs keep every encoder byte (statistics included), and an encoder of the other
+//   norm is refused naming the tensor.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -34,6 +43,7 @@
 #include "models/registry.h"
 #include "nn/conv1d.h"
 #include "npy_class_set.h"
+#include "stop_at.h"
 #include "test_trainer_util.h"
 #include "test_util.h"
 #include "train/encoder_from.h"
@@ -218,12 +228,15 @@ ModelSpec cnn_spec(const std::string& pooling, std::vector<int64_t> kernels = {4
   return s;
 }
 
-// A model with every parameter visibly away from its init (LayerNorm weights too).
+// A model with every parameter visibly away from its init (LayerNorm weights too; BatchNorm's
+// running statistics too, but for num_batches_tracked, a whole count).
 std::unique_ptr<Model> random_cnn(const ModelSpec& spec, uint64_t seed) {
   auto m = build_model(spec);
   Rng rng(seed);
   m->init(rng);
   for (size_t i = 0; i < m->params().size(); ++i) m->params().params()[i] += 0.1f * rng.normal();
+  for (const ParamEntry& e : m->params().entries())
+    if (e.name.ends_with("num_batches_tracked")) m->params().params()[e.offset] = 2.f;
   return m;
 }
 
@@ -255,6 +268,74 @@ TEST_P(CnnModel, PaddedStepsChangeNoOutputAndNoGradient) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cnn, CnnModel, ::testing::Values("mean", "last", "max"));
+
+// model.norm batch: a copy of the model's store (layout and values), to compare a pass's
+// running-statistics update against the mirror's from the same start.
+ParamStore copy_of(ParamStore& ps) {
+  ParamStore c = ps.clone_layout();
+  std::memcpy(c.params(), ps.params(), ps.size() * sizeof(float));
+  return c;
+}
+
+ModelSpec cnn_batch_spec(const std::string& pooling) {
+  ModelSpec s = cnn_spec(pooling);
+  s.norm = "batch";
+  return s;
+}
+
+class CnnBatchNorm : public ::testing::TestWithParam<const char*> {};
+
+// Train mode: batch statistics over the valid steps, outputs, every gradient and the updated
+// running statistics as the mirror's (torch's BatchNorm1d on the gathered valid steps); eval mode:
+// the running statistics, as the mirror's eval().
+TEST_P(CnnBatchNorm, MatchesTheMirrorInTrainAndEvalMode) {
+  SEQTRAIN_REQUIRE_TORCH();
+  const ModelSpec spec = cnn_batch_spec(GetParam());
+  auto m = random_cnn(spec, 61);
+  ASSERT_NE(m->params().find("norms.1.running_var"), nullptr);
+  Rng rng(62);
+  const PaddedBatch p(rng);
+  const ParamStore before = copy_of(m->params());
+  const ModelResult train = run_model_pass(*m, p.x, {4, 8, 3}, p.lengths, p.dy, /*training=*/true);
+  expect_mirror_parity(spec, before, p.x, {4, 8, 3}, p.lengths, p.dy, train, /*eval=*/false, &m->params());
+  EXPECT_EQ(m->params().params()[m->params().find("norms.0.num_batches_tracked")->offset], 3.f);
+  const ModelResult eval = run_model_pass(*m, p.x, {4, 8, 3}, p.lengths, p.dy, /*training=*/false);
+  EXPECT_NE(eval.y, train.y);
+  expect_mirror_parity(spec, m->params(), p.x, {4, 8, 3}, p.lengths, p.dy, eval, /*eval=*/true);
+}
+
+// Values at padded steps reach nothing in either mode: not the batch statistics, not an output,
+// not a gradient (bit for bit); a valid step's value does change the output.
+TEST_P(CnnBatchNorm, PaddedStepsChangeNoOutputAndNoGradientInEitherMode) {
+  for (const bool training : {true, false}) {
+    auto m = random_cnn(cnn_batch_spec(GetParam()), 63);
+    Rng rng(64);
+    auto [p, b] = expect_unread_steps(*m, rng, [](int64_t len) { return len; }, GetParam(), training);
+    p.x[(1 * 8 + 4) * 3] += 1.f;  // sample 1's last valid step
+    EXPECT_NE(run_model_pass(*m, p.x, {4, 8, 3}, p.lengths, p.dy, training).y, b.y) << training;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cnn, CnnBatchNorm, ::testing::Values("mean", "max"));
+
+// The frozen encoder with BatchNorm (fine-tuning's first epochs): a training pass runs on the
+// running statistics and changes none of them, no gradient below the head.
+TEST(CnnBatchNorm, AFrozenEncoderKeepsItsStatisticsAndGetsNoGradient) {
+  auto m = random_cnn(cnn_batch_spec("mean"), 65);
+  ParamStore& ps = m->params();
+  for (size_t i = 0; i < ps.entries().size(); ++i) ps.set_frozen(i, is_encoder_tensor(ps.entries()[i].name));
+  Rng rng(66);
+  const std::vector<float> x = randn(rng, 4 * 8 * 3), dy = randn(rng, 4 * 2);
+  const std::vector<float> before(ps.params(), ps.params() + ps.size());
+  const ModelResult frozen = run_model_pass(*m, x, {4, 8, 3}, {8, 5, 2, 7}, dy, /*training=*/true);
+  EXPECT_EQ(std::vector<float>(ps.params(), ps.params() + ps.size()), before);
+  const ModelResult eval = run_model_pass(*m, x, {4, 8, 3}, {8, 5, 2, 7}, dy, /*training=*/false);
+  EXPECT_EQ(frozen.y, eval.y);
+  for (const ParamEntry& e : ps.entries()) {
+    if (!is_encoder_tensor(e.name)) continue;
+    for (int64_t i = 0; i < numel_of(e.shape); ++i) ASSERT_EQ(frozen.grads[e.offset + static_cast<size_t>(i)], 0.f) << e.name;
+  }
+}
 
 // Every parameter's gradient against central differences of sum(y * r) (the model in float, the
 // differences taken in double over steps of 1e-3), on a padded batch.
@@ -309,6 +390,9 @@ TEST(CnnSettings, BadSettingsNameTheirKeyAndTheFix) {
       {"model:\n  type: cnn\n  layers: 4\n", {"model.layers", "list 4 kernel sizes in model.kernel_sizes"}},
       {"model:\n  type: cnn\n  patch_size: 2\n", {"model.patch_size", "leave it 1"}},
       {"model:\n  type: cnn\n  pooling: cls\n", {"model.pooling", "use last, mean or max"}},
+      {"model:\n  type: lstm\n  norm: batch\n",
+       {"model.norm", "model.type lstm has no norm to choose", "set model.type cnn"}},
+      {"model:\n  type: cnn\n  norm: bacth\n", {"m.yaml:3:", "model.norm", "did you mean 'batch'"}},
   };
   for (const auto& [yaml, parts] : cases) {
     TempDir dir;
@@ -317,6 +401,23 @@ TEST(CnnSettings, BadSettingsNameTheirKeyAndTheFix) {
   }
   EXPECT_CONTAINS(error_of([] { CnnEncoder m(cnn_spec("mean", {})); }), "model.kernel_sizes");
   EXPECT_CONTAINS(error_of([] { CnnEncoder m(cnn_spec("mean", {3, 0})); }), "model.kernel_sizes");
+  EXPECT_CONTAINS(error_of([] {
+                    ModelSpec s = cnn_spec("mean");
+                    s.norm = "group";
+                    CnnEncoder m(s);
+                  }),
+                  "model.norm");
+  // Unset, every family keeps layer; batch round-trips through model_spec.
+  TempDir dir;
+  Config c = load_config(write_file(dir, "n.yaml", "model:\n  type: cnn\n  norm: batch\n"));
+  EXPECT_EQ(c.model.norm, "batch");
+  const ModelSpec s = spec_from_config(c, DataShape{.features = 2, .steps = 10, .outputs = 3});
+  EXPECT_EQ(s.norm, "batch");
+  EXPECT_EQ(spec_from_json(spec_to_json(s)), s);
+  nlohmann::json old = spec_to_json(s);
+  old.erase("norm");  // a model_spec written before model.norm
+  EXPECT_EQ(spec_from_json(old).norm, "layer");
+  EXPECT_EQ(Config{}.model.norm, "layer");
 }
 
 // Repeats are allowed, --set takes a flow list, model.layers may agree with the list, and pooling
@@ -347,11 +448,13 @@ constexpr int64_t kClasses = kSetClasses;
 
 const NpyClassSet& set_data() { return npy_class_set(); }
 
-// A cnn (8 channels, kernels [3, 2]) on the set: `train` the yaml lines under train:.
-std::string set_config(const TempDir& dir, const std::string& name, const std::string& train) {
+// A cnn (8 channels, kernels [3, 2]) on the set: `train` the yaml lines under train:, `model` more
+// lines under model:.
+std::string set_config(const TempDir& dir, const std::string& name, const std::string& train,
+                       const std::string& model = "") {
   return write_file(dir, name + ".yaml",
-                    npy_class_set_yaml() + "model:\n  type: cnn\n  hidden: 8\n  kernel_sizes: [3, 2]\n"
-                                           "train:\n  batch_size: 16\n  optimizer:\n    lr: 0.01\n" + train +
+                    npy_class_set_yaml() + "model:\n  type: cnn\n  hidden: 8\n  kernel_sizes: [3, 2]\n" + model +
+                        "train:\n  batch_size: 16\n  optimizer:\n    lr: 0.01\n" + train +
                         "runtime:\n  threads: 1\n  deterministic: true\n");
 }
 
@@ -362,14 +465,10 @@ const ExportedRun& classifier_run() {
   return r;
 }
 
-// The run's model on the test split's raw windows (with their lengths) against the mirror built
-// from the checkpoint's model_spec and loaded strict from its model.safetensors.
-TEST(CnnRun, ClassifierLogitsMatchTheMirrorOfItsSavedWeights) {
-  SEQTRAIN_REQUIRE_TORCH();
-  const ExportedRun& r = classifier_run();
-  LoadedModel lm = load_model(r.run);
-  EXPECT_EQ(lm.spec.type, "cnn");
-  EXPECT_EQ(lm.spec.pooling, "mean");
+// The run's model (lm, loaded from r.run) on the test split's raw windows (with their lengths), in
+// eval mode, against the mirror built from the checkpoint's model_spec and loaded strict from its
+// model.safetensors.
+void expect_logits_match_the_mirror(const ExportedRun& r, LoadedModel& lm) {
   std::vector<int64_t> xs;
   const std::vector<double> xd = read_npy(set_data() / "test_x.npy", &xs);
   std::vector<float> x(xd.begin(), xd.end());
@@ -386,6 +485,15 @@ TEST(CnnRun, ClassifierLogitsMatchTheMirrorOfItsSavedWeights) {
                                                   (set_data() / "test_len.npy") + " " + (io / "logits.npy")),
             0)
       << "the mirror's logits differ (report above)";
+}
+
+TEST(CnnRun, ClassifierLogitsMatchTheMirrorOfItsSavedWeights) {
+  SEQTRAIN_REQUIRE_TORCH();
+  const ExportedRun& r = classifier_run();
+  LoadedModel lm = load_model(r.run);
+  EXPECT_EQ(lm.spec.type, "cnn");
+  EXPECT_EQ(lm.spec.pooling, "mean");
+  expect_logits_match_the_mirror(r, lm);
 }
 
 // The exported encoder is the checkpoint's encoder tensors byte for byte, with the cnn's metadata,
@@ -409,6 +517,19 @@ std::vector<double> train_losses(const std::string& run) {
     if (j.value("split", "") == "train" && j.contains("loss")) out.push_back(j.at("loss").get<double>());
   }
   return out;
+}
+
+// Every encoder tensor of run's last checkpoint holds exported's bytes (a frozen epoch changed
+// none); returns how many there are.
+size_t expect_encoder_kept(const std::string& run, const SafetensorsFile& exported) {
+  const SafetensorsFile tuned = read_safetensors(run + "/checkpoints/last/model.safetensors");
+  size_t encoder_tensors = 0;
+  for (const auto& t : tuned.tensors) {
+    if (!is_encoder_tensor(t.name)) continue;
+    ++encoder_tensors;
+    EXPECT_EQ(t.bytes, exported.at(t.name).bytes) << t.name << " changed in a frozen epoch";
+  }
+  return encoder_tensors;
 }
 
 // Masked pretraining on smooth series (the set's lengths; sines a conv can interpolate), then its
@@ -459,14 +580,7 @@ TEST(CnnRun, MaskedPretrainingThenFineTuningFromItsEncoder) {
                    " --set model.encoder_from=" + enc + " --out " + ft);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_CONTAINS(r.out, "model.encoder_from: 8 cnn encoder tensors");
-  const SafetensorsFile tuned = read_safetensors(ft + "/checkpoints/last/model.safetensors");
-  size_t encoder_tensors = 0;
-  for (const auto& t : tuned.tensors) {
-    if (!is_encoder_tensor(t.name)) continue;
-    ++encoder_tensors;
-    EXPECT_EQ(t.bytes, exported.at(t.name).bytes) << t.name << " changed in a frozen epoch";
-  }
-  EXPECT_EQ(encoder_tensors, 8u);
+  EXPECT_EQ(expect_encoder_kept(ft, exported), 8u);
 
   // Another width: refused naming the tensor and both shapes, and no run directory is left.
   const std::string wide = dir / "wide";
@@ -478,6 +592,101 @@ TEST(CnnRun, MaskedPretrainingThenFineTuningFromItsEncoder) {
   EXPECT_CONTAINS(r.out, "[8, 3, 3]");
   EXPECT_CONTAINS(r.out, "[12, 3, 3]");
   EXPECT_FALSE(fs::exists(wide));
+}
+
+// ---------------------------------------------------------------------------------------------
+// model.norm batch through the binary
+
+const std::string kBatchNorm = "  norm: batch\n";
+
+const ExportedRun& batch_norm_run() {
+  static ExportedRun r([](const TempDir& dir) { return set_config(dir, "cnn_bn", kClassify, kBatchNorm); });
+  return r;
+}
+
+// The checkpoint loads into the mirror with strict=True (torch's int64 num_batches_tracked from our
+// float) and its eval-mode logits (the trained running statistics) are seqtrain's; the exported
+// encoder says norm batch and embeds in PyTorch as `seqtrain embed` does.
+TEST(CnnBatchNormRun, CheckpointAndEncoderLoadIntoTheMirror) {
+  SEQTRAIN_REQUIRE_TORCH();
+  const ExportedRun& r = batch_norm_run();
+  LoadedModel lm = load_model(r.run);
+  EXPECT_EQ(lm.spec.norm, "batch");
+  const SafetensorsFile ckpt = read_safetensors(r.run + "/checkpoints/best/model.safetensors");
+  const std::vector<float> nbt = ckpt.at("norms.1.num_batches_tracked").to_f32();
+  ASSERT_EQ(nbt.size(), 1u);
+  EXPECT_GT(nbt[0], 0.f);
+  EXPECT_NE(ckpt.at("norms.0.running_var").to_f32(), std::vector<float>(8, 1.f)) << "statistics never updated";
+  expect_logits_match_the_mirror(r, lm);
+  const SafetensorsFile enc = read_safetensors(r.encoder);
+  EXPECT_EQ(enc.metadata.at("norm"), "batch");
+  EXPECT_EQ(enc.tensors.size(), 14u);  // convs.{0,1}.{weight,bias}, norms.{0,1}.{weight,bias,3 statistics}
+  expect_encoder_round_trip(r, "cnn", "mean");
+}
+
+// Stopped mid-epoch and at an epoch's end, with train.ema_decay (whose average follows the
+// statistics instead of averaging them) and train.grad_accum (statistics per micro-batch): the
+// resumed run ends with the uninterrupted run's weights, statistics and moments, bit for bit, and
+// the checkpoint's num_batches_tracked counts the micro-batches, a whole number.
+TEST(CnnBatchNormRun, ResumeIsBitIdentical) {
+  TempDir dir;
+  const Config c = load_config(set_config(dir, "bn_resume",
+                                          "  task: classify\n  loss: cross_entropy\n  epochs: 3\n  grad_accum: 2\n"
+                                          "  ema_decay: 0.9\n  log_every: 1\n",
+                                          kBatchNorm));
+  const TrainSummary full = train(c, TrainOptions(dir / "full", false, false, true));
+  const std::string last = dir / "full/checkpoints/last/model.safetensors";
+  const float nbt = read_safetensors(last).at("norms.0.num_batches_tracked").to_f32().at(0);
+  EXPECT_EQ(nbt, std::round(nbt));
+  EXPECT_EQ(static_cast<int64_t>(nbt), full.steps * 2) << "one statistics update per micro-batch";
+  struct Cut {
+    int64_t update, epoch;
+  };
+  for (const Cut cut : {Cut{2, -1}, Cut{-1, 0}}) {
+    const std::string run = dir / ("cut" + std::to_string(cut.update) + "_" + std::to_string(cut.epoch));
+    ASSERT_EQ(train_stopped_at(c, run, cut.update, cut.epoch).stopped_by, "stop_token");
+    const TrainSummary resumed = train(c, TrainOptions(run, true, false, true));
+    EXPECT_EQ(resumed.steps, full.steps);
+    for (const char* f : {"model.safetensors", "optimizer.safetensors"})
+      EXPECT_EQ(cli::slurp(run + "/checkpoints/last/" + f), cli::slurp(dir / ("full/checkpoints/last/" + std::string(f))))
+          << f << ", stopped at update " << cut.update << " / epoch " << cut.epoch;
+  }
+}
+
+// A BatchNorm encoder under a classifier: a frozen fine-tuning epoch keeps every encoder byte, the
+// running statistics included; a LayerNorm classifier refuses it naming the tensor it lacks, and
+// writes nothing.
+TEST(CnnBatchNormRun, FrozenEpochsKeepEveryEncoderByteAndTheOtherNormIsRefused) {
+  const ExportedRun& r = batch_norm_run();
+  const SafetensorsFile exported = read_safetensors(r.encoder);
+  TempDir dir;
+  const std::string ft = dir / "ft";
+  cli::Result out = run_seqtrain("train " +
+                                 set_config(dir, "ft", "  task: classify\n  loss: cross_entropy\n  epochs: 1\n"
+                                                       "  freeze_encoder_epochs: 1\n", kBatchNorm) +
+                                 " --set model.encoder_from=" + r.encoder + " --quiet --out " + ft);
+  ASSERT_EQ(out.rc, 0) << out.out;
+  EXPECT_EQ(expect_encoder_kept(ft, exported), 14u);
+  // After the frozen epoch the encoder trains, and its statistics move (buffers never train, but
+  // BatchNorm updates them).
+  const std::string ft2 = dir / "ft2";
+  out = run_seqtrain("train " +
+                     set_config(dir, "ft2", "  task: classify\n  loss: cross_entropy\n  epochs: 2\n"
+                                            "  freeze_encoder_epochs: 1\n", kBatchNorm) +
+                     " --set model.encoder_from=" + r.encoder + " --quiet --out " + ft2);
+  ASSERT_EQ(out.rc, 0) << out.out;
+  const SafetensorsFile tuned2 = read_safetensors(ft2 + "/checkpoints/last/model.safetensors");
+  EXPECT_NE(tuned2.at("norms.0.running_mean").bytes, exported.at("norms.0.running_mean").bytes);
+  EXPECT_NE(tuned2.at("convs.0.weight").bytes, exported.at("convs.0.weight").bytes);
+
+  const std::string layer = dir / "layer";
+  out = run_seqtrain("train " + set_config(dir, "layer", kClassify) + " --set model.encoder_from=" + r.encoder +
+                     " --quiet --out " + layer);
+  EXPECT_NE(out.rc, 0) << out.out;
+  EXPECT_CONTAINS(out.out, "model.encoder_from");
+  EXPECT_CONTAINS(out.out, "norms.0.running_mean");
+  EXPECT_CONTAINS(out.out, "model.norm");
+  EXPECT_FALSE(fs::exists(layer));
 }
 
 }  // namespace

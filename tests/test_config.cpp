@@ -378,7 +378,7 @@ TEST(ConfigYaml, RoundTripGivesEqualConfig) {
 TEST(ConfigYaml, WritesEveryKeyOnce) {
   std::string text = to_yaml(Config{});
   const auto keys = config_keys();
-  EXPECT_EQ(keys.size(), 130u);  // 130 since model.kernel_sizes; 129 since train.ema_decay; 128 since runtime.cuda_graphs; 127 since train.zero; 126 since runtime.collective_timeout_s; 125 since data.series_id, normalize_scope, static_features, end, synthetic.cells; 120 since runtime.profile, runtime.tensorboard, runtime.memory_limit; 117 since train.param_groups; 116 since model.encoder_from, train.freeze_encoder_epochs, encoder_lr_scale, train.masking.*; 107 since data.npy.train_len, val_len, test_len, pad_value, model.positions,
+  EXPECT_EQ(keys.size(), 131u);  // 131 since model.norm; 130 since model.kernel_sizes; 129 since train.ema_decay; 128 since runtime.cuda_graphs; 127 since train.zero; 126 since runtime.collective_timeout_s; 125 since data.series_id, normalize_scope, static_features, end, synthetic.cells; 120 since runtime.profile, runtime.tensorboard, runtime.memory_limit; 117 since train.param_groups; 116 since model.encoder_from, train.freeze_encoder_epochs, encoder_lr_scale, train.masking.*; 107 since data.npy.train_len, val_len, test_len, pad_value, model.positions,
                                 // pooling, patch_size, train.task; 99 since data.seasons, time_column, calendar, future_features,
                                 // npy.target_features, model.residual_to, train.monitor, quantiles
   int64_t leaf_lines = 0;

@@ -1,5 +1,5 @@
 // The CUDA backend's row-wise ops (cross-entropy, LayerNorm, embedding, dropout, the 1-D
-// convolution's im2col / col2im columns) against the reference backend, on odd shapes (no size a multiple of a warp or a block), ignored rows, the
+// convolution's im2col / col2im columns, BatchNorm) against the reference backend, on odd shapes (no size a multiple of a warp or a block), ignored rows, the
 // all-ignored batch, tied maxima, and the refusal of out-of-range targets / ids with the
 // reference's own error text. Every test skips on a machine without a usable GPU.
 //
@@ -10,7 +10,9 @@
 // reference uses double: 5e-6 of each tensor's scale, 2e-5 for rows whose mean is 100 times
 // their spread. The embedding and dropout do the same float operations in the same order as the
 // reference (repeated ids summed in order of i), so they are compared bit for bit; so are the
-// convolution's columns (copies, and col2im's gather sums its taps in the reference's order). Each op is
+// convolution's columns (copies, and col2im's gather sums its taps in the reference's order).
+// BatchNorm sums each channel in double in another order than the reference's rows (a block's
+// threads, then a tree): 1e-5 of the tensors' scale. Each op is
 // also run twice and must give the same bits (no atomics in any sum).
 #include <gtest/gtest.h>
 
@@ -411,6 +413,53 @@ TEST(CudaRows, Conv1dColumnsMatchTheReferenceBitForBit) {
       const auto got = run_columns(gpu, a, x, dcols, mask), want = run_columns(ref(), a, x, dcols, mask);
       EXPECT_EQ(got.first, want.first) << "im2col, k " << k << (padded ? " padded" : "");
       EXPECT_EQ(got.second, want.second) << "col2im, k " << k << (padded ? " padded" : "");
+    }
+}
+
+// ---- BatchNorm ----------------------------------------------------------------------------------
+
+// batch_norm_forward (training, then eval) and _backward on `be`: y, dx, dweight, dbias and the
+// running statistics, all in one vector.
+std::vector<float> run_batch_norm(Backend& be, bool training, const std::vector<float>& x, const std::vector<float>& dy,
+                                  const std::vector<uint8_t>& mask, int64_t N, int64_t C, int64_t count) {
+  Rng rng(7);
+  const std::vector<float> w = randn(rng, C), b = randn(rng, C);
+  DeviceArray<float> dx_in(be, x), ddy(be, dy), dw(be, w), db(be, b), y(be, x.size()), dx(be, x.size()),
+      gw(be, std::vector<float>(C, 0.f)), gb(be, std::vector<float>(C, 0.f)), mean(be, static_cast<size_t>(C)), rstd(be, static_cast<size_t>(C)),
+      rm(be, std::vector<float>(C, 0.2f)), rv(be, std::vector<float>(C, 1.5f)), nbt(be, std::vector<float>(1, 0.f));
+  DeviceArray<uint8_t> m(be, mask.empty() ? std::vector<uint8_t>(1, 0) : mask);
+  const BatchNormArgs a{.rows = N, .channels = C, .count = count, .training = training, .x = dx_in.get(),
+                        .mask = mask.empty() ? nullptr : m.get(), .weight = dw.get(), .bias = db.get(),
+                        .mean = mean.get(), .rstd = rstd.get(), .running_mean = rm.get(), .running_var = rv.get(),
+                        .num_batches_tracked = nbt.get()};
+  be.batch_norm_forward(a, y.get());
+  be.batch_norm_backward(a, ddy.get(), dx.get(), gw.get(), gb.get());
+  std::vector<float> out;
+  for (DeviceArray<float>* t : {&y, &dx, &gw, &gb, &rm, &rv, &nbt}) {
+    const std::vector<float> v = t->download();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// One block per channel with a fixed tree against the reference's row order: within float
+// rounding, and the same every launch.
+TEST(CudaRows, BatchNormMatchesTheReference) {
+  SEQTRAIN_CUDA_OR_SKIP(gpu);
+  constexpr int64_t N = 1037, C = 19;
+  Rng rng(3);
+  const std::vector<float> x = randn(rng, N * C, 2.f), dy = randn(rng, N * C);
+  std::vector<uint8_t> mask(N, 0);
+  int64_t count = N;
+  for (int64_t i = 3; i < N; i += 5) mask[static_cast<size_t>(i)] = 1, --count;
+  for (const bool padded : {false, true})
+    for (const bool training : {true, false}) {
+      const std::vector<uint8_t> m = padded ? mask : std::vector<uint8_t>{};
+      const int64_t n = padded ? count : N;
+      const std::vector<float> got = run_batch_norm(gpu, training, x, dy, m, N, C, n);
+      EXPECT_LT(rel_err(got, run_batch_norm(ref(), training, x, dy, m, N, C, n)), 1e-5)
+          << (padded ? "padded" : "full") << (training ? ", training" : ", eval");
+      EXPECT_EQ(got, run_batch_norm(gpu, training, x, dy, m, N, C, n)) << "a second launch differs";
     }
 }
 

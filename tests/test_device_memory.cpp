@@ -465,6 +465,17 @@ TEST(DeviceMemory, GuardedActivationsTrainACharLstmBitwiseLikeTheReference) {
   guarded_activations_match_reference(s);
 }
 
+// The cnn with model.norm batch: BatchNorm's statistics and their running update (buffers in the
+// parameter buffer) stay on the device, with nothing read back, and train as on the reference.
+TEST(DeviceMemory, GuardedActivationsTrainACnnWithBatchNormBitwiseLikeTheReference) {
+  ModelSpec s = lstm_spec();
+  s.type = "cnn";
+  s.kernel_sizes = {3, 2};
+  s.layers = 2;
+  s.norm = "batch";
+  guarded_activations_match_reference(s);
+}
+
 TEST(DeviceMemory, GuardedActivationsTrainAGptWithDropoutBitwiseLikeTheReference) {
   guarded_activations_match_reference(gpt_spec());
 }

@@ -86,6 +86,7 @@ ModelSpec every_field_set() {
   s.pooling = "max";
   s.patch_size = 4;
   s.kernel_sizes = {7, 7};
+  s.norm = "batch";
   s.reconstruct = true;
   s.mask_fill = "zero";
   s.std_penalty = 0.25f;

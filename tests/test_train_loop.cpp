@@ -114,6 +114,25 @@ TEST(TrainLoop, NonPrimaryRankWritesNothing) {
   EXPECT_EQ(comm.float_reductions, std::vector<size_t>(s.steps, parameter_count(c)));
 }
 
+// model.norm batch normalises by each batch's statistics, which would be each rank's shard's:
+// refused with more than one rank, naming the key and the fix, before anything is written; one
+// rank trains it.
+TEST(TrainLoop, BatchNormIsRefusedOnSeveralRanks) {
+  TempDir dir;
+  RecordingComm comm;
+  comm.world_ = 2;
+  TrainOptions opt(dir / "run", false, false, true);
+  opt.comm = &comm;
+  const Config c = tiny({"model.type=cnn", "model.layers=1", "model.kernel_sizes=[3]", "model.norm=batch", "train.epochs=1"});
+  const std::string e = error_of([&] { train(c, opt); });
+  EXPECT_CONTAINS(e, "model.norm");
+  EXPECT_CONTAINS(e, "2 ranks");
+  EXPECT_CONTAINS(e, "model.norm: layer");
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  comm.world_ = 1;
+  EXPECT_GT(train(c, opt).steps, 0);
+}
+
 // `c` trained on two thread ranks: rank 0 writes its run to dir/two, rank 1 to nowhere (it asks
 // for dir/never, which must not appear).
 std::vector<TrainSummary> train_on_two_ranks(const Config& c, const fs::path& dir) {

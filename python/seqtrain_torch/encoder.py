@@ -10,7 +10,7 @@ FILE.safetensors`` writes it, name for name (the classifier's names without ``he
 Model::embed and ``seqtrain embed`` compute it (model.pooling last | mean | max | cls over each
 sample's valid steps; x z-scored as the run's inputs). ``load_encoder(path)`` builds the module
 from the file's ``__metadata__`` (format "seqtrain.encoder": family, input_size, lookback,
-hidden, layers, bidirectional, heads, patch_size, positions, pooling, bias; cnn: kernel_sizes as
+hidden, layers, bidirectional, heads, patch_size, positions, pooling, bias; cnn: norm, kernel_sizes as
 "8,5,3") and loads the tensors
 with ``load_state_dict(strict=True)``, in eval mode.
 """
@@ -78,7 +78,8 @@ def encoder_from_metadata(md):
                                       bias=_as_bool(md.get("bias", "true")), **common)
     if family == "cnn":
         return CNNEncoderBody(common["input_size"], common["hidden"], pooling=common["pooling"],
-                              kernel_sizes=[int(k) for k in md["kernel_sizes"].split(",")])
+                              kernel_sizes=[int(k) for k in md["kernel_sizes"].split(",")],
+                              norm=md.get("norm", "layer"))
     raise ValueError(f"unknown encoder family {family!r}; expected lstm, gru, transformer or cnn")
 
 

@@ -261,7 +261,7 @@ def from_spec(spec):
 
     transformer takes input_size, lookback, hidden, layers, heads, dropout, output_size, positions,
     pooling, patch_size and bias (transformer.py); its forward takes optional lengths. cnn takes
-    input_size, lookback, hidden, kernel_sizes, dropout, output_size and pooling (cnn.py)."""
+    input_size, lookback, hidden, kernel_sizes, norm, dropout, output_size and pooling (cnn.py)."""
     kind = spec.get("type", "lstm")
     common = dict(hidden=int(spec.get("hidden", 64)), layers=int(spec.get("layers", 1)),
                   dropout=float(spec.get("dropout", 0.0)), output_size=int(spec.get("output_size", 1)))
@@ -290,7 +290,7 @@ def from_spec(spec):
         common.pop("layers")
         return CNN(int(spec.get("input_size", 1)), lookback=int(spec.get("lookback", 1)),
                    kernel_sizes=[int(k) for k in spec.get("kernel_sizes", [8, 5, 3])],
-                   pooling=spec.get("pooling", "mean"), **residual, **common)
+                   pooling=spec.get("pooling", "mean"), norm=spec.get("norm", "layer"), **residual, **common)
     if kind == "transformer":
         from .transformer import TransformerEncoder
         residual.pop("future_steps")

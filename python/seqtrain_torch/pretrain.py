@@ -24,7 +24,7 @@ from .models import rnn_steps
 class MaskedPretrainer(nn.Module):
     def __init__(self, type, input_size, hidden, layers=1, bidirectional=False, lookback=1, heads=4, dropout=0.0,
                  positions="auto", patch_size=1, bias=True, mask_fill="token", std_penalty=0.0, pooling="mean",
-                 kernel_sizes=(8, 5, 3)):
+                 kernel_sizes=(8, 5, 3), norm="layer"):
         super().__init__()
         self.type, self.input_size, self.patch_size, self.std_penalty = type, input_size, patch_size, std_penalty
         if type in ("lstm", "gru"):
@@ -35,7 +35,7 @@ class MaskedPretrainer(nn.Module):
                                           patch_size, bias)
             width = hidden
         elif type == "cnn":
-            body = CNNEncoderBody(input_size, hidden, kernel_sizes, dropout, pooling)
+            body = CNNEncoderBody(input_size, hidden, kernel_sizes, dropout, pooling, norm)
             width = hidden
         else:
             raise ValueError(f"type must be lstm, gru, transformer or cnn, got {type!r}")
@@ -99,4 +99,4 @@ def from_spec(spec):
                             spec.get("bidirectional", False), spec.get("lookback", 1), spec.get("heads", 4),
                             spec.get("dropout", 0.0), spec.get("positions", "auto"), spec.get("patch_size", 1),
                             spec.get("bias", True), spec.get("mask_fill", "token"), spec.get("std_penalty", 0.0),
-                            spec.get("pooling", "mean"), spec.get("kernel_sizes", (8, 5, 3)))
+                            spec.get("pooling", "mean"), spec.get("kernel_sizes", (8, 5, 3)), spec.get("norm", "layer"))

@@ -40,6 +40,7 @@ std::string_view backend_op_name(BackendOp op) {
     case BackendOp::regression_loss: return "regression loss";
     case BackendOp::token_ids: return "token-id check";
     case BackendOp::conv1d: return "1-D convolution columns (im2col_1d / col2im_1d)";
+    case BackendOp::batch_norm: return "BatchNorm (batch_norm_forward / _backward)";
   }
   return "?";
 }
@@ -127,6 +128,19 @@ void check_conv1d_args(const Conv1dArgs& a) {
            a.kernel);
   ST_CHECK(a.pad_left >= 0 && a.pad_left < a.kernel, "conv1d: pad_left {} must be in [0, kernel {})", a.pad_left,
            a.kernel);
+}
+
+void check_batch_norm_args(const BatchNormArgs& a) {
+  ST_CHECK(a.rows > 0 && a.channels > 0, "BatchNorm: {} rows of {} channels: both must be positive", a.rows,
+           a.channels);
+  ST_CHECK(a.count >= (a.training ? 2 : 1) && a.count <= a.rows && (a.mask || a.count == a.rows),
+           "BatchNorm: {} valid rows of {} ({}): training needs at least 2 (torch: more than 1 value per channel), "
+           "and without a mask every row is valid", a.count, a.rows, a.mask ? "masked" : "no mask");
+  ST_CHECK(a.eps > 0.f && a.momentum >= 0.f && a.momentum <= 1.f,
+           "BatchNorm: eps {} must be positive and momentum {} in [0, 1]", a.eps, a.momentum);
+  ST_CHECK(a.x && a.weight && a.bias && a.mean && a.rstd && a.running_mean && a.running_var &&
+               (a.num_batches_tracked || !a.training),
+           "BatchNorm: x, weight, bias, mean, rstd and the running statistics must be given (null pointer)");
 }
 
 void check_dropout_args(const float* x, const float* y, int64_t n, float p) {

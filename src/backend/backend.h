@@ -61,6 +61,7 @@ enum class BackendOp : uint8_t {
   regression_loss,                 // regression_loss_forward / _backward (mse, mae, huber)
   token_ids,                       // token_ids: checked f32 / i64 values -> int64 ids
   conv1d,                          // im2col_1d / col2im_1d (nn/conv1d.h's columns)
+  batch_norm,                      // batch_norm_forward / _backward (nn/batch_norm.h)
 };
 std::string_view backend_op_name(BackendOp op);
 
@@ -306,6 +307,46 @@ struct Conv1dArgs {
 // Throws a seqtrain::Error for non-positive sizes or a pad_left outside [0, k); every
 // implementation calls it first.
 void check_conv1d_args(const Conv1dArgs& a);
+
+// BatchNorm per channel over the rows of x [N, C] (torch.nn.BatchNorm1d(C, eps, momentum) on
+// channels-last activations, nn/batch_norm.h), the rows a mask marks as padding left out:
+//   forward, training  mean[c], var[c] = the mean and biased variance of x[:, c] over the `count`
+//                      valid rows (two passes, double sums, rows ascending); rstd = 1/sqrt(var+eps);
+//                      running_mean = (1-m) running_mean + m mean, running_var = (1-m) running_var
+//                      + m var * count/(count-1) (the unbiased variance, as torch), both in double
+//                      and stored as float; num_batches_tracked += 1. All on the device: nothing is
+//                      read back.
+//   forward, eval      mean = running_mean, rstd = 1/sqrt(running_var + eps); nothing updated.
+//   both               writes mean and rstd [C] (for backward) and y = (x - mean) rstd weight + bias
+//                      at valid rows, 0 at padded ones.
+//   backward           with xhat = (x - mean) rstd and the column sums over valid rows (double,
+//                      rows ascending) S = sum dy, P = sum dy xhat:
+//                      training  dx = weight rstd (dy - S/count - xhat P/count)
+//                      eval      dx = weight rstd dy (the statistics are constants)
+//                      at valid rows, 0 at padded ones (overwritten); dweight += P, dbias += S, each
+//                      skipped when null (a frozen tensor).
+// Every sum runs in one fixed order, so the results do not depend on threads or launches.
+// mask: null, or [N] u8 in the backend's memory (nonzero = padding: nn/sequence_pool.h's [B, T]
+// padding mask read as N = B*T rows); count is the number of valid rows, which the caller knows
+// from the batch's lengths (so no backend counts on the host).
+struct BatchNormArgs {
+  int64_t rows = 0, channels = 0;  // N, C
+  int64_t count = 0;               // valid rows (N without a mask); training needs >= 2
+  float eps = 1e-5f, momentum = 0.1f;
+  bool training = true;
+  const float* x = nullptr;        // [N, C]
+  const uint8_t* mask = nullptr;   // [N] or null
+  const float* weight = nullptr;   // [C]
+  const float* bias = nullptr;     // [C]
+  float* mean = nullptr;           // [C]: forward writes, backward reads
+  float* rstd = nullptr;           // [C]
+  float* running_mean = nullptr;   // [C]: forward reads (eval) or updates (training)
+  float* running_var = nullptr;    // [C]
+  float* num_batches_tracked = nullptr;  // [1]: training adds 1
+};
+// Throws a seqtrain::Error for bad sizes, a count outside [1, N] (training: [2, N]) or a missing
+// pointer; every implementation calls it first.
+void check_batch_norm_args(const BatchNormArgs& a);
 
 // The regression losses over n (prediction, target) pairs, d = pred - target (nn/loss.h):
 //   mse  sum d^2        gradient 2 k d
@@ -554,6 +595,12 @@ class Backend : public DeviceMemory {
   // Conv1dArgs above: cols [B*T, C*k] and dx [B, T, C], both overwritten.
   virtual void im2col_1d(const Conv1dArgs& a, const float* x, float* cols) = 0;
   virtual void col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) = 0;
+  // BatchNormArgs above: y [N, C] overwritten, a.mean / a.rstd written (and the running
+  // statistics updated when a.training); backward overwrites dx [N, C] and adds into dweight and
+  // dbias where they are not null.
+  virtual void batch_norm_forward(const BatchNormArgs& a, float* y) = 0;
+  virtual void batch_norm_backward(const BatchNormArgs& a, const float* dy, float* dx, float* dweight,
+                                   float* dbias) = 0;
 };
 
 // The overrides of every operation above, for a concrete backend's class body: the list is
@@ -590,7 +637,8 @@ class Backend : public DeviceMemory {
 // Every operation: what a backend with its own memory (CUDA, the tests' guarded one) declares.
 #define SEQTRAIN_BACKEND_OPERATIONS SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS SEQTRAIN_BACKEND_ACTIVATION_OPS
 
-// The activation ops (axpy, transpose, regression losses, token ids, the convolution's columns) on their own: the backends
+// The activation ops (axpy, transpose, regression losses, token ids, the convolution's columns,
+// BatchNorm) on their own: the backends
 // whose memory is the host's share one implementation of them (HostMemoryBackend) and declare
 // the rest with SEQTRAIN_BACKEND_ROW_AND_LAYER_OPS.
 #define SEQTRAIN_BACKEND_ACTIVATION_OPS                                                                         \
@@ -602,7 +650,9 @@ class Backend : public DeviceMemory {
                                 float k, float* grad) override;                                                      \
   int64_t token_ids(DType from, const void* x, int64_t* ids, int64_t n, int64_t vocab) override;      \
   void im2col_1d(const Conv1dArgs& a, const float* x, float* cols) override;                                         \
-  void col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) override;
+  void col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) override;                                       \
+  void batch_norm_forward(const BatchNormArgs& a, float* y) override;                                                \
+  void batch_norm_backward(const BatchNormArgs& a, const float* dy, float* dx, float* dweight, float* dbias) override;
 
 // The capture calls above, for the class body of a backend that captures (CUDA, the tests'
 // recording one).

@@ -67,4 +67,13 @@ void HostMemoryBackend::col2im_1d(const Conv1dArgs& a, const float* dcols, float
   col2im_1d_loop(a, dcols, dx, threaded_loops());
 }
 
+void HostMemoryBackend::batch_norm_forward(const BatchNormArgs& a, float* y) {
+  batch_norm_forward_loop(a, y, threaded_loops());
+}
+
+void HostMemoryBackend::batch_norm_backward(const BatchNormArgs& a, const float* dy, float* dx, float* dweight,
+                                            float* dbias) {
+  batch_norm_backward_loop(a, dy, dx, dweight, dbias, threaded_loops());
+}
+
 }  // namespace seqtrain

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace seqtrain {
 
@@ -118,6 +119,119 @@ void col2im_1d_loop(const Conv1dArgs& a, const float* dcols, float* dx, bool par
       if (t < 0 || t >= T) continue;
       const float* src = dcols + (b * T + t) * C * k + j;
       for (int64_t c = 0; c < C; ++c) out[c] += src[c * k];
+    }
+  });
+}
+
+namespace {
+// Channels per task of the per-channel sums: each task walks every row once, reading a short
+// stretch of it, so the sums stay in registers-sized arrays and their order is the rows'.
+constexpr int64_t kBnChannels = 16;
+
+// fn(c0, c1) over [0, C) in stretches of kBnChannels, over OpenMP threads when `parallel` and the
+// work is large enough.
+template <typename Fn>
+void bn_channel_blocks(const BatchNormArgs& a, bool parallel, Fn&& fn) {
+  const int64_t blocks = (a.channels + kBnChannels - 1) / kBnChannels;
+#pragma omp parallel for schedule(static) if (parallel && a.rows * a.channels > 65536)
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    fn(blk * kBnChannels, std::min(a.channels, (blk + 1) * kBnChannels));
+}
+
+// fn(r) for every row, over OpenMP threads when `parallel` (elementwise work only).
+template <typename Fn>
+void bn_rows(const BatchNormArgs& a, bool parallel, Fn&& fn) {
+#pragma omp parallel for schedule(static) if (parallel && a.rows * a.channels > 65536)
+  for (int64_t r = 0; r < a.rows; ++r) fn(r);
+}
+
+bool bn_valid(const BatchNormArgs& a, int64_t r) { return !a.mask || !a.mask[r]; }
+}  // namespace
+
+void batch_norm_forward_loop(const BatchNormArgs& a, float* y, bool parallel) {
+  check_batch_norm_args(a);
+  const int64_t C = a.channels;
+  if (a.training) {
+    const double n = static_cast<double>(a.count), m = a.momentum;
+    bn_channel_blocks(a, parallel, [&](int64_t c0, int64_t c1) {
+      double sum[kBnChannels] = {}, sq[kBnChannels] = {};
+      for (int64_t r = 0; r < a.rows; ++r) {
+        if (!bn_valid(a, r)) continue;
+        const float* x = a.x + r * C;
+        for (int64_t c = c0; c < c1; ++c) sum[c - c0] += x[c];
+      }
+      for (int64_t c = c0; c < c1; ++c) sum[c - c0] /= n;  // the means
+      for (int64_t r = 0; r < a.rows; ++r) {
+        if (!bn_valid(a, r)) continue;
+        const float* x = a.x + r * C;
+        for (int64_t c = c0; c < c1; ++c) {
+          const double d = x[c] - sum[c - c0];
+          sq[c - c0] += d * d;
+        }
+      }
+      for (int64_t c = c0; c < c1; ++c) {
+        const double mean = sum[c - c0], var = sq[c - c0] / n;
+        a.mean[c] = static_cast<float>(mean);
+        a.rstd[c] = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(a.eps)));
+        a.running_mean[c] = static_cast<float>(m * mean + (1.0 - m) * a.running_mean[c]);
+        a.running_var[c] = static_cast<float>(m * var * n / (n - 1.0) + (1.0 - m) * a.running_var[c]);
+      }
+    });
+    *a.num_batches_tracked += 1.f;
+  } else {
+    for (int64_t c = 0; c < C; ++c) {
+      a.mean[c] = a.running_mean[c];
+      a.rstd[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.running_var[c]) + a.eps));
+    }
+  }
+  bn_rows(a, parallel, [&](int64_t r) {
+    float* out = y + r * C;
+    if (!bn_valid(a, r)) {
+      std::fill(out, out + C, 0.f);
+      return;
+    }
+    const float* x = a.x + r * C;
+    for (int64_t c = 0; c < C; ++c) out[c] = (x[c] - a.mean[c]) * a.rstd[c] * a.weight[c] + a.bias[c];
+  });
+}
+
+void batch_norm_backward_loop(const BatchNormArgs& a, const float* dy, float* dx, float* dweight, float* dbias,
+                              bool parallel) {
+  check_batch_norm_args(a);
+  const int64_t C = a.channels;
+  // Per channel: S = sum dy, P = sum dy xhat over the valid rows, as floats for dx's formula.
+  std::vector<float> s_mean(static_cast<size_t>(C)), p_mean(static_cast<size_t>(C));
+  const double n = static_cast<double>(a.count);
+  bn_channel_blocks(a, parallel, [&](int64_t c0, int64_t c1) {
+    double s[kBnChannels] = {}, p[kBnChannels] = {};
+    for (int64_t r = 0; r < a.rows; ++r) {
+      if (!bn_valid(a, r)) continue;
+      const float* x = a.x + r * C;
+      const float* g = dy + r * C;
+      for (int64_t c = c0; c < c1; ++c) {
+        const float xhat = (x[c] - a.mean[c]) * a.rstd[c];
+        s[c - c0] += g[c];
+        p[c - c0] += static_cast<double>(g[c]) * xhat;
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      if (dweight) dweight[c] += static_cast<float>(p[c - c0]);
+      if (dbias) dbias[c] += static_cast<float>(s[c - c0]);
+      s_mean[static_cast<size_t>(c)] = a.training ? static_cast<float>(s[c - c0] / n) : 0.f;
+      p_mean[static_cast<size_t>(c)] = a.training ? static_cast<float>(p[c - c0] / n) : 0.f;
+    }
+  });
+  bn_rows(a, parallel, [&](int64_t r) {
+    float* out = dx + r * C;
+    if (!bn_valid(a, r)) {
+      std::fill(out, out + C, 0.f);
+      return;
+    }
+    const float* x = a.x + r * C;
+    const float* g = dy + r * C;
+    for (int64_t c = 0; c < C; ++c) {
+      const float xhat = (x[c] - a.mean[c]) * a.rstd[c];
+      out[c] = a.weight[c] * a.rstd[c] * (g[c] - s_mean[static_cast<size_t>(c)] - xhat * p_mean[static_cast<size_t>(c)]);
     }
   });
 }

@@ -1,5 +1,5 @@
 // The activation ops of backend.h (axpy, transpose, regression losses, token ids, the 1-D
-// convolution's columns) as plain host
+// convolution's columns, BatchNorm) as plain host
 // loops: the reference backend runs them as they are, the CPU backend too (with OpenMP over the
 // elementwise ones), so the two agree bit for bit and match the model code they replaced.
 #pragma once
@@ -24,5 +24,10 @@ int64_t token_ids_loop(DType from, const void* x, int64_t* ids, int64_t n, int64
 // Backend::im2col_1d / col2im_1d (Conv1dArgs), rows of the output in parallel when `parallel`.
 void im2col_1d_loop(const Conv1dArgs& a, const float* x, float* cols, bool parallel);
 void col2im_1d_loop(const Conv1dArgs& a, const float* dcols, float* dx, bool parallel);
+// Backend::batch_norm_forward / _backward (BatchNormArgs): each channel's sums run over the rows
+// in ascending order whatever `parallel` says (threads take channels, or rows where nothing is summed).
+void batch_norm_forward_loop(const BatchNormArgs& a, float* y, bool parallel);
+void batch_norm_backward_loop(const BatchNormArgs& a, const float* dy, float* dx, float* dweight, float* dbias,
+                              bool parallel);
 
 }  // namespace seqtrain

@@ -135,6 +135,9 @@ struct ModelConfig {
   std::string pooling = "auto";
   int64_t patch_size = 1;      // >= 1
   std::vector<int64_t> kernel_sizes = {8, 5, 3};  // cnn: one conv layer per kernel size, each >= 1
+  // cnn: each conv's norm, layer (LayerNorm over the channels at every step) | batch (BatchNorm1d
+  // over the channels, statistics of the batch's valid steps; one process only).
+  std::string norm = "layer";
   bool operator==(const ModelConfig&) const = default;
 };
 

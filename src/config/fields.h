@@ -162,6 +162,7 @@ void visit_fields(C& c, V&& v) {
   v.field("model.pooling", m.pooling, Choices{"auto", "last", "mean", "max", "cls"});
   v.field("model.patch_size", m.patch_size, at_least(1));
   v.field("model.kernel_sizes", m.kernel_sizes, SizeList{});
+  v.field("model.norm", m.norm, Choices{"layer", "batch"});
 
   auto& t = c.train;
   v.field("train.epochs", t.epochs, at_least(1));

@@ -30,6 +30,12 @@ std::optional<ConfigProblem> check_model_config(const Config& c) {
                                      "(only {} does): remove model.kernel_sizes, or set model.type cnn",
                                      list_text(c.model.kernel_sizes), c.model.type,
                                      family_names_where([](const ModelFamily& m) { return m.convolutional; }))};
+  if (!f.convolutional && c.model.norm != ModelConfig{}.norm)
+    return ConfigProblem{"model.norm",
+                         fmt::format("config key 'model.norm' is {}, but model.type {} has no norm to choose (only {} "
+                                     "does): remove model.norm (or set it to layer), or set model.type cnn",
+                                     c.model.norm, c.model.type,
+                                     family_names_where([](const ModelFamily& m) { return m.convolutional; }))};
   if (f.check_settings) {
     ModelSpec settings;
     settings.hidden = c.model.hidden;
@@ -84,6 +90,7 @@ ModelSpec spec_from_config(const Config& c, const DataShape& shape) {
   s.pooling = pooling_of(c);
   s.patch_size = c.model.patch_size;
   s.kernel_sizes = c.model.kernel_sizes;
+  s.norm = c.model.norm;
   s.reconstruct = c.train.task == "masked_pretrain";
   s.mask_fill = c.train.masking.fill;
   s.std_penalty = static_cast<float>(c.train.masking.std_penalty);

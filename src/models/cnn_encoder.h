@@ -1,14 +1,18 @@
 // CnnEncoder: model.type cnn, the fully convolutional network of Wang, Yan and Oates (2017), "Time
 // series classification from scratch with deep neural networks: a strong baseline", with LayerNorm
-// over the channels in place of BatchNorm (no batch statistics: the same output for a sample in any
-// batch, padded or not, in training and in eval), over float windows x [B, T, F] (forecasting,
+// over the channels in place of BatchNorm by default (no batch statistics: the same output for a
+// sample in any batch, padded or not, in training and in eval) and the paper's BatchNorm with
+// model.norm batch (nn/batch_norm.h: statistics over the batch's valid steps in training, the running
+// ones in eval and while frozen), over float windows x [B, T, F] (forecasting,
 // regression, sequence classification). Names are python/seqtrain_torch/cnn.py's, so its mirror
 // loads the weights with load_state_dict(strict=True):
 //   h = x
 //   for i < len(model.kernel_sizes), k = kernel_sizes[i] (default [8, 5, 3], the paper's):
 //     h = convs.{i}(h)                 Conv1d(C_in, C, k, padding="same", bias): weight [C, C_in, k]
 //                                      (torch's layout), bias [C]; C_in = F for i = 0, else C
-//     h = relu(norms.{i}(h))           LayerNorm(C) at every step
+//     h = relu(norms.{i}(h))           LayerNorm(C) at every step (model.norm layer), or
+//                                      BatchNorm1d(C) over the valid steps (model.norm batch: + the
+//                                      buffers running_mean, running_var, num_batches_tracked)
 //     h = dropout(h)                   model.dropout, training only
 //   y = head(pool(h))                  pool over the valid steps: mean (model.pooling auto, the
 //                                      paper's global average pooling) | last | max
@@ -35,6 +39,7 @@
 #include "nn/activation.h"
 #include "nn/conv1d.h"
 #include "nn/dropout.h"
+#include "nn/batch_norm.h"
 #include "nn/layer_norm.h"
 #include "nn/sequence_pool.h"
 
@@ -50,10 +55,11 @@ class CnnEncoder : public Model {
   Tensor embed(const Batch& batch, StepContext& ctx) override;
 
  private:
-  // One block: conv -> LayerNorm -> ReLU -> dropout.
+  // One block: conv -> LayerNorm or BatchNorm (model.norm) -> ReLU -> dropout.
   struct Block {
     Conv1d conv;
-    LayerNorm norm;
+    std::optional<LayerNorm> layer_norm;
+    std::optional<BatchNorm> batch_norm;
     Activation relu;
     Dropout drop;
   };
@@ -65,6 +71,7 @@ class CnnEncoder : public Model {
   SequencePool pool_;
   std::optional<EncoderTop> top_;     // head (+ residual, quantiles) or decoder, built after the blocks
   std::vector<int64_t> valid_;        // valid steps per sample of the last forward (empty: all)
+  int64_t valid_rows_ = 0;            // their sum: the rows BatchNorm's statistics run over
   const uint8_t* mask_ = nullptr;     // their [B, T] padding mask in the arena (null: none padded)
 };
 

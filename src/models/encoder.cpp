@@ -55,6 +55,7 @@ Metadata encoder_metadata(const ModelSpec& s, const std::string& family, int64_t
     std::string k;
     for (size_t i = 0; i < s.kernel_sizes.size(); ++i) k += (i ? "," : "") + std::to_string(s.kernel_sizes[i]);
     m["kernel_sizes"] = k;
+    m["norm"] = s.norm;
   } else {
     m["bidirectional"] = b(s.bidirectional);
   }

@@ -29,7 +29,7 @@ WeightShapes weight_shapes(const SafetensorsFile& file);
 // The safetensors __metadata__ of an exported encoder: format "seqtrain.encoder", version, family
 // (lstm | gru | transformer) and the spec fields that rebuilding it needs (input_size, lookback,
 // hidden, layers, bidirectional, heads, patch_size, positions, pooling, bias, embedding_size; cnn:
-// kernel_sizes as "8,5,3"),
+// kernel_sizes as "8,5,3" and norm, layer or batch),
 // as strings (the format's rule). python/seqtrain_torch/encoder.py's load_encoder reads them.
 Metadata encoder_metadata(const ModelSpec& spec, const std::string& family, int64_t embedding_size);
 inline constexpr const char* kEncoderFormat = "seqtrain.encoder";

@@ -73,6 +73,10 @@ struct ModelSpec {
   // cnn only (model.kernel_sizes): one "same"-padded Conv1d of this kernel per layer
   // (models/cnn_encoder.h); the other families ignore it.
   std::vector<int64_t> kernel_sizes = {8, 5, 3};
+  // cnn only (model.norm): each conv's norm, "layer" (LayerNorm over the channels at every step)
+  // or "batch" (BatchNorm1d over the channels, statistics over the batch's valid steps:
+  // nn/batch_norm.h). Specs written before the field existed read "layer".
+  std::string norm = "layer";
   // train.task masked_pretrain (lstm, gru, transformer): a reconstruction decoder replaces the head
   // (models/reconstruction_head.h); mask_fill and std_penalty are train.masking's fill and std_penalty.
   bool reconstruct = false;

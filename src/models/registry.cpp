@@ -279,6 +279,7 @@ void visit_spec(M& s, V&& v) {
   v("pooling", s.pooling);
   v("patch_size", s.patch_size);
   v("kernel_sizes", s.kernel_sizes);
+  v("norm", s.norm);
   v("reconstruct", s.reconstruct);
   v("mask_fill", s.mask_fill);
   v("std_penalty", s.std_penalty);

@@ -149,7 +149,9 @@ std::vector<LayerRow> cnn_layers(const ModelSpec& s) {
     rows.push_back({conv, fmt::format("Conv1d {} -> {}, kernel {}, same padding", i == 0 ? s.input_size : C, C,
                                       s.kernel_sizes[i]),
                     {B, T, C}, conv});
-    rows.push_back({norm, "LayerNorm over channels, ReLU", {B, T, C}, norm});
+    rows.push_back({norm,
+                    s.norm == "batch" ? "BatchNorm1d over channels (valid steps), ReLU" : "LayerNorm over channels, ReLU",
+                    {B, T, C}, norm});
   }
   if (s.reconstruct) {
     reconstruction_rows(s, T, C, rows);
@@ -166,6 +168,7 @@ std::vector<SummaryRow> summarize(const ModelSpec& spec, const ParamStore& param
   for (const LayerRow& l : layers) rows.push_back({l.name, l.kind, shape_text(l.output), 0});
   SummaryRow other{"(other)", "parameters no layer above owns", "", 0};
   for (const ParamEntry& e : params.entries()) {
+    if (e.buffer) continue;  // running statistics: state, not parameters (torch counts parameters())
     size_t i = 0;
     while (i < layers.size() && !owns(layers[i], e.name)) ++i;
     (i < layers.size() ? rows[i] : other).params += numel_of(e.shape);

@@ -36,7 +36,8 @@ struct SummaryRow {
   int64_t params = 0;
 };
 // The family's layers with their parameter counts from `params` (plus "(other)" for any
-// parameter no layer owns); their counts sum to params.size().
+// parameter no layer owns); their counts sum to params.size() less its buffers (BatchNorm's running
+// statistics, which torch does not count as parameters either).
 std::vector<SummaryRow> summarize(const ModelSpec& spec, const ParamStore& params);
 // The table and the total, one line per entry, no trailing newline on the last.
 std::vector<std::string> format_summary(const ModelSpec& spec, const ParamStore& params);

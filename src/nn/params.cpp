@@ -26,6 +26,19 @@ size_t ParamStore::add(std::string name, Shape shape) {
   return entries_.size() - 1;
 }
 
+size_t ParamStore::add_buffer(std::string name, Shape shape) {
+  const size_t i = add(std::move(name), std::move(shape));
+  entries_[i].buffer = entries_[i].frozen = true;
+  entries_[i].decay = false;
+  return i;
+}
+
+bool ParamStore::has_buffers() const {
+  for (const auto& e : entries_)
+    if (e.buffer) return true;
+  return false;
+}
+
 void ParamStore::add_alias(std::string name, size_t i) {
   ST_CHECK(i < entries_.size(), "alias '{}' of parameter {} which does not exist", name, i);
   ST_CHECK(!index_.count(name), "alias '{}' is already a parameter's name", name);

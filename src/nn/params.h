@@ -1,6 +1,7 @@
-// ParamStore: every trainable parameter of a model in one contiguous f32 buffer, and every
-// gradient in a second buffer of the same layout. Layers register named tensors (named and
-// shaped exactly like the equivalent PyTorch state_dict entry) before finalize(); afterwards
+// ParamStore: every trainable parameter of a model in one contiguous f32 buffer (and its buffers,
+// ParamEntry::buffer: state that is not trained), and every gradient in a second buffer of the
+// same layout. Layers register named tensors (named and shaped exactly like the equivalent
+// PyTorch state_dict entry) before finalize(); afterwards
 // the optimizer, clipping, all-reduce and checkpointing each make one pass over one buffer.
 //
 // Memory and the host-access contract. finalize() allocates both buffers from the store's
@@ -44,12 +45,22 @@ struct ParamEntry {
   // Frozen (a parameter group's, optim/param_groups.h): the optimizer leaves it alone and its
   // gradient stays zero, so a model may skip the backward work that only feeds it.
   bool frozen = false;
+  // A buffer, not a parameter (torch's register_buffer: BatchNorm's running statistics): a layer
+  // writes it in forward, and it is frozen and undecayed for good, whatever the groups say, so no
+  // optimizer, unfreezing or weight decay ever touches it. It lives in the flat buffer anyway so
+  // that checkpoints, resume, export, init_from / encoder_from and broadcasts carry it with no
+  // case of their own; parameter counts leave it out.
+  bool buffer = false;
 };
 
 class ParamStore {
  public:
   // Returns the entry index; the tensor's memory exists only after finalize().
   size_t add(std::string name, Shape shape);
+  // The same for a buffer (ParamEntry::buffer): frozen and undecayed from the start.
+  size_t add_buffer(std::string name, Shape shape);
+  // Whether any entry is a buffer.
+  bool has_buffers() const;
   // Allocates the zeroed parameter and gradient buffers from backend().
   void finalize();
   bool finalized() const { return finalized_; }
@@ -69,9 +80,10 @@ class ParamStore {
   // on this store's backend or on `on` (checkpoint snapshots are host copies on the CPU backend).
   ParamStore clone_layout() const { return clone_layout(backend()); }
   ParamStore clone_layout(Backend& on) const;
-  void set_decay(size_t i, bool decay) { entries_.at(i).decay = decay; }
+  // A buffer stays undecayed and frozen whatever these are asked.
+  void set_decay(size_t i, bool decay) { entries_.at(i).decay = decay && !entries_[i].buffer; }
   void mark_embedding(size_t i) { entries_.at(i).embedding = true; }
-  void set_frozen(size_t i, bool frozen) { entries_.at(i).frozen = frozen; }
+  void set_frozen(size_t i, bool frozen) { entries_.at(i).frozen = frozen || entries_.at(i).buffer; }
   // Whether no entry whose name starts with `prefix` is trainable (true when none matches): a
   // model skips a module's backward when nothing below it needs a gradient.
   bool all_frozen(std::string_view prefix) const;

@@ -8,6 +8,10 @@
 // within rounding, and exact where p == ema, so the average of a tensor frozen from the first
 // step stays bitwise its weights. There is no warm-up of the decay: starting at the first step's
 // weights, not at the initialization, is the warm-up AveragedModel has.
+// Buffers (ParamEntry::buffer: BatchNorm's running statistics) are not averaged: as in
+// AveragedModel's default (use_buffers=False), they follow the model's own after every update,
+// copied over the average (set_copied), so the averaged weights validate with the current
+// statistics and num_batches_tracked stays a whole count.
 // The average lives in the parameters' backend memory; update() is three passes of the
 // backend's copy and axpy. A second buffer holds p - ema during an update and the trained
 // weights while use_average() has the average in their place.
@@ -15,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -33,6 +38,8 @@ class Ema {
 
   // After an optimizer step: folds params[0, n) into the average. The first call fixes n.
   void update(const float* params, size_t n);
+  // The [begin, end) stretches of the buffer that update() copies instead of averaging.
+  void set_copied(std::vector<std::pair<size_t, size_t>> ranges) { copied_ = std::move(ranges); }
 
   // The average (n elements of the backend's memory; params themselves before any update).
   // Downloads it; an Ema with no update yet has nothing to give and throws.
@@ -55,6 +62,7 @@ class Ema {
   int64_t updates_ = 0;
   size_t n_ = 0;
   DeviceBuffer average_, other_;  // other_: p - ema in update(), the trained weights in use
+  std::vector<std::pair<size_t, size_t>> copied_;
   bool in_use_ = false;
 };
 

@@ -54,7 +54,7 @@ std::vector<GroupRun> group_runs(const ParamStore& params, std::span<const Param
     const ParamGroup& g = per_entry[i];
     const size_t begin = entries[i].offset, end = begin + static_cast<size_t>(numel_of(entries[i].shape));
     if (begin == end) continue;
-    GroupRun r{begin, end, g.lr_scale, g.weight_decay, g.frozen};
+    GroupRun r{begin, end, g.lr_scale, g.weight_decay, g.frozen || entries[i].buffer};  // a buffer: always frozen
     if (!runs.empty() && runs.back().end == begin && runs.back().lr_scale == r.lr_scale &&
         runs.back().weight_decay == r.weight_decay && runs.back().frozen == r.frozen)
       runs.back().end = end;

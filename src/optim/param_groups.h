@@ -44,7 +44,8 @@ std::vector<ParamGroup> entry_groups(const ParamStore& params, std::span<const P
                                      const std::string& key = "train.param_groups");
 
 // The entries' settings as runs over the flat buffer, in order, covering [0, params.size());
-// neighbours with equal settings are one run.
+// neighbours with equal settings are one run. A buffer (ParamEntry::buffer) is frozen whatever its
+// group says.
 std::vector<GroupRun> group_runs(const ParamStore& params, std::span<const ParamGroup> per_entry);
 
 // The model's tensor names for an error message, short: each distinct first component once

@@ -97,7 +97,8 @@ EncoderFromReport encoder_from(const std::string& source, Model& model) {
     }
     const NamedTensor* t = s.file.find(e.name);
     ST_CHECK(t, "model.encoder_from: {} has no tensor '{}' for this model's encoder (a different model.layers, "
-             "bidirectional, pooling or positions?); its encoder tensors are: {}", s.what, e.name,
+             "bidirectional, pooling or positions? a cnn: a different model.norm); its encoder tensors are: {}", s.what,
+             e.name,
              names_of(source_encoder));
     ST_CHECK(t->shape == e.shape, "model.encoder_from: tensor '{}' of {} has shape {} but this model's has shape {}; "
              "the encoders differ in size: give this model the source's model.hidden, model.layers (cnn: "
@@ -105,7 +106,8 @@ EncoderFromReport encoder_from(const std::string& source, Model& model) {
   }
   for (const auto& name : source_encoder)
     ST_CHECK(params.find(name), "model.encoder_from: {} has encoder tensor '{}' that this model lacks (a different "
-             "model.layers, bidirectional, pooling or positions?); set them as the source was trained", s.what, name);
+             "model.layers, bidirectional, pooling or positions? a cnn: a different model.norm); set them as the "
+             "source was trained", s.what, name);
   for (const auto& t : s.file.tensors)
     if (!is_encoder_tensor(t.name)) skip.push_back(t.name);
 

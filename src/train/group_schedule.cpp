@@ -39,7 +39,9 @@ std::vector<ParamGroup> GroupSchedule::at(int64_t epoch) const {
 
 void GroupSchedule::apply(int64_t epoch, ParamStore& params, Optimizer& optimizer) const {
   const std::vector<ParamGroup> groups = at(epoch);
-  bool plain = true;  // every tensor in the optimizer's own group
+  // Every tensor in the optimizer's own group; buffers (BatchNorm's running statistics) need
+  // their frozen runs even then.
+  bool plain = !params.has_buffers();
   for (const ParamGroup& g : groups) plain = plain && g == ParamGroup{g.prefix, 1.0, std::nullopt, false};
   optimizer.set_groups(plain ? std::vector<GroupRun>{} : group_runs(params, groups));
   apply_frozen(params, groups);

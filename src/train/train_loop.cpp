@@ -106,6 +106,11 @@ TrainLoop::TrainLoop(const Config& config, const TrainOptions& options)
   eval_every_ = parse_frequency(config_.train.eval_every, "train.eval_every");
   checkpoint_every_ = checkpoint_frequency(config_.train.checkpoint_every);
   // Everything that can fail on bad input happens before the run directory is touched.
+  // BatchNorm's statistics would be each rank's shard's, and the run one process's no longer.
+  ST_CHECK(comm_->world() == 1 || config_.model.norm != "batch",
+           "config key 'model.norm' is batch, which computes its statistics over each batch, and this run has {} "
+           "ranks: each rank would normalise by its own shard, unlike one process. Use model.norm: layer with several "
+           "ranks, or train model.norm batch on one process", comm_->world());
   threads_ = set_cpu_threads(rank_threads(config_.runtime.threads, *comm_));
   plan_ = plan_data(config_);
   workers_ = loader_workers(config_, threads_, &workers_reason_);
@@ -162,7 +167,13 @@ void TrainLoop::build_model() {
 void TrainLoop::build_optimizer() {
   const auto& t = config_.train;
   optimizer_ = build_run_optimizer(t, *model_);
-  if (t.ema_decay > 0) ema_ = std::make_unique<Ema>(t.ema_decay, model_->params().backend());
+  if (t.ema_decay > 0) {
+    ema_ = std::make_unique<Ema>(t.ema_decay, model_->params().backend());
+    std::vector<std::pair<size_t, size_t>> buffers;  // followed, not averaged (optim/ema.h)
+    for (const ParamEntry& e : model_->params().entries())
+      if (e.buffer) buffers.emplace_back(e.offset, e.offset + static_cast<size_t>(numel_of(e.shape)));
+    ema_->set_copied(std::move(buffers));
+  }
   // train.param_groups and the fine-tuning schedule; applied at each epoch's start (train_epoch).
   groups_ = std::make_unique<GroupSchedule>(t, model_->params());
   batches_ = batch_count(feed_.source->size(), t.batch_size);
@@ -460,10 +471,26 @@ void TrainLoop::refuse_finished_run(const std::string& checkpoint) const {
 // A checkpoint can fall inside a gradient accumulation (at an epoch's end or on a stop). The
 // weights have not changed since that optimizer step began, so re-running its first
 // micro-batches rebuilds the accumulated gradient exactly. Their losses are already in the
-// saved pending loss, so the step's copy of them is dropped.
+// saved pending loss, so the step's copy of them is dropped. Buffers (BatchNorm's running
+// statistics) already hold those micro-batches' updates: they are put back as the checkpoint had
+// them after the replay, on the device.
 void TrainLoop::replay_partial_accumulation() {
   const int64_t accum = config_.train.grad_accum, m = state_.micro_steps % accum;
   if (m == 0) return;
+  ParamStore& ps = model_->params();
+  std::vector<std::pair<size_t, size_t>> buffers;  // (offset, count)
+  size_t held = 0;
+  for (const ParamEntry& e : ps.entries())
+    if (e.buffer) {
+      buffers.emplace_back(e.offset, static_cast<size_t>(numel_of(e.shape)));
+      held += buffers.back().second;
+    }
+  DeviceBuffer saved;
+  if (held > 0) {
+    saved = DeviceBuffer(ps.backend(), held, false);
+    size_t at = 0;
+    for (const auto& [offset, n] : buffers) ps.backend().copy(ps.params() + offset, saved.data() + at, n), at += n;
+  }
   const int64_t B = config_.train.batch_size;
   std::vector<std::pair<int64_t, int64_t>> where;  // (epoch, batch) of each, newest first
   for (int64_t e = state_.epoch, b = state_.batch_in_epoch; static_cast<int64_t>(where.size()) < m;) {
@@ -486,14 +513,19 @@ void TrainLoop::replay_partial_accumulation() {
     ST_CHECK(!run_batch(batch, state_.micro_steps - m + i).updated,
              "internal error: replaying a partial gradient accumulation completed an optimizer step");
   }
+  size_t at = 0;
+  for (const auto& [offset, n] : buffers) ps.backend().copy(saved.data() + at, ps.params() + offset, n), at += n;
   step_->take_loss();
 }
 
 void TrainLoop::announce() {
   observers_.on_note(fmt::format("loader: {} worker(s) ({}); {} compute thread(s){}", workers_, workers_reason_,
                                  threads_, feed_.augment ? "; augmentation on" : ""));
+  size_t parameters = model_->params().size();  // less the buffers (BatchNorm's running statistics)
+  for (const ParamEntry& e : model_->params().entries())
+    if (e.buffer) parameters -= static_cast<size_t>(numel_of(e.shape));
   observers_.on_note(fmt::format("{} model, {} parameters, {} train / {} val / {} test {}, {} threads", spec_.type,
-                                 model_->params().size(), plan_.train->size(), DataPlan::size_of(plan_.val),
+                                 parameters, plan_.train->size(), DataPlan::size_of(plan_.val),
                                  DataPlan::size_of(plan_.test), plan_.unit, threads_));
   for (const std::string& line : format_summary(spec_, model_->params())) observers_.on_note(line);
   if (ema_)

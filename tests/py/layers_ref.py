@@ -9,6 +9,12 @@ usage: layers_ref.py linear DIR       x, weight, bias, dy       -> y_ref, dx_ref
                                       lengths (optional: each sample's valid steps)
                                       -> y_ref, dx_ref, dweight_ref, dbias_ref: nn.Conv1d(padding="same")
                                       over the steps, its input zeroed at padded steps (seqtrain's mask)
+       layers_ref.py batch_norm DIR   xs [S, B, T, C] and dys (S training steps), weight, bias, running_mean,
+                                      running_var, lengths (optional) -> for each step s: y{s}_ref, dx{s}_ref,
+                                      dweight{s}_ref, dbias{s}_ref of nn.BatchNorm1d(C) in train mode on
+                                      the valid steps gathered as [n, C] rows (0 at padded steps); then
+                                      running_mean_ref, running_var_ref, num_batches_tracked_ref, and
+                                      y_eval_ref, dx_eval_ref (eval mode on xs[0], dys[0])
 The layers are real torch.nn modules loaded through load_state_dict(strict=True) from the
 names seqtrain registered, so a parameter-name or shape mismatch fails here too.
 """
@@ -86,6 +92,36 @@ def conv1d(d):
         save(d, name, t)
 
 
+def batch_norm(d):
+    xs, dys = load(d, "xs"), load(d, "dys")
+    S, B, T, C = xs.shape
+    layer = torch.nn.BatchNorm1d(C).double()
+    state = {k: load(d, k) for k in ("weight", "bias", "running_mean", "running_var")}
+    state["num_batches_tracked"] = torch.tensor(0, dtype=torch.long)
+    layer.load_state_dict(state, strict=True)
+    keep = torch.ones(B, T, dtype=torch.bool)
+    if os.path.exists(os.path.join(d, "lengths.npy")):
+        keep = torch.arange(T)[None, :] < load(d, "lengths", torch.int64)[:, None]
+
+    def step(x, dy):
+        x = x.clone().requires_grad_(True)
+        layer.zero_grad()
+        y = x.new_zeros(x.shape).masked_scatter(keep[:, :, None], layer(x[keep]))
+        y.backward(dy)
+        return y, x.grad
+
+    for s in range(S):
+        y, dx = step(xs[s], dys[s])
+        for name, t in (("y", y), ("dx", dx), ("dweight", layer.weight.grad), ("dbias", layer.bias.grad)):
+            save(d, f"{name}{s}", t)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        save(d, name, getattr(layer, name))
+    layer.eval()
+    y, dx = step(xs[0], dys[0])
+    save(d, "y_eval", y)
+    save(d, "dx_eval", dx)
+
+
 def main(argv):
     torch.set_num_threads(1)
     if argv[0] == "linear":
@@ -96,6 +132,8 @@ def main(argv):
         act(argv[1])
     elif argv[0] == "conv1d":
         conv1d(argv[1])
+    elif argv[0] == "batch_norm":
+        batch_norm(argv[1])
     else:
         sys.exit("unknown case " + argv[0])
 

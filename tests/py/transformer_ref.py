@@ -8,7 +8,9 @@ and writing DIR/y.npy, DIR/dx.npy (attn, layer) and DIR/grad_<name>.npy for ever
   layer  nn.TransformerEncoderLayer(C, heads, 4C, dropout=0, activation="gelu", batch_first=True,
          norm_first=True), parameters under "layer."
   model  seqtrain_torch's mirror from DIR/spec.json (seqtrain's ModelSpec JSON), loaded strict, in
-         training mode with dropout 0 (torch's plain path, not its eval fast path)
+         training mode with dropout 0 (torch's plain path, not its eval fast path), or with --eval in
+         eval mode (BatchNorm's running statistics); every buffer after the forward (BatchNorm's
+         updated running statistics) to DIR/buf_<name>.npy
 """
 
 import argparse
@@ -27,6 +29,7 @@ def main():
     ap.add_argument("mode", choices=["attn", "layer", "model"])
     ap.add_argument("dir")
     ap.add_argument("--heads", type=int, default=1)
+    ap.add_argument("--eval", action="store_true")
     a = ap.parse_args()
     d = a.dir
     arrays, _ = read_file(os.path.join(d, "params.safetensors"))
@@ -48,7 +51,7 @@ def main():
                                                 norm_first=True)
             prefix = "layer."
     module.load_state_dict({k[len(prefix):]: torch.from_numpy(v) for k, v in arrays.items()}, strict=True)
-    module = module.double().train()
+    module = module.double().train(not a.eval)
     x.requires_grad_(a.mode != "model")
 
     if a.mode == "model":
@@ -65,6 +68,8 @@ def main():
     np.save(os.path.join(d, "y.npy"), y.detach().numpy())
     if a.mode != "model":
         np.save(os.path.join(d, "dx.npy"), x.grad.numpy())
+    for k, b in module.named_buffers():
+        np.save(os.path.join(d, f"buf_{prefix}{k}.npy"), b.detach().double().numpy())
     for k, p in module.named_parameters():
         np.save(os.path.join(d, f"grad_{prefix}{k}.npy"), p.grad.numpy() if p.grad is not None else np.zeros(p.shape))
 

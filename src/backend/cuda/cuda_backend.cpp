@@ -90,6 +90,7 @@ bool CudaBackend::supports(BackendOp op) const {
     case BackendOp::cross_entropy: case BackendOp::layer_norm: case BackendOp::embedding:
     case BackendOp::dropout: case BackendOp::axpy: case BackendOp::transpose:
     case BackendOp::regression_loss: case BackendOp::token_ids: case BackendOp::conv1d:
+    case BackendOp::batch_norm:
       return true;
   }
   return false;

@@ -32,4 +32,20 @@ cudaError_t launch_im2col_1d(const float* x, const unsigned char* mask, float* c
 cudaError_t launch_col2im_1d(const float* dcols, const unsigned char* mask, float* dx, int64_t B, int64_t T,
                              int64_t C, int64_t k, int64_t pad_left, cudaStream_t s);
 
+// Backend::batch_norm_forward / _backward (backend.h's BatchNormArgs, spelled out): one block per
+// channel sums its column over the rows in a fixed order (each thread a fixed stride of rows, then
+// a fixed tree), in double, and writes the column's outputs; block 0 counts the batch.
+struct BatchNormLaunch {
+  int64_t rows, channels, count;
+  float eps, momentum;
+  bool training;
+  const float* x;
+  const unsigned char* mask;
+  const float *weight, *bias;
+  float *mean, *rstd, *running_mean, *running_var, *num_batches_tracked;
+};
+cudaError_t launch_batch_norm_forward(const BatchNormLaunch& a, float* y, cudaStream_t s);
+cudaError_t launch_batch_norm_backward(const BatchNormLaunch& a, const float* dy, float* dx, float* dweight,
+                                       float* dbias, cudaStream_t s);
+
 }  // namespace seqtrain::cuda

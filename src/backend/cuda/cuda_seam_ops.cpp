@@ -65,4 +65,21 @@ void CudaBackend::col2im_1d(const Conv1dArgs& a, const float* dcols, float* dx) 
   ST_CUDA(launch_col2im_1d(dcols, a.mask, dx, a.batch, a.steps, a.channels, a.kernel, a.pad_left, stream()));
 }
 
+namespace {
+BatchNormLaunch bn_launch(const BatchNormArgs& a) {
+  check_batch_norm_args(a);
+  return BatchNormLaunch{a.rows, a.channels, a.count, a.eps, a.momentum, a.training, a.x, a.mask, a.weight, a.bias,
+                         a.mean, a.rstd, a.running_mean, a.running_var, a.num_batches_tracked};
+}
+}  // namespace
+
+void CudaBackend::batch_norm_forward(const BatchNormArgs& a, float* y) {
+  ST_CUDA(launch_batch_norm_forward(bn_launch(a), y, stream()));
+}
+
+void CudaBackend::batch_norm_backward(const BatchNormArgs& a, const float* dy, float* dx, float* dweight,
+                                      float* dbias) {
+  ST_CUDA(launch_batch_norm_backward(bn_launch(a), dy, dx, dweight, dbias, stream()));
+}
+
 }  // namespace seqtrain::cuda

@@ -112,6 +112,92 @@ __global__ void token_ids_kernel(const T* x, int64_t* ids, int64_t n, int64_t vo
   }
 }
 
+// BatchNorm: one block of kBnThreads per channel c. Thread i sums rows i, i + kBnThreads, ... in
+// order; the block then adds the partials in a fixed tree, so every launch sums alike.
+constexpr int kBnThreads = 256;
+
+// The block's total of each thread's v (thread 0's result is every thread's, after the barrier).
+__device__ double bn_block_sum(double v, double* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = kBnThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+__global__ void batch_norm_forward_kernel(BatchNormLaunch a, float* y) {
+  __shared__ double shared[kBnThreads];
+  const int64_t c = blockIdx.x, C = a.channels;
+  float mean, rstd;
+  if (a.training) {
+    const double n = static_cast<double>(a.count);
+    double sum = 0;
+    for (int64_t r = threadIdx.x; r < a.rows; r += kBnThreads)
+      if (!a.mask || !a.mask[r]) sum += a.x[r * C + c];
+    const double mu = bn_block_sum(sum, shared) / n;
+    double sq = 0;
+    for (int64_t r = threadIdx.x; r < a.rows; r += kBnThreads)
+      if (!a.mask || !a.mask[r]) {
+        const double d = a.x[r * C + c] - mu;
+        sq += d * d;
+      }
+    const double var = bn_block_sum(sq, shared) / n, m = a.momentum;
+    mean = static_cast<float>(mu);
+    rstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(a.eps)));
+    if (threadIdx.x == 0) {
+      a.mean[c] = mean;
+      a.rstd[c] = rstd;
+      a.running_mean[c] = static_cast<float>(m * mu + (1.0 - m) * a.running_mean[c]);
+      a.running_var[c] = static_cast<float>(m * var * n / (n - 1.0) + (1.0 - m) * a.running_var[c]);
+      if (c == 0) *a.num_batches_tracked += 1.f;
+    }
+  } else {
+    mean = a.running_mean[c];
+    rstd = static_cast<float>(1.0 / sqrt(static_cast<double>(a.running_var[c]) + a.eps));
+    if (threadIdx.x == 0) {
+      a.mean[c] = mean;
+      a.rstd[c] = rstd;
+    }
+  }
+  const float w = a.weight[c], b = a.bias[c];
+  for (int64_t r = threadIdx.x; r < a.rows; r += kBnThreads)
+    y[r * C + c] = a.mask && a.mask[r] ? 0.f : (a.x[r * C + c] - mean) * rstd * w + b;
+}
+
+__global__ void batch_norm_backward_kernel(BatchNormLaunch a, const float* dy, float* dx, float* dweight,
+                                           float* dbias) {
+  __shared__ double shared[kBnThreads];
+  const int64_t c = blockIdx.x, C = a.channels;
+  const float mean = a.mean[c], rstd = a.rstd[c], w = a.weight[c];
+  double s = 0, p = 0;
+  for (int64_t r = threadIdx.x; r < a.rows; r += kBnThreads)
+    if (!a.mask || !a.mask[r]) {
+      const float g = dy[r * C + c], xhat = (a.x[r * C + c] - mean) * rstd;
+      s += g;
+      p += static_cast<double>(g) * xhat;
+    }
+  s = bn_block_sum(s, shared);
+  p = bn_block_sum(p, shared);
+  if (threadIdx.x == 0) {
+    if (dweight) dweight[c] += static_cast<float>(p);
+    if (dbias) dbias[c] += static_cast<float>(s);
+  }
+  const double n = static_cast<double>(a.count);
+  const float s_mean = a.training ? static_cast<float>(s / n) : 0.f, p_mean = a.training ? static_cast<float>(p / n) : 0.f;
+  for (int64_t r = threadIdx.x; r < a.rows; r += kBnThreads) {
+    if (a.mask && a.mask[r]) {
+      dx[r * C + c] = 0.f;
+      continue;
+    }
+    const float xhat = (a.x[r * C + c] - mean) * rstd;
+    dx[r * C + c] = w * rstd * (dy[r * C + c] - s_mean - xhat * p_mean);
+  }
+}
+
 }  // namespace
 
 int seam_blocks(int64_t n) { return blocks_for(n); }
@@ -135,6 +221,17 @@ cudaError_t launch_im2col_1d(const float* x, const unsigned char* mask, float* c
 cudaError_t launch_col2im_1d(const float* dcols, const unsigned char* mask, float* dx, int64_t B, int64_t T,
                              int64_t C, int64_t k, int64_t pad_left, cudaStream_t s) {
   col2im_1d_kernel<<<blocks_for(B * T * C), kThreads, 0, s>>>(dcols, mask, dx, B, T, C, k, pad_left);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_batch_norm_forward(const BatchNormLaunch& a, float* y, cudaStream_t s) {
+  batch_norm_forward_kernel<<<static_cast<unsigned>(a.channels), kBnThreads, 0, s>>>(a, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_batch_norm_backward(const BatchNormLaunch& a, const float* dy, float* dx, float* dweight,
+                                       float* dbias, cudaStream_t s) {
+  batch_norm_backward_kernel<<<static_cast<unsigned>(a.channels), kBnThreads, 0, s>>>(a, dy, dx, dweight, dbias);
   return cudaGetLastError();
 }
 

@@ -8,7 +8,7 @@
 namespace seqtrain {
 class Backend;
 class Communicator;
-inline constexpr int kCudaPluginAbi = 3;
+inline constexpr int kCudaPluginAbi = 4;
 }  // namespace seqtrain
 
 extern "C" {
