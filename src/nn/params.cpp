@@ -33,10 +33,11 @@ size_t ParamStore::add_buffer(std::string name, Shape shape) {
   return i;
 }
 
-bool ParamStore::has_buffers() const {
+std::vector<std::pair<size_t, size_t>> ParamStore::buffer_ranges() const {
+  std::vector<std::pair<size_t, size_t>> ranges;
   for (const auto& e : entries_)
-    if (e.buffer) return true;
-  return false;
+    if (e.buffer) ranges.emplace_back(e.offset, static_cast<size_t>(numel_of(e.shape)));
+  return ranges;
 }
 
 void ParamStore::add_alias(std::string name, size_t i) {

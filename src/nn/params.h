@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/device_buffer.h"
@@ -59,8 +60,10 @@ class ParamStore {
   size_t add(std::string name, Shape shape);
   // The same for a buffer (ParamEntry::buffer): frozen and undecayed from the start.
   size_t add_buffer(std::string name, Shape shape);
-  // Whether any entry is a buffer.
-  bool has_buffers() const;
+  // Where the buffers lie in the flat buffer, as (offset, count) in entry order: what EMA copies
+  // rather than averages, what a replayed accumulation restores, what parameter counts leave out.
+  std::vector<std::pair<size_t, size_t>> buffer_ranges() const;
+  bool has_buffers() const { return !buffer_ranges().empty(); }
   // Allocates the zeroed parameter and gradient buffers from backend().
   void finalize();
   bool finalized() const { return finalized_; }

@@ -30,7 +30,7 @@ void Ema::update(const float* params, size_t n) {
     backend_->copy(params, other_.data(), n);
     backend_->axpy(-1.f, average_.data(), other_.data(), n);
     backend_->axpy(static_cast<float>(1.0 - decay_), other_.data(), average_.data(), n);
-    for (const auto& [begin, end] : copied_) backend_->copy(params + begin, average_.data() + begin, end - begin);
+    for (const auto& [offset, n] : copied_) backend_->copy(params + offset, average_.data() + offset, n);
   }
   ++updates_;
 }

@@ -38,7 +38,7 @@ class Ema {
 
   // After an optimizer step: folds params[0, n) into the average. The first call fixes n.
   void update(const float* params, size_t n);
-  // The [begin, end) stretches of the buffer that update() copies instead of averaging.
+  // The (offset, count) stretches of the buffer that update() copies instead of averaging.
   void set_copied(std::vector<std::pair<size_t, size_t>> ranges) { copied_ = std::move(ranges); }
 
   // The average (n elements of the backend's memory; params themselves before any update).

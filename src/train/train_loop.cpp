@@ -169,10 +169,7 @@ void TrainLoop::build_optimizer() {
   optimizer_ = build_run_optimizer(t, *model_);
   if (t.ema_decay > 0) {
     ema_ = std::make_unique<Ema>(t.ema_decay, model_->params().backend());
-    std::vector<std::pair<size_t, size_t>> buffers;  // followed, not averaged (optim/ema.h)
-    for (const ParamEntry& e : model_->params().entries())
-      if (e.buffer) buffers.emplace_back(e.offset, e.offset + static_cast<size_t>(numel_of(e.shape)));
-    ema_->set_copied(std::move(buffers));
+    ema_->set_copied(model_->params().buffer_ranges());  // followed, not averaged (optim/ema.h)
   }
   // train.param_groups and the fine-tuning schedule; applied at each epoch's start (train_epoch).
   groups_ = std::make_unique<GroupSchedule>(t, model_->params());
@@ -478,13 +475,9 @@ void TrainLoop::replay_partial_accumulation() {
   const int64_t accum = config_.train.grad_accum, m = state_.micro_steps % accum;
   if (m == 0) return;
   ParamStore& ps = model_->params();
-  std::vector<std::pair<size_t, size_t>> buffers;  // (offset, count)
+  const auto buffers = ps.buffer_ranges();
   size_t held = 0;
-  for (const ParamEntry& e : ps.entries())
-    if (e.buffer) {
-      buffers.emplace_back(e.offset, static_cast<size_t>(numel_of(e.shape)));
-      held += buffers.back().second;
-    }
+  for (const auto& range : buffers) held += range.second;
   DeviceBuffer saved;
   if (held > 0) {
     saved = DeviceBuffer(ps.backend(), held, false);
@@ -522,8 +515,7 @@ void TrainLoop::announce() {
   observers_.on_note(fmt::format("loader: {} worker(s) ({}); {} compute thread(s){}", workers_, workers_reason_,
                                  threads_, feed_.augment ? "; augmentation on" : ""));
   size_t parameters = model_->params().size();  // less the buffers (BatchNorm's running statistics)
-  for (const ParamEntry& e : model_->params().entries())
-    if (e.buffer) parameters -= static_cast<size_t>(numel_of(e.shape));
+  for (const auto& range : model_->params().buffer_ranges()) parameters -= range.second;
   observers_.on_note(fmt::format("{} model, {} parameters, {} train / {} val / {} test {}, {} threads", spec_.type,
                                  parameters, plan_.train->size(), DataPlan::size_of(plan_.val),
                                  DataPlan::size_of(plan_.test), plan_.unit, threads_));
