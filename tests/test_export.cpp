@@ -315,6 +315,7 @@ TEST(Export, BadInputIsExitCodeTwoAndLeavesNothingBehind) {
   fs::copy(load_model(lm_run()).dir, bad_vocab, fs::copy_options::recursive);
   nlohmann::json st = read_json(bad_vocab + "/state.json");
   st["vocab"]["kind"] = "words";
+  seal_checkpoint_state(st);
   write_file(dir, "bad_vocab/state.json", st.dump());
   Result mid = run_seqtrain("export " + bad_vocab + " --out " + out);
   EXPECT_EQ(mid.rc, 2) << mid.out;

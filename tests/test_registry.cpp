@@ -175,13 +175,15 @@ std::vector<float> predictions(Model& m, const WindowDataset& split, int64_t n) 
   return std::vector<float>(y.f32(), y.f32() + y.numel());
 }
 
-// A copy of the run's best checkpoint whose state.json is edited by `edit`.
+// A copy of the run's best checkpoint whose state.json is edited by `edit` and sealed again (as a
+// state another version wrote: an unsealed edit is refused, MalformedInputs tests that).
 std::string edited_copy(const TempDir& dir, const std::string& from, const std::string& name,
                         const std::function<void(nlohmann::json&)>& edit) {
   const std::string to = dir / name;
   fs::copy(from, to, fs::copy_options::recursive);
   nlohmann::json st = nlohmann::json::parse(cli::slurp(to + "/state.json"));
   edit(st);
+  seal_checkpoint_state(st);
   std::ofstream(to + "/state.json") << st.dump(1);
   return to;
 }

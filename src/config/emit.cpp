@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "config/fields.h"
 #include "core/error.h"
+#include "core/fnv1a.h"
 
 namespace seqtrain {
 namespace {
@@ -116,13 +117,7 @@ std::string to_yaml(const Config& config) {
 }
 
 std::string config_hash(const Config& config) {
-  // FNV-1a 64: tiny, stable, and good enough to notice a changed config (not a security hash).
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char ch : to_yaml(config)) {
-    h ^= ch;
-    h *= 0x100000001b3ULL;
-  }
-  return fmt::format("{:016x}", h);
+  return fmt::format("{:016x}", fnv1a(to_yaml(config)));
 }
 
 }  // namespace seqtrain

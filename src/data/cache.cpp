@@ -16,6 +16,7 @@
 
 #include "core/text.h"
 #include "core/error.h"
+#include "core/fnv1a.h"
 
 namespace seqtrain {
 namespace fs = std::filesystem;
@@ -28,12 +29,6 @@ constexpr char kMagicV1[9] = "STCACHE1";
 constexpr char kEnd[9] = "STCEND01";
 constexpr int64_t kHeader = 64, kTrailer = 16;
 
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL, kFnvPrime = 0x100000001b3ULL;
-uint64_t fnv1a(uint64_t h, const void* p, size_t n) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * kFnvPrime;
-  return h;
-}
 
 struct Header {
   uint64_t key;
@@ -131,16 +126,16 @@ uint64_t hash_file_content(const std::string& path) {
 
 uint64_t cache_key(const std::vector<std::string>& files, const std::string& settings, int64_t n, int64_t x_size,
                    int64_t y_size, int64_t epochs) {
-  uint64_t h = kFnvOffset;
+  uint64_t h = kFnv1aOffset;
   for (const auto& f : files) {
     const uint64_t c = hash_file_content(f);
-    h = fnv1a(h, &c, sizeof(c));
+    h = fnv1a(&c, sizeof(c), h);
   }
   const uint64_t len = settings.size();  // length first, so "ab"+"c" and "a"+"bc" differ
-  h = fnv1a(h, &len, sizeof(len));
-  h = fnv1a(h, settings.data(), settings.size());
+  h = fnv1a(&len, sizeof(len), h);
+  h = fnv1a(settings, h);
   const int64_t dims[4] = {n, x_size, y_size, epochs};
-  h = fnv1a(h, dims, sizeof(dims));
+  h = fnv1a(dims, sizeof(dims), h);
   return h == 0 ? 1 : h;  // 0 means "any key" inside this file
 }
 

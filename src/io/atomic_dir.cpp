@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fnv1a.h"
 
 namespace seqtrain {
 namespace fs = std::filesystem;
@@ -64,14 +65,11 @@ void publish_dir(const std::string& tmp_dir, const std::string& final_dir) {
 uint64_t file_fnv1a(const std::string& path, const std::string& purpose) {
   std::ifstream f(path, std::ios::binary);
   ST_CHECK(f.good(), "{}: cannot read the file {}", path, purpose);
-  uint64_t h = 0xcbf29ce484222325ULL;
+  uint64_t h = kFnv1aOffset;
   std::vector<char> buf(1 << 20);
   while (f) {
     f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    for (std::streamsize i = 0; i < f.gcount(); ++i) {
-      h ^= static_cast<unsigned char>(buf[i]);
-      h *= 0x100000001b3ULL;
-    }
+    h = fnv1a(buf.data(), static_cast<size_t>(f.gcount()), h);
   }
   return h;
 }

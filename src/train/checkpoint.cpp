@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "backend/backend.h"
+#include "core/fnv1a.h"
 #include "io/atomic_dir.h"
 #include "io/safetensors.h"
 
@@ -62,6 +64,7 @@ void save_checkpoint(const std::string& dir, const CheckpointData& data) {
     }
     save_flat((tmp / kFiles[1]).string(), *data.params, bufs);
     for (const char* f : kFiles) state["checksums"][f] = file_checksum((tmp / f).string());
+    seal_checkpoint_state(state);
     {
       std::ofstream out((tmp / "state.json").string());
       out << state.dump(2) << "\n";
@@ -77,15 +80,54 @@ void save_checkpoint(const std::string& dir, const CheckpointData& data) {
   }
 }
 
+namespace {
+constexpr const char* kStateChecksum = "state_checksum";
+
+// The hash of `state` less its own checksum, over its compact dump (keys sorted, numbers in
+// their shortest round-trip form, so a parsed state dumps to the same text as the saved one).
+std::string state_hash(nlohmann::json state) {
+  state.erase(kStateChecksum);
+  return fmt::format("{:016x}", fnv1a(state.dump()));
+}
+
+
+bool looks_like_checksum(const nlohmann::json& v) {
+  if (!v.is_string()) return false;
+  const std::string& s = v.get_ref<const std::string&>();
+  return s.size() == 16 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+}
+}  // namespace
+
+void seal_checkpoint_state(nlohmann::json& state) { state[kStateChecksum] = state_hash(state); }
+
 nlohmann::json read_checkpoint_state(const std::string& dir) {
   const fs::path state_path = fs::path(dir) / "state.json";
   ST_CHECK(fs::exists(state_path), "'{}' is not a checkpoint: it has no state.json (pass a checkpoints/<tag> directory)", dir);
+  nlohmann::json state;
   try {
     std::ifstream f(state_path);
-    return nlohmann::json::parse(f);
+    state = nlohmann::json::parse(f);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: state.json is not valid JSON ({}); the checkpoint is damaged, use another one", state_path.string(), e.what());
   }
+  ST_CHECK(state.is_object(), "{}: state.json holds {} where an object belongs; the checkpoint is damaged, use another one",
+           state_path.string(), state.type_name());
+  if (!state.contains(kStateChecksum)) {
+    // Written before the seal, or damage renamed the seal's key, which then still holds its 16
+    // hex digits beside the config's hash (the only other top-level value of that form).
+    for (const auto& [key, value] : state.items())
+      ST_CHECK(key == "config_hash" || !looks_like_checksum(value),
+               "{}: state.json has no '{}' but a '{}' holding a checksum: the file is damaged; use another checkpoint "
+               "(checkpoints/best, last or step-<N>)", state_path.string(), kStateChecksum, key);
+  } else {
+    const nlohmann::json& said = state[kStateChecksum];
+    const std::string want = said.is_string() ? said.get<std::string>() : said.dump();
+    const std::string got = state_hash(state);
+    ST_CHECK(want == got, "{}: state.json fails its own checksum (it says {}, its content hashes to {}): it was damaged "
+             "or edited after the run wrote it; use another checkpoint (checkpoints/best, last or step-<N>)",
+             state_path.string(), want, got);
+  }
+  return state;
 }
 
 namespace {

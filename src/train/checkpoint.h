@@ -47,8 +47,15 @@ nlohmann::json load_checkpoint(const std::string& dir, ParamStore& params, Optim
 // reading the weights without loading them into a store of the same names: init_from.h).
 std::string verified_model_file(const std::string& dir);
 
-// Reads and parses dir/state.json without verifying anything else (for choosing a checkpoint).
+// Reads and parses dir/state.json and checks it against its own checksum ("state_checksum",
+// which save_checkpoint writes: damage or an edit that leaves valid JSON would otherwise reach
+// the readers of its fields as wrong numbers or a type error). Nothing else is verified.
+// A state without the key (written before it existed) is read unchecked.
 nlohmann::json read_checkpoint_state(const std::string& dir);
+
+// Sets state["state_checksum"] to the hash of the rest of `state` (what read_checkpoint_state
+// checks); save_checkpoint calls it last.
+void seal_checkpoint_state(nlohmann::json& state);
 
 // "step-<updates>", the tag of a periodic checkpoint.
 std::string step_tag(int64_t updates);

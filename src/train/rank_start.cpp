@@ -1,30 +1,24 @@
 // The agreed start of a data-parallel run: see rank_start.h.
 #include "train/rank_start.h"
 
-#include <fstream>
+#include "core/error.h"
+#include "io/atomic_dir.h"
+
 #include <vector>
 
 namespace seqtrain {
 namespace {
-uint64_t fnv1a_file(const char* path) {
-  std::ifstream in(path, std::ios::binary);
-  uint64_t h = 0xcbf29ce484222325ULL;
-  if (!in) return 0;
-  std::vector<char> buf(1 << 16);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    for (std::streamsize i = 0; i < in.gcount(); ++i) {
-      h ^= static_cast<unsigned char>(buf[static_cast<size_t>(i)]);
-      h *= 0x100000001b3ULL;
-    }
+// The running binary's hash; 0 when it cannot be read (then only the configs are compared).
+uint64_t binary_hash() {
+  try {
+    return file_fnv1a("/proc/self/exe", "to compare the binary across ranks");
+  } catch (const Error&) {
+    return 0;
   }
-  return h;
 }
 }  // namespace
 
-RankIdentity rank_identity(const std::string& config_hash) {
-  return RankIdentity{config_hash, fnv1a_file("/proc/self/exe")};
-}
+RankIdentity rank_identity(const std::string& config_hash) { return RankIdentity{config_hash, binary_hash()}; }
 
 void agree_to_start(Communicator& comm, const std::string& local_error, const RankIdentity& me) {
   if (comm.world() == 1) {

@@ -48,6 +48,7 @@ std::vector<ResumeCandidate> resume_candidates(const fs::path& ckpt_dir) {
   if (fs::exists(ckpt_dir / "last")) dirs.push_back((ckpt_dir / "last").string());
   for (const auto& [n, path] : list_step_checkpoints(ckpt_dir.string())) dirs.push_back(path);
   std::vector<ResumeCandidate> out;
+  std::string refused;
   for (const auto& d : dirs) {
     try {
       nlohmann::json st = read_checkpoint_state(d);
@@ -56,8 +57,13 @@ std::vector<ResumeCandidate> resume_candidates(const fs::path& ckpt_dir) {
       out.push_back({d, std::move(st)});
     } catch (const Error& e) {
       std::fprintf(stderr, "seqtrain: warning: not resuming from '%s': %s\n", d.c_str(), e.what());
+      refused += "\n  " + std::string(e.what());
     }
   }
+  // Checkpoints that all fail are not "no checkpoint yet": starting over would write over them.
+  ST_CHECK(dirs.empty() || !out.empty(),
+           "--resume: none of the {} checkpoint(s) in '{}' can be resumed:{}\nto start the run over instead, train "
+           "without --resume and with --overwrite (which deletes them)", dirs.size(), ckpt_dir.string(), refused);
   auto key = [](const ResumeCandidate& c) {
     return std::make_tuple(c.state.at("micro_steps").get<int64_t>(), c.state.at("epoch").get<int64_t>(),
                            fs::path(c.dir).filename() == "last");
