@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 
 #include "core/error.h"
 #include "data/augment.h"
@@ -126,6 +128,39 @@ TEST(DataCache, KeyFollowsFileContentAndSettings) {
   CachedSource::open_or_build(base, dir / "c", k2, 1, 0, &info);
   EXPECT_FALSE(info.hit);
   EXPECT_EQ(list_caches(dir / "c").size(), 2u);
+}
+
+// Every byte of the header and trailer replaced by bytes that make its sizes huge, negative or
+// zero: each damaged file is listed as incomplete or as what it was, and opening it is a hit with
+// the exact samples or a miss that rebuilds them; never an overflow (UBSan) or a read outside it.
+TEST(DataCache, DamagedHeadersAreRebuiltNeverRead) {
+  TempDir dir;
+  Base base;
+  const uint64_t key = cache_key({}, "damage", 40, 20, 1, 2);
+  CacheInfo info;
+  CachedSource::open_or_build(base, dir / "c", key, 2, 0, &info);
+  const std::string path = info.path;
+  std::ifstream in(path, std::ios::binary);
+  const std::string valid(std::istreambuf_iterator<char>(in), {});
+  const std::vector<float> want = all_samples(base, 1);
+  int hits = 0, misses = 0;
+  for (size_t i = 0; i < valid.size(); ++i) {
+    if (i == 64) i = valid.size() - 16;  // the data between: any float is a valid sample
+    for (unsigned char b : {0x00, 0x7f, 0x80, 0xff}) {
+      std::string m = valid;
+      m[i] = static_cast<char>(b);
+      std::ofstream(path, std::ios::binary | std::ios::trunc) << m;
+      for (const CacheEntry& e : list_caches(dir / "c"))  // listed as complete: its sizes fit the file
+        if (e.complete) {
+          EXPECT_LE(e.epochs * e.n * (e.x_size + e.y_size) * 4 + 80, e.bytes) << "byte " << i;
+        }
+      auto c = CachedSource::open_or_build(base, dir / "c", key, 2, 0, &info);
+      (info.hit ? hits : misses) += 1;
+      ASSERT_EQ(all_samples(*c, 1), want) << "byte " << i << " set to " << int(b);
+    }
+  }
+  EXPECT_GT(misses, 0);
+  EXPECT_GT(hits, 0);  // a byte already equal, or the header's zero padding
 }
 
 TEST(DataCache, FailureWhileWritingLeavesNoUsableFile) {

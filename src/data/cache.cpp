@@ -52,8 +52,14 @@ bool check(const MappedFile& m, uint64_t key, Header* h) {
   if ((key != 0 && h->key != key) || h->n < 0 || h->xs < 0 || h->ys < 0 || h->epochs < 1 ||
       (h->lengths != 0 && h->lengths != 1))
     return false;
-  const int64_t floats = h->epochs * h->n * (h->xs + h->ys);
-  if (static_cast<int64_t>(m.size) != kHeader + floats * 4 + h->lengths * h->n * 8 + kTrailer) return false;
+  // A damaged header's sizes may overflow any product of them: such a file is no cache.
+  int64_t per_sample = 0, floats = 0, data_bytes = 0, length_bytes = 0, size = 0;
+  if (__builtin_add_overflow(h->xs, h->ys, &per_sample) || __builtin_mul_overflow(h->epochs, h->n, &floats) ||
+      __builtin_mul_overflow(floats, per_sample, &floats) || __builtin_mul_overflow(floats, int64_t{4}, &data_bytes) ||
+      __builtin_mul_overflow(h->lengths * 8, h->n, &length_bytes) ||
+      __builtin_add_overflow(data_bytes, length_bytes, &size) ||
+      __builtin_add_overflow(size, kHeader + kTrailer, &size) || static_cast<int64_t>(m.size) != size)
+    return false;
   const unsigned char* t = m.data + m.size - kTrailer;
   uint64_t tkey;
   std::memcpy(&tkey, t + 8, 8);
