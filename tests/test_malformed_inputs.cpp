@@ -194,13 +194,19 @@ TEST(MalformedInputs, CheckpointStateIsReadWholeOrRefusedByName) {
 
 // The commands that read a run's checkpoint, given a state.json edited into valid JSON of the
 // wrong types: each refuses with the file's name and exit code 2 (not an internal error, 3).
-TEST(MalformedInputs, CommandsRefuseAnEditedCheckpointState) {
-  TempDir dir;
-  const std::string run = dir / "run";
+// A four-step forecaster run in `run`; false (with the output reported) when training failed.
+bool tiny_run(const std::string& run) {
   const testing::cli::Result trained = testing::cli::run_seqtrain(
       "train " + testing::cli::example_config() + testing::cli::kSmall + " --out " + run +
       " --set train.epochs=1 --set train.max_steps=4 --set train.schedule.warmup_steps=1 --quiet");
-  ASSERT_EQ(trained.rc, 0) << trained.out;
+  EXPECT_EQ(trained.rc, 0) << trained.out;
+  return trained.rc == 0;
+}
+
+TEST(MalformedInputs, CommandsRefuseAnEditedCheckpointState) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  ASSERT_TRUE(tiny_run(run));
   const std::string state_path = run + "/checkpoints/last/state.json";
   const nlohmann::json good = nlohmann::json::parse(file_bytes(state_path));
   ASSERT_TRUE(good.contains("state_checksum"));
@@ -222,6 +228,33 @@ TEST(MalformedInputs, CommandsRefuseAnEditedCheckpointState) {
       EXPECT_NE(r.out.find("state.json fails its own checksum"), std::string::npos) << what << ": " << cmd << "\n" << r.out;
     }
     EXPECT_FALSE(std::filesystem::exists(dir / "exported")) << "an export of a damaged checkpoint wrote something";
+  }
+}
+
+// An export's config.json edited into valid JSON of the wrong types or values: exporting it again
+// (load_model, as every command that reads an export) refuses naming config.json, exit code 2.
+TEST(MalformedInputs, AnEditedExportIsRefusedNamingItsConfig) {
+  TempDir dir;
+  const std::string run = dir / "run", exported = dir / "exp";
+  ASSERT_TRUE(tiny_run(run));
+  const testing::cli::Result made = testing::cli::run_seqtrain("export " + run + " --out " + exported);
+  ASSERT_EQ(made.rc, 0) << made.out;
+  const nlohmann::json good = nlohmann::json::parse(file_bytes(exported + "/config.json"));
+  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> edits = {
+      {"precision", [](nlohmann::json& c) { c["precision"] = 7; }},
+      {"checksums", [](nlohmann::json& c) { c["checksums"] = nlohmann::json::array(); }},
+      {"model_spec", [](nlohmann::json& c) { c["model_spec"] = "lstm"; }},
+      {"model_spec.hidden", [](nlohmann::json& c) { c["model_spec"]["hidden"] = -1; }},
+      {"model_spec.backend", [](nlohmann::json& c) { c["model_spec"]["backend"] = "x"; }},
+  };
+  for (const auto& [what, edit] : edits) {
+    nlohmann::json bad = good;
+    edit(bad);
+    testing::write_file(dir, "exp/config.json", bad.dump(2));
+    const testing::cli::Result r = testing::cli::run_seqtrain("export " + exported + " --out " + (dir / "again"));
+    EXPECT_EQ(r.rc, 2) << what << "\n" << r.out;
+    EXPECT_NE(r.out.find("config.json"), std::string::npos) << what << "\n" << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir / "again")) << what;
   }
 }
 

@@ -41,8 +41,7 @@ bool replaceable(const fs::path& dir) {
   if (fs::is_directory(dir, ec) && fs::is_empty(dir, ec)) return true;
   std::ifstream f(dir / "config.json");
   if (!f) return false;
-  const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.value("format", std::string()) == "seqtrain.export";
+  return is_export_config(nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false));
 }
 
 // --out as an absolute path without a trailing slash (its parent is where the temporary goes).

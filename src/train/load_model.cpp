@@ -52,15 +52,26 @@ WeightShapes weight_shapes(const std::string& file) {
 }
 
 // An export directory (`seqtrain export`): config.json with "format": "seqtrain.export" beside the
-// weights. Null when `dir` is none.
+// weights. Null when `dir` is none; an Error naming the file when a field read here has the
+// wrong type (an edited or damaged export), so no JSON type error reaches the commands.
 nlohmann::json export_config(const fs::path& dir) {
   std::ifstream f(dir / "config.json");
   if (!f) return nullptr;
   nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || j.value("format", std::string()) != "seqtrain.export") return nullptr;
+  if (!is_export_config(j)) return nullptr;
+  const std::string path = (dir / "config.json").string();
   ST_CHECK(j.contains("model_spec"),
-           "{}: an export without \"model_spec\" (the model it holds); export the run again with this seqtrain",
-           (dir / "config.json").string());
+           "{}: an export without \"model_spec\" (the model it holds); export the run again with this seqtrain", path);
+  const auto expect = [&](const char* key, bool ok, const char* what) {
+    ST_CHECK(ok, "{}: \"{}\" is not {}: the export is damaged or was edited; export the run again", path, key, what);
+  };
+  expect("model_spec", j["model_spec"].is_object(), "an object (the model it holds)");
+  if (j.contains("precision")) expect("precision", j["precision"].is_string(), "a string");
+  if (j.contains("checksums"))
+    expect("checksums",
+           j["checksums"].is_object() && (!j["checksums"].contains("model.safetensors") ||
+                                          j["checksums"]["model.safetensors"].is_string()),
+           "an object of the files' checksums");
   return j;
 }
 
@@ -107,6 +118,10 @@ void check_fits(const std::string& dir, const ModelSpec& s, const DataShape& sha
            dir, describe(s), dir, describe(fit));
 }
 }  // namespace
+
+bool is_export_config(const nlohmann::json& j) {
+  return j.is_object() && j.contains("format") && j["format"] == "seqtrain.export";
+}
 
 CheckpointRef open_checkpoint(const std::string& path) {
   CheckpointRef c;
@@ -179,9 +194,14 @@ LoadedModel load_model(const std::string& path, const LoadOptions& o) {
   if ((l.spec_from == "model_spec" || l.spec_from == "export") && o.shape) check_fits(l.dir, l.spec, *o.shape);
   // A GPU-trained checkpoint runs on this machine's GPU when it has one, else on the CPU: the
   // device that wrote it is not part of the model.
-  if (backend_entry(l.spec.backend).gpu_ordinal) l.spec.backend = backend_for("cpu", "auto");
-  l.precision = exported.is_null() ? trained_precision(l.dir, l.state) : exported.value("precision", std::string("fp32"));
-  l.model = build_model(l.spec, ModelEnv{.precision = resolve_precision(l.precision, l.spec.backend, nullptr)});
+  try {
+    if (backend_entry(l.spec.backend).gpu_ordinal) l.spec.backend = backend_for("cpu", "auto");
+    l.precision = exported.is_null() ? trained_precision(l.dir, l.state) : exported.value("precision", std::string("fp32"));
+    l.model = build_model(l.spec, ModelEnv{.precision = resolve_precision(l.precision, l.spec.backend, nullptr)});
+  } catch (const Error& e) {
+    if (l.spec_from != "export") throw;  // a checkpoint's spec comes sealed (or from its config)
+    fail("{}/config.json: its model_spec does not build a model: {}; export the run again", l.dir, e.what());
+  }
   // With state.json the checksums are verified, an export's against the one its config.json
   // records; a bare directory has nothing to verify against.
   if (has_state) {

@@ -31,6 +31,10 @@ struct CheckpointRef {
 // state.json), else `path` itself. Nothing is verified.
 std::string checkpoint_dir(const std::string& path, bool bare_ok = false);
 
+// Whether a parsed config.json is a `seqtrain export`'s ("format": "seqtrain.export"), whatever
+// else it holds.
+bool is_export_config(const nlohmann::json& config_json);
+
 // `path` is a checkpoint directory or a run directory (its checkpoints/best, or .old-best when a
 // crash fell between moving best aside and renaming the new one in). Error when it is neither.
 CheckpointRef open_checkpoint(const std::string& path);
