@@ -9,7 +9,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
+#include <limits>
 #include <memory>
 
 #include "core/error.h"
@@ -221,6 +225,46 @@ TEST(DataNpy, NpySourceFillsSamplesAndChecksXAgainstY) {
   EXPECT_CONTAINS(e, "X.npy has 10 samples");
   EXPECT_CONTAINS(e, "labels_short.npy has 9");
   EXPECT_CONTAINS(error_of([&] { NpySource::open(dir / "labels.npy"); }), "X must have shape [N, T, F]");
+}
+
+// NaN or inf in a valid step of X, or in y, is refused naming the file, sample, step and feature,
+// by fill() and by check_values() (a training run's pass before it writes anything); in the
+// padding after a sample's length it is allowed (never read). A run on such X writes nothing.
+TEST(DataNpy, NonFiniteValuesAreRefusedWhereTheModelReadsThem) {
+  TempDir dir;
+  std::vector<float> x(3 * 4 * 2, 0.5f), y(3, 1.f);
+  x[1 * 8 + 2 * 2 + 1] = std::numeric_limits<float>::quiet_NaN();  // sample 1, step 2, feature 1
+  write_npy_f32(dir / "x.npy", {3, 4, 2}, x.data());
+  write_npy_f32(dir / "y.npy", {3}, y.data());
+  NpySource src = NpySource::open(dir / "x.npy", dir / "y.npy");
+  std::vector<float> bx(8), by(1);
+  const std::vector<int64_t> zero = {0}, one = {1};
+  src.fill(zero, 0, bx.data(), by.data());  // sample 0 is clean
+  std::string e = error_of([&] { src.fill(one, 0, bx.data(), by.data()); });
+  EXPECT_CONTAINS(e, "x.npy: sample 1 holds nan at step 2, feature 1 (X of shape (3, 4, 2))");
+  EXPECT_CONTAINS(e, "np.nan_to_num");
+  EXPECT_EQ(error_of([&] { src.check_values(); }), e);
+  // Lengths that end sample 1 before step 2 put the NaN in its padding: nothing to refuse.
+  const std::vector<float> lengths = {4, 2, 4};
+  write_npy_f32(dir / "len.npy", {3}, lengths.data());
+  src.read_lengths(dir / "len.npy");
+  src.check_values();
+  // A target: y[2] = inf.
+  y[2] = std::numeric_limits<float>::infinity();
+  write_npy_f32(dir / "y.npy", {3}, y.data());
+  NpySource with_y = NpySource::open(dir / "x.npy", dir / "y.npy");
+  with_y.read_lengths(dir / "len.npy");
+  EXPECT_CONTAINS(error_of([&] { with_y.check_values(); }), "y.npy: sample 2 holds inf at element 0 of its target");
+  // Through the CLI: refused before the run directory exists.
+  const std::string cfg = testing::write_file(dir, "run.yaml",
+      "data:\n  source: npy\n  normalize: none\n  npy:\n    train_x: x.npy\n    train_y: y.npy\n"
+      "model:\n  type: lstm\n  hidden: 4\n  layers: 1\ntrain:\n  task: regress\n  epochs: 1\n  batch_size: 2\n");
+  const int rc = testing::run_command("cd " + dir.path.string() + " && " + testing::seqtrain_binary() + " train " + cfg +
+                                      " --out run > log 2>&1");
+  EXPECT_EQ(rc, 2);
+  std::ifstream log(dir / "log");
+  EXPECT_CONTAINS(std::string(std::istreambuf_iterator<char>(log), {}), "x.npy: sample 1 holds nan");
+  EXPECT_FALSE(std::filesystem::exists(dir / "run")) << "the refused run left a directory";
 }
 
 int64_t rss_bytes() {

@@ -1,10 +1,12 @@
 // The training loop's seams: observers see every event in order; the communicator reduces the
 // flat gradient buffer exactly once per optimizer step, and a non-primary rank writes nothing;
 // a stop token ends a library call with a resumable checkpoint; evaluation and checkpoint
-// frequencies in updates or epochs; state.json through RunState; frequency errors.
-#include <cstring>
+// frequencies in updates or epochs; state.json through RunState; frequency errors; a NaN loss
+// stops the run and no checkpoint holds NaN weights.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <limits>
 #include <thread>
 
 #include "config/config.h"
@@ -97,6 +99,48 @@ TEST(TrainLoop, OneGradientAllReducePerOptimizerStep) {
     opt.comm = &comm;
     const TrainSummary s = train(c, opt);
     EXPECT_EQ(comm.float_reductions, std::vector<size_t>(s.steps, parameter_count(c))) << "grad_accum " << accum;
+  }
+}
+
+// A lone rank whose gradient "all-reduce" turns one gradient into NaN at update `at`: the step that
+// follows writes NaN into the weights, as a diverged step does.
+struct PoisoningComm : RecordingComm {
+  size_t at = 0;
+  void all_reduce_sum(float* data, size_t n) override {
+    RecordingComm::all_reduce_sum(data, n);
+    if (float_reductions.size() == at) data[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+};
+
+// Weights gone NaN: the next log record's loss stops the run with the update and the fixes, and
+// no checkpoint is written after them; the earlier ones are kept, `last` among them.
+TEST(TrainLoop, ANonFiniteLossStopsTheRunAndNoCheckpointHoldsNaN) {
+  TempDir dir;
+  {  // checkpoints every 2 updates: the one after the poisoned update 4 is refused
+    PoisoningComm comm;
+    comm.at = 4;
+    TrainOptions opt(dir / "ckpt", false, false, true);
+    opt.comm = &comm;
+    const std::string e = error_of([&] { train(tiny({"train.checkpoint_every=2"}), opt); });
+    EXPECT_CONTAINS(e, "step-4' is not written: parameter");
+    EXPECT_CONTAINS(e, "holds nan");
+    EXPECT_TRUE(fs::exists(dir / "ckpt/checkpoints/step-2/state.json"));
+    EXPECT_FALSE(fs::exists(dir / "ckpt/checkpoints/step-4"));
+    EXPECT_EQ(read_checkpoint_state(dir / "ckpt/checkpoints/last").at("updates"), 2);
+  }
+  {  // no checkpoint due: the record at update 6 (log_every 3) reads the NaN loss
+    PoisoningComm comm;
+    comm.at = 4;
+    TrainOptions opt(dir / "log", false, false, true);
+    opt.comm = &comm;
+    const std::string e = error_of([&] { train(tiny({"train.checkpoint_every=100"}), opt); });
+    EXPECT_CONTAINS(e, "the train loss is nan in the updates up to 6 (epoch 0)");
+    EXPECT_CONTAINS(e, "train.grad_clip");
+    const auto records = read_metrics(dir / "log/metrics.jsonl");
+    ASSERT_FALSE(records.empty());
+    EXPECT_EQ(records.back().at("step"), 6);
+    EXPECT_TRUE(records.back().at("loss").is_null()) << "the record shows the NaN (JSON has none: null)";
+    EXPECT_FALSE(fs::exists(dir / "log/checkpoints/last")) << "a checkpoint was written after the NaN";
   }
 }
 

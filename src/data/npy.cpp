@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <numeric>
 #include <cstring>
 #include <limits>
 
@@ -314,13 +315,56 @@ NpySource NpySource::open(const std::string& x_path, const std::string& y_path) 
   return NpySource(std::move(x), open_npy(y_path));
 }
 
+namespace {
+// The first of n values that is NaN or inf, or -1 (one branch-free pass for the usual answer).
+int64_t first_non_finite(const float* v, int64_t n) {
+  bool finite = true;
+  for (int64_t k = 0; k < n; ++k) finite &= std::isfinite(v[k]);
+  if (finite) return -1;
+  int64_t k = 0;
+  while (std::isfinite(v[k])) ++k;
+  return k;
+}
+
+// NaN or inf reaches every output and gradient it touches, so no model trains on it.
+constexpr const char* kNonFiniteFix =
+    "a model cannot train on it: replace the missing values (e.g. np.nan_to_num, or interpolate along the steps) "
+    "or drop the sample";
+}  // namespace
+
 void NpySource::fill(std::span<const int64_t> idx, int64_t, float* x, float* y) const {
   const int64_t xs = x_size();
   for (size_t b = 0; b < idx.size(); ++b) {
     const int64_t i = idx[b];
     ST_CHECK(0 <= i && i < n_, "{}: sample {} out of range: the file has {} samples", x_.path, i, n_);
-    if (x) x_.read_floats(i * xs, xs, x + static_cast<int64_t>(b) * xs);
-    if (y && y_) y_->read_floats(i * y_stride_, y_stride_, y + static_cast<int64_t>(b) * y_stride_);
+    if (x) {
+      float* row = x + static_cast<int64_t>(b) * xs;
+      x_.read_floats(i * xs, xs, row);
+      // Steps past a sample's length are padding, which the model never reads: any value may fill them.
+      const int64_t valid = lengths_.empty() ? steps_ : lengths_[static_cast<size_t>(i)];
+      if (const int64_t k = first_non_finite(row, valid * features_); k >= 0)
+        fail("{}: sample {} holds {} at step {}, feature {} (X of shape {}); {}", x_.path, i, row[k], k / features_,
+             k % features_, x_.shape_str(), kNonFiniteFix);
+    }
+    if (y && y_) {
+      float* row = y + static_cast<int64_t>(b) * y_stride_;
+      y_->read_floats(i * y_stride_, y_stride_, row);
+      if (const int64_t k = first_non_finite(row, y_stride_); k >= 0)
+        fail("{}: sample {} holds {} at element {} of its target (y of shape {}); {}", y_->path, i, row[k], k,
+             y_->shape_str(), kNonFiniteFix);
+    }
+  }
+}
+
+void NpySource::check_values() const {
+  constexpr int64_t kChunk = 256;
+  const int64_t rows = std::min(kChunk, n_);
+  std::vector<float> x(static_cast<size_t>(rows * x_size())), y(static_cast<size_t>(rows * y_size()));
+  std::vector<int64_t> idx;
+  for (int64_t i0 = 0; i0 < n_; i0 += kChunk) {
+    idx.resize(static_cast<size_t>(std::min(kChunk, n_ - i0)));
+    std::iota(idx.begin(), idx.end(), i0);
+    fill(idx, 0, x.data(), y_ ? y.data() : nullptr);
   }
 }
 

@@ -97,6 +97,10 @@ class NpySource final : public BatchSource {
   // 1..steps, another N than X's, or a sample left empty.
   void read_lengths(const std::string& path);
   void lengths_from_padding(double pad);
+  // Reads every sample once (after the lengths are known): fill() refuses a NaN or inf in a valid
+  // step of X or in y, naming the file, sample, step and feature, and a training run wants that
+  // before it writes anything rather than at the batch that holds it.
+  void check_values() const;
 
   int64_t steps() const { return steps_; }
   int64_t features() const { return features_; }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -272,6 +273,25 @@ std::vector<std::string> recover_checkpoints(const std::string& ckpt_dir) {
   return notes;
 }
 
+namespace {
+// Weights that are no longer numbers (a step whose loss or gradients were NaN or inf) are never
+// written, least of all over `last`: the run stops with the checkpoints before them intact.
+void refuse_non_finite(const ParamStore& snapshot, const std::string& dir) {
+  const float* p = snapshot.params();
+  bool finite = true;
+  for (size_t i = 0; i < snapshot.size(); ++i) finite &= std::isfinite(p[i]);
+  if (finite) return;
+  for (const ParamEntry& e : snapshot.entries())
+    for (size_t k = 0; k < static_cast<size_t>(numel_of(e.shape)); ++k)
+      if (!std::isfinite(p[e.offset + k]))
+        fail("checkpoint '{}' is not written: parameter '{}' holds {} at element {}. Training diverged (a loss or "
+             "gradient became NaN or inf), and the checkpoints before it are kept. Lower train.optimizer.lr or set "
+             "train.grad_clip, check the data for extreme values, then resume from the last good checkpoint "
+             "(--resume) or start again",
+             dir, e.name, p[e.offset + k], k);
+}
+}  // namespace
+
 CheckpointWriter::~CheckpointWriter() {
   if (thread_.joinable()) thread_.join();
 }
@@ -284,6 +304,7 @@ void CheckpointWriter::submit(WriteJob job, const ParamStore& params, OptimizerS
   ST_TRACE("checkpoint.snapshot", "io");
   if (!snapshot_) snapshot_ = std::make_unique<ParamStore>(params.clone_layout(default_backend()));
   params.read_params(std::span<float>(snapshot_->params(), snapshot_->size()));
+  refuse_non_finite(*snapshot_, job.dir);
   opt_ = std::move(optimizer);
   raw_ = std::move(raw);
   thread_ = std::thread([this, job = std::move(job), state = std::move(state)] {

@@ -79,6 +79,7 @@ std::shared_ptr<const BatchSource> open_npy_split(const std::string& split, cons
     } else if (n.pad_value != "none") {
       with_key("data.npy.pad_value", [&] { src->lengths_from_padding(*parse_double(n.pad_value)); });
     }
+    src->check_values();
     files.push_back(xs[i]);
     names.push_back(xs[i]);
     if (!with_y) {

@@ -625,6 +625,7 @@ void TrainLoop::after_update(const StepResult& r) {
     observers_.on_step(e);
     log_start_ = Clock::now();
     log_samples_ = 0;
+    check_finite_loss(e.loss, updates);  // after the record, so metrics.jsonl shows it
   }
   if (eval_every_.due_after_update(updates)) validate();
   if (checkpoint_every_.due_after_update(updates)) {
@@ -771,6 +772,8 @@ void TrainLoop::validate() {
 // and prunes older step checkpoints. Only the primary rank writes.
 void TrainLoop::checkpoint(const std::string& tag, int64_t next_epoch, int64_t next_batch, bool periodic) {
   hold_losses();  // every rank: the pending losses are summed over ranks
+  // Weights that produced a NaN loss are not worth a checkpoint, least of all over `last`.
+  if (state_.pending_loss_count > 0) check_finite_loss(state_.pending_loss_sum, step_->updates());
   // Every rank too: under train.zero each holds a slice of the moments, gathered to the primary.
   OptimizerState optimizer_state = whole_optimizer_state(*optimizer_, *comm_, model_->params().size());
   if (!primary()) return;
@@ -836,6 +839,18 @@ void TrainLoop::hold_losses() {
   comm_->all_reduce_sum(v, 2);
   state_.pending_loss_sum = v[0];
   state_.pending_loss_count = static_cast<int64_t>(v[1]);
+}
+
+// A NaN or inf train loss means the weights are no longer numbers (or a batch was not): every
+// later step, validation and checkpoint would carry it, so the run stops here, on every rank
+// alike (the loss is summed over the ranks), before anything is written.
+void TrainLoop::check_finite_loss(double loss, int64_t updates) const {
+  if (std::isfinite(loss)) return;
+  fail("the train loss is {} in the updates up to {} (epoch {}): training diverged, or a batch holds NaN or inf, "
+       "and the weights are no longer usable. Checkpoints written before it are kept, and nothing after it is "
+       "written. Lower train.optimizer.lr or set train.grad_clip, check the data for extreme values, then "
+       "resume from the last good checkpoint (--resume) or start again",
+       loss, updates, state_.epoch);
 }
 
 // The mean train loss since the previous train record: one sum over its batches, in their order,

@@ -111,6 +111,7 @@ class TrainLoop {
   // trained since then) becomes every rank's.
   double take_logged_loss(double* samples = nullptr);
   void hold_losses();
+  void check_finite_loss(double loss, int64_t updates) const;
   double time_s() const;
   bool primary() const { return comm_->primary(); }
 
