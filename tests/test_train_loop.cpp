@@ -116,12 +116,16 @@ struct PoisoningComm : RecordingComm {
 // no checkpoint is written after them; the earlier ones are kept, `last` among them.
 TEST(TrainLoop, ANonFiniteLossStopsTheRunAndNoCheckpointHoldsNaN) {
   TempDir dir;
-  {  // checkpoints every 2 updates: the one after the poisoned update 4 is refused
+  // The error of a run in dir/name whose update 4 goes NaN.
+  const auto poisoned = [&](const std::string& name, const std::string& checkpoint_every) {
     PoisoningComm comm;
     comm.at = 4;
-    TrainOptions opt(dir / "ckpt", false, false, true);
+    TrainOptions opt(dir / name, false, false, true);
     opt.comm = &comm;
-    const std::string e = error_of([&] { train(tiny({"train.checkpoint_every=2"}), opt); });
+    return error_of([&] { train(tiny({"train.checkpoint_every=" + checkpoint_every}), opt); });
+  };
+  {  // checkpoints every 2 updates: the one after the poisoned update 4 is refused
+    const std::string e = poisoned("ckpt", "2");
     EXPECT_CONTAINS(e, "step-4' is not written: parameter");
     EXPECT_CONTAINS(e, "holds nan");
     EXPECT_TRUE(fs::exists(dir / "ckpt/checkpoints/step-2/state.json"));
@@ -129,11 +133,7 @@ TEST(TrainLoop, ANonFiniteLossStopsTheRunAndNoCheckpointHoldsNaN) {
     EXPECT_EQ(read_checkpoint_state(dir / "ckpt/checkpoints/last").at("updates"), 2);
   }
   {  // no checkpoint due: the record at update 6 (log_every 3) reads the NaN loss
-    PoisoningComm comm;
-    comm.at = 4;
-    TrainOptions opt(dir / "log", false, false, true);
-    opt.comm = &comm;
-    const std::string e = error_of([&] { train(tiny({"train.checkpoint_every=100"}), opt); });
+    const std::string e = poisoned("log", "100");
     EXPECT_CONTAINS(e, "the train loss is nan in the updates up to 6 (epoch 0)");
     EXPECT_CONTAINS(e, "train.grad_clip");
     const auto records = read_metrics(dir / "log/metrics.jsonl");
