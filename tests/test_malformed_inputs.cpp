@@ -258,5 +258,26 @@ TEST(MalformedInputs, AnEditedExportIsRefusedNamingItsConfig) {
   }
 }
 
+// Sizes past what this machine can do are bad input too: refused with the key and exit code 2,
+// never a crash (100,000 OpenMP threads crashed libgomp) or an "internal error" (bad_alloc).
+TEST(MalformedInputs, SizesBeyondTheMachineAreRefusedNamingTheKey) {
+  TempDir dir;
+  const std::string base = "train " + testing::cli::example_config() + testing::cli::kSmall + " --out " + (dir / "run");
+  const testing::cli::Result threads = testing::cli::run_seqtrain(base + " --set runtime.threads=100000");
+  EXPECT_EQ(threads.rc, 2) << threads.out;
+  EXPECT_NE(threads.out.find("'runtime.threads' expects an integer in [0, 256]"), std::string::npos) << threads.out;
+  const testing::cli::Result omp =
+      testing::cli::run_seqtrain(base + " --set runtime.threads=0", "OMP_NUM_THREADS=100000");
+  EXPECT_EQ(omp.rc, 2) << omp.out;
+  EXPECT_NE(omp.out.find("OMP_NUM_THREADS=100000 asks for more than 256"), std::string::npos) << omp.out;
+  // (A sanitizer build's allocator aborts on such a size unless told to return null as malloc does.)
+  const testing::cli::Result huge = testing::cli::run_seqtrain(base + " --set model.hidden=100000000",
+                                                               "ASAN_OPTIONS=allocator_may_return_null=1");
+  EXPECT_EQ(huge.rc, 2) << huge.out;
+  EXPECT_NE(huge.out.find("model.hidden"), std::string::npos) << huge.out;
+  EXPECT_EQ(huge.out.find("internal error"), std::string::npos) << huge.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "run")) << "a refused run left a directory";
+}
+
 }  // namespace
 }  // namespace seqtrain

@@ -4,6 +4,7 @@
 // cleanly after the current step (exit code 128 + signal, `last` written).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <new>
 #include <cstdlib>
 #include <string>
 #include <exception>
@@ -226,6 +227,15 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "seqtrain: error: %s%s\n", rank_prefix().c_str(), e.what());
     dist::abort_job(2);  // the other ranks of a data-parallel run must not wait for this one
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // Bad input more often than a bug: a model, batch or vocabulary sized beyond this machine.
+    std::fprintf(stderr,
+                 "seqtrain: error: %sout of memory: the model, a batch or the data is larger than this machine can "
+                 "allocate; make it smaller (model.hidden, model.layers, model.embed_size, train.batch_size, "
+                 "data.npy.classes), or see what it needs with `seqtrain diagnose CONFIG`\n",
+                 rank_prefix().c_str());
+    dist::abort_job(2);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "seqtrain: internal error: %s%s\n", rank_prefix().c_str(), e.what());

@@ -32,6 +32,9 @@ struct Range {
 };
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
+// More OpenMP threads than this cannot all be created on common systems (libgomp then crashes),
+// and long before it each barrier waits on descheduled threads; data.workers has the same cap.
+inline constexpr double kMaxCpuThreads = 256;
 inline Range any() { return {}; }
 inline Range at_least(double lo) { return {lo, kInf, false, false}; }
 inline Range positive() { return {0, kInf, true, false}; }
@@ -217,7 +220,7 @@ void visit_fields(C& c, V&& v) {
   v.field("train.masking.std_penalty", mk.std_penalty, at_least(0));
 
   auto& r = c.runtime;
-  v.field("runtime.threads", r.threads, at_least(0));
+  v.field("runtime.threads", r.threads, Range{0, kMaxCpuThreads, false, false});
   v.field("runtime.precision", r.precision, Choices{"fp32", "bf16", "fp16", "auto"});
   v.field("runtime.deterministic", r.deterministic);
   v.field("runtime.collective_timeout_s", r.collective_timeout_s, Range{1, kInf, false, false});

@@ -8,8 +8,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 
@@ -234,29 +232,10 @@ int64_t workers_auto(int64_t free_cores, int64_t free_ram_bytes, std::string* re
   const int64_t n = std::min(by_cores, cap);
   if (reason) {
     *reason = fmt::format("data.workers auto = {}: {} free cores (one kept for the step) allow {}; {:.1f} GiB "
-                          "available RAM: {}", n, free_cores, by_cores,
+                          "available RAM: {}", n, std::max<int64_t>(0, free_cores), by_cores,
                           static_cast<double>(free_ram_bytes) / static_cast<double>(GiB), ram_note);
   }
   return n;
-}
-
-int64_t system_cores() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int64_t>(n);
-}
-
-int64_t system_available_ram() {
-  std::ifstream f("/proc/meminfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      std::istringstream ss(line.substr(13));
-      int64_t kb = 0;
-      ss >> kb;
-      return kb * 1024;
-    }
-  }
-  return 0;
 }
 
 }  // namespace seqtrain

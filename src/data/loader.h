@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/host_allocator.h"
+#include "core/system.h"
 #include "data/batch_layout.h"
 #include "data/batch_source.h"
 
@@ -122,9 +123,7 @@ class Loader {
 //   Cores: free_cores - 1 (one core stays with the training step), never below 0.
 // Writes a one-line human reason (for the log) to *reason when given.
 int64_t workers_auto(int64_t free_cores, int64_t free_ram_bytes, std::string* reason = nullptr);
-// Inputs for workers_auto on this machine: hardware threads, and MemAvailable from
-// /proc/meminfo (0 when unreadable, which workers_auto treats as short RAM).
-int64_t system_cores();
-int64_t system_available_ram();
+// Its inputs on this machine: core/system.h's system_cores() and system_available_ram() (0 when
+// unreadable, which workers_auto treats as short RAM).
 
 }  // namespace seqtrain

@@ -1,8 +1,10 @@
 #include "nn/params.h"
 
 #include <algorithm>
+#include <new>
 
 #include "backend/backend.h"
+#include "core/system.h"
 
 namespace seqtrain {
 
@@ -61,8 +63,25 @@ void ParamStore::finalize() {
   check_not_staged("finalize");
   backend_ = &backend();  // the buffers belong to this backend from now on
   size_ = entries_.empty() ? 0 : entries_.back().offset + numel_of(entries_.back().shape);
-  params_ = DeviceBuffer(*backend_, size_);
-  grads_ = DeviceBuffer(*backend_, size_);
+  // A model too big for this machine is refused by its size here, not by a bad_alloc or the
+  // kernel's OOM killer once the buffers are touched; training needs twice as much again for
+  // AdamW's moments, which the error counts in so the fix is right the first time.
+  const double bytes = 2.0 * static_cast<double>(size_) * sizeof(float);
+  const double room = backend_->host_accessible() ? static_cast<double>(system_available_ram())
+                                                  : static_cast<double>(backend_->device_free_bytes());
+  ST_CHECK(room <= 0 || bytes <= room,
+           "the model has {} parameters: its weights and gradients need {:.1f} GiB (training with AdamW {:.1f} GiB) "
+           "but {} has {:.1f} GiB available; make it smaller (model.hidden, model.layers, model.embed_size, "
+           "data.npy.classes ...)",
+           size_, bytes / (1 << 30), 2 * bytes / (1 << 30), backend_->name(), room / (1 << 30));
+  try {
+    params_ = DeviceBuffer(*backend_, size_);
+    grads_ = DeviceBuffer(*backend_, size_);
+  } catch (const std::bad_alloc&) {
+    fail("the model has {} parameters, and {} could not allocate the {:.1f} GiB of its weights and gradients; make "
+         "it smaller (model.hidden, model.layers, model.embed_size, data.npy.classes ...)",
+         size_, backend_->name(), bytes / (1 << 30));
+  }
   finalized_ = true;
 }
 

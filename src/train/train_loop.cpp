@@ -112,6 +112,12 @@ TrainLoop::TrainLoop(const Config& config, const TrainOptions& options)
            "ranks: each rank would normalise by its own shard, unlike one process. Use model.norm: layer with several "
            "ranks, or train model.norm batch on one process", comm_->world());
   threads_ = set_cpu_threads(rank_threads(config_.runtime.threads, *comm_));
+  if (const int64_t cores = system_cores(); threads_ > cores)
+    observers_.on_warning(fmt::format(
+        "warning: runtime.threads: {} compute threads on {} core(s): threads beyond the cores wait for one another "
+        "at every parallel step, which can make a step many times slower; set runtime.threads to at most {} (0: all "
+        "cores)",
+        threads_, cores, cores));
   plan_ = plan_data(config_);
   workers_ = loader_workers(config_, threads_, &workers_reason_);
   feed_ = training_feed(plan_, config_, workers_);

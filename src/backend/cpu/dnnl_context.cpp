@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "backend/cpu/isa.h"
+#include "core/error.h"
 
 namespace seqtrain {
 
@@ -37,6 +38,8 @@ int set_cpu_threads(int n) {
   if (n <= 0) {
     const char* env = std::getenv("OMP_NUM_THREADS");
     n = env ? std::atoi(env) : 0;
+    ST_CHECK(n <= 256, "OMP_NUM_THREADS={} asks for more than 256 compute threads; set it to at most this machine's "
+             "{} cores, or set runtime.threads", n, std::thread::hardware_concurrency());
   }
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
   if (n <= 0) n = 1;
