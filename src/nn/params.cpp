@@ -19,10 +19,29 @@ void ParamStore::set_backend(Backend& b) {
 
 bool ParamStore::host_accessible() const { return backend().host_accessible(); }
 
+namespace {
+constexpr const char* kSmaller = "make it smaller (model.hidden, model.layers, model.embed_size, data.npy.classes ...)";
+
+// A model too big for this machine is refused as its parameters are registered, before a layer
+// allocates its own copies of them (a bad_alloc, or the OOM killer once they are touched).
+// Training holds four copies (the weights, their gradients and AdamW's two moments), so that is
+// what must fit; below 1 GiB of them nothing is asked of /proc/meminfo.
+void check_fits_host(size_t total, const std::string& name) {
+  const double bytes = 4.0 * static_cast<double>(total) * sizeof(float);
+  if (bytes < static_cast<double>(1 << 30)) return;
+  const double room = static_cast<double>(system_available_ram());
+  ST_CHECK(room <= 0 || bytes <= room,
+           "the model has {} parameters with '{}': its weights, gradients and AdamW moments need {:.1f} GiB but this "
+           "machine has {:.1f} GiB available; {}",
+           total, name, bytes / (1 << 30), room / (1 << 30), kSmaller);
+}
+}  // namespace
+
 size_t ParamStore::add(std::string name, Shape shape) {
   ST_CHECK(!finalized_, "parameter '{}' registered after the model was built", name);
   ST_CHECK(!index_.count(name), "parameter '{}' registered twice", name);
   size_t offset = entries_.empty() ? 0 : entries_.back().offset + numel_of(entries_.back().shape);
+  check_fits_host(offset + static_cast<size_t>(numel_of(shape)), name);
   index_[name] = entries_.size();
   entries_.push_back({std::move(name), std::move(shape), offset, true});
   return entries_.size() - 1;
@@ -63,24 +82,19 @@ void ParamStore::finalize() {
   check_not_staged("finalize");
   backend_ = &backend();  // the buffers belong to this backend from now on
   size_ = entries_.empty() ? 0 : entries_.back().offset + numel_of(entries_.back().shape);
-  // A model too big for this machine is refused by its size here, not by a bad_alloc or the
-  // kernel's OOM killer once the buffers are touched; training needs twice as much again for
-  // AdamW's moments, which the error counts in so the fix is right the first time.
+  // The host's memory was checked as the entries came (check_fits_host); a device's is here.
   const double bytes = 2.0 * static_cast<double>(size_) * sizeof(float);
-  const double room = backend_->host_accessible() ? static_cast<double>(system_available_ram())
-                                                  : static_cast<double>(backend_->device_free_bytes());
+  const double room = backend_->host_accessible() ? 0.0 : static_cast<double>(backend_->device_free_bytes());
   ST_CHECK(room <= 0 || bytes <= room,
            "the model has {} parameters: its weights and gradients need {:.1f} GiB (training with AdamW {:.1f} GiB) "
-           "but {} has {:.1f} GiB available; make it smaller (model.hidden, model.layers, model.embed_size, "
-           "data.npy.classes ...)",
-           size_, bytes / (1 << 30), 2 * bytes / (1 << 30), backend_->name(), room / (1 << 30));
+           "but {} has {:.1f} GiB available; {}",
+           size_, bytes / (1 << 30), 2 * bytes / (1 << 30), backend_->name(), room / (1 << 30), kSmaller);
   try {
     params_ = DeviceBuffer(*backend_, size_);
     grads_ = DeviceBuffer(*backend_, size_);
   } catch (const std::bad_alloc&) {
-    fail("the model has {} parameters, and {} could not allocate the {:.1f} GiB of its weights and gradients; make "
-         "it smaller (model.hidden, model.layers, model.embed_size, data.npy.classes ...)",
-         size_, backend_->name(), bytes / (1 << 30));
+    fail("the model has {} parameters, and {} could not allocate the {:.1f} GiB of its weights and gradients; {}",
+         size_, backend_->name(), bytes / (1 << 30), kSmaller);
   }
   finalized_ = true;
 }
