@@ -25,4 +25,8 @@ inline std::string format_bytes(double bytes, int decimals = 1) {
   return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.{}f} {}", bytes, decimals, units[u]);
 }
 
+// A value for a message: "nan" for every NaN (fmt writes "-nan" for one with the sign bit set,
+// which the same computation gives on some kernels and not others), else as fmt writes it.
+inline std::string value_text(double v) { return std::isnan(v) ? "nan" : fmt::format("{}", v); }
+
 }  // namespace seqtrain

@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "io/atomic_dir.h"
 
 namespace seqtrain {
@@ -343,15 +344,15 @@ void NpySource::fill(std::span<const int64_t> idx, int64_t, float* x, float* y) 
       // Steps past a sample's length are padding, which the model never reads: any value may fill them.
       const int64_t valid = lengths_.empty() ? steps_ : lengths_[static_cast<size_t>(i)];
       if (const int64_t k = first_non_finite(row, valid * features_); k >= 0)
-        fail("{}: sample {} holds {} at step {}, feature {} (X of shape {}); {}", x_.path, i, row[k], k / features_,
-             k % features_, x_.shape_str(), kNonFiniteFix);
+        fail("{}: sample {} holds {} at step {}, feature {} (X of shape {}); {}", x_.path, i, value_text(row[k]),
+             k / features_, k % features_, x_.shape_str(), kNonFiniteFix);
     }
     if (y && y_) {
       float* row = y + static_cast<int64_t>(b) * y_stride_;
       y_->read_floats(i * y_stride_, y_stride_, row);
       if (const int64_t k = first_non_finite(row, y_stride_); k >= 0)
-        fail("{}: sample {} holds {} at element {} of its target (y of shape {}); {}", y_->path, i, row[k], k,
-             y_->shape_str(), kNonFiniteFix);
+        fail("{}: sample {} holds {} at element {} of its target (y of shape {}); {}", y_->path, i,
+             value_text(row[k]), k, y_->shape_str(), kNonFiniteFix);
     }
   }
 }

@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "core/fnv1a.h"
+#include "core/text.h"
 #include "io/atomic_dir.h"
 #include "io/safetensors.h"
 
@@ -91,11 +92,11 @@ std::string state_hash(nlohmann::json state) {
   return fmt::format("{:016x}", fnv1a(state.dump()));
 }
 
-
 bool looks_like_checksum(const nlohmann::json& v) {
   if (!v.is_string()) return false;
   const std::string& s = v.get_ref<const std::string&>();
-  return s.size() == 16 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return s.size() == 16 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
 }
 }  // namespace
 
@@ -111,7 +112,8 @@ nlohmann::json read_checkpoint_state(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     fail("{}: state.json is not valid JSON ({}); the checkpoint is damaged, use another one", state_path.string(), e.what());
   }
-  ST_CHECK(state.is_object(), "{}: state.json holds {} where an object belongs; the checkpoint is damaged, use another one",
+  ST_CHECK(state.is_object(),
+           "{}: state.json holds {} where an object belongs; the checkpoint is damaged, use another one",
            state_path.string(), state.type_name());
   if (!state.contains(kStateChecksum)) {
     // Written before the seal, or damage renamed the seal's key, which then still holds its 16
@@ -124,8 +126,9 @@ nlohmann::json read_checkpoint_state(const std::string& dir) {
     const nlohmann::json& said = state[kStateChecksum];
     const std::string want = said.is_string() ? said.get<std::string>() : said.dump();
     const std::string got = state_hash(state);
-    ST_CHECK(want == got, "{}: state.json fails its own checksum (it says {}, its content hashes to {}): it was damaged "
-             "or edited after the run wrote it; use another checkpoint (checkpoints/best, last or step-<N>)",
+    ST_CHECK(want == got,
+             "{}: state.json fails its own checksum (it says {}, its content hashes to {}): it was damaged or edited "
+             "after the run wrote it; use another checkpoint (checkpoints/best, last or step-<N>)",
              state_path.string(), want, got);
   }
   return state;
@@ -288,7 +291,7 @@ void refuse_non_finite(const ParamStore& snapshot, const std::string& dir) {
              "gradient became NaN or inf), and the checkpoints before it are kept. Lower train.optimizer.lr or set "
              "train.grad_clip, check the data for extreme values, then resume from the last good checkpoint "
              "(--resume) or start again",
-             dir, e.name, p[e.offset + k], k);
+             dir, e.name, value_text(p[e.offset + k]), k);
 }
 }  // namespace
 

@@ -856,7 +856,7 @@ void TrainLoop::check_finite_loss(double loss, int64_t updates) const {
        "and the weights are no longer usable. Checkpoints written before it are kept, and nothing after it is "
        "written. Lower train.optimizer.lr or set train.grad_clip, check the data for extreme values, then "
        "resume from the last good checkpoint (--resume) or start again",
-       loss, updates, state_.epoch);
+       value_text(loss), updates, state_.epoch);
 }
 
 // The mean train loss since the previous train record: one sum over its batches, in their order,
