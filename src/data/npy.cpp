@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/finite.h"
 #include "core/text.h"
 #include "io/atomic_dir.h"
 
@@ -317,16 +318,6 @@ NpySource NpySource::open(const std::string& x_path, const std::string& y_path) 
 }
 
 namespace {
-// The first of n values that is NaN or inf, or -1 (one branch-free pass for the usual answer).
-int64_t first_non_finite(const float* v, int64_t n) {
-  bool finite = true;
-  for (int64_t k = 0; k < n; ++k) finite &= std::isfinite(v[k]);
-  if (finite) return -1;
-  int64_t k = 0;
-  while (std::isfinite(v[k])) ++k;
-  return k;
-}
-
 // NaN or inf reaches every output and gradient it touches, so no model trains on it.
 constexpr const char* kNonFiniteFix =
     "a model cannot train on it: replace the missing values (e.g. np.nan_to_num, or interpolate along the steps) "

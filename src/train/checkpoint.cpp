@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "backend/backend.h"
+#include "core/finite.h"
 #include "core/fnv1a.h"
 #include "core/text.h"
 #include "io/atomic_dir.h"
@@ -281,17 +281,14 @@ namespace {
 // written, least of all over `last`: the run stops with the checkpoints before them intact.
 void refuse_non_finite(const ParamStore& snapshot, const std::string& dir) {
   const float* p = snapshot.params();
-  bool finite = true;
-  for (size_t i = 0; i < snapshot.size(); ++i) finite &= std::isfinite(p[i]);
-  if (finite) return;
+  if (first_non_finite(p, static_cast<int64_t>(snapshot.size())) < 0) return;
   for (const ParamEntry& e : snapshot.entries())
-    for (size_t k = 0; k < static_cast<size_t>(numel_of(e.shape)); ++k)
-      if (!std::isfinite(p[e.offset + k]))
-        fail("checkpoint '{}' is not written: parameter '{}' holds {} at element {}. Training diverged (a loss or "
-             "gradient became NaN or inf), and the checkpoints before it are kept. Lower train.optimizer.lr or set "
-             "train.grad_clip, check the data for extreme values, then resume from the last good checkpoint "
-             "(--resume) or start again",
-             dir, e.name, value_text(p[e.offset + k]), k);
+    if (const int64_t k = first_non_finite(p + e.offset, numel_of(e.shape)); k >= 0)
+      fail("checkpoint '{}' is not written: parameter '{}' holds {} at element {}. Training diverged (a loss or "
+           "gradient became NaN or inf), and the checkpoints before it are kept. Lower train.optimizer.lr or set "
+           "train.grad_clip, check the data for extreme values, then resume from the last good checkpoint "
+           "(--resume) or start again",
+           dir, e.name, value_text(p[e.offset + static_cast<size_t>(k)]), k);
 }
 }  // namespace
 
